@@ -1,0 +1,58 @@
+# Every target bootstraps .venv from the project's own files on first use.
+# On a machine with its own interpreter and packages (the GPU machine), pass PYTHON=python3 to skip the venv.
+.DEFAULT_GOAL := check
+SHELL := /bin/bash
+
+ifdef PYTHON
+PY := $(PYTHON)
+SETUP :=
+else
+PY := .venv/bin/python
+SETUP := .venv/.installed
+endif
+
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+# Triton kernels run in the interpreter where no GPU is present.
+ifneq ($(HAS_GPU),1)
+export TRITON_INTERPRET := 1
+endif
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+
+.PHONY: labs check lint test fuzz fuzz-campaign bench clean
+
+.venv/.installed: pyproject.toml constraints/cpu.txt
+	python3 -m venv .venv
+	.venv/bin/python -m pip install -q --upgrade pip
+	.venv/bin/python -m pip install -q -c constraints/cpu.txt -e '.[test,kernels,dev]'
+	touch $@
+
+labs: $(SETUP)
+	$(PY) labs/26_compression.py
+	$(PY) labs/27_indexing.py
+
+lint: $(SETUP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+test: $(SETUP)
+	$(PY) -m pytest -q
+
+check: lint test
+
+fuzz: $(SETUP)
+	CSA_PROFILE=deep $(PY) -m pytest -q properties
+
+fuzz-campaign: $(SETUP)
+	$(PY) -m csa.campaign
+
+bench: $(SETUP)
+ifeq ($(HAS_GPU),1)
+	$(PY) -m fast.bench --out results
+else
+	@echo "make bench: no GPU found (nvidia-smi -L failed); benchmarks run only on a CUDA device."
+endif
+
+clean:
+	rm -rf .venv .hypothesis .mypy_cache .ruff_cache .pytest_cache build *.egg-info repro
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

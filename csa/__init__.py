@@ -1,0 +1,1 @@
+"""The ``csa`` command line: ``csa bytes``, ``csa fuzz``."""

@@ -1,0 +1,1 @@
+"""Hypothesis properties every implementation of the contract must satisfy."""
