@@ -6,6 +6,6 @@ import shutil
 if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
-from properties.profiles import load_profile  # noqa: E402
+from properties.profiles import load_profile
 
 load_profile()

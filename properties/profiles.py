@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, settings
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
-settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None, suppress_health_check=_SLOW_OK,
-                          print_blob=True)
+settings.register_profile(
+    "ci", derandomize=True, max_examples=60, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True
+)
 settings.register_profile("dev", max_examples=200, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
-settings.register_profile("deep", max_examples=10_000, deadline=None, suppress_health_check=_SLOW_OK,
-                          print_blob=True)
+settings.register_profile("deep", max_examples=10_000, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
 
 PROFILES = ("ci", "dev", "deep")
 

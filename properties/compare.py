@@ -1,0 +1,125 @@
+"""How results are compared: exact lanes, and floating outputs under the twice-torch error rule.
+
+1. Exact outputs (indices, slots, -1 lanes, byte strings, quantized codes) compare bit for bit.
+2. A floating output is compared with the exact reference value. Its error may be at most twice the error of a
+   same-precision torch implementation of the same formula on the same inputs (the flash-attention rule), with a
+   floor of a few units in the last place of the output dtype, since a torch baseline may be exact by luck.
+3. A mismatch is reported lane by lane, worst lanes first, so the first lines of a report point at the bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+ULP_FLOOR = 4  # output ulps always allowed, whatever the baseline's error
+
+
+@dataclass
+class Mismatch(AssertionError):
+    """A property's failure: what was checked, and the differing lanes, worst first."""
+
+    what: str
+    lanes: list[tuple[tuple[int, ...], Any, Any]] = field(default_factory=list)
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        head = f"{self.what}: {self.detail}" if self.detail else self.what
+        shown = [f"  at {list(i)}: expected {e!r}, got {g!r}" for i, e, g in self.lanes[:12]]
+        more = [f"  ... {len(self.lanes) - 12} more lanes differ"] if len(self.lanes) > 12 else []
+        return "\n".join([head, *shown, *more])
+
+
+def _as_nested(x: Any) -> Any:
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, bytes | bytearray):
+        return list(x)
+    return x
+
+
+def _flatten(x: Any, prefix: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], Any]]:
+    if isinstance(x, list | tuple):
+        out: list[tuple[tuple[int, ...], Any]] = []
+        for i, item in enumerate(x):
+            out.extend(_flatten(item, (*prefix, i)))
+        return out
+    return [(prefix, x)]
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    shape: list[int] = []
+    while isinstance(x, list | tuple):
+        shape.append(len(x))
+        if not x:
+            break
+        x = x[0]
+    return tuple(shape)
+
+
+def assert_exact(expected: Any, got: Any, what: str) -> None:
+    """Bit-for-bit equality of nested lists, tuples, tensors or byte strings."""
+    e, g = _as_nested(expected), _as_nested(got)
+    if _shape(e) != _shape(g):
+        raise Mismatch(what, detail=f"shape {_shape(g)} differs from expected {_shape(e)}")
+    lanes = [(i, ev, gv) for (i, ev), (_, gv) in zip(_flatten(e), _flatten(g), strict=True) if ev != gv]
+    if lanes:
+        raise Mismatch(what, lanes, detail=f"{len(lanes)} lane(s) differ")
+
+
+def ulp(x: float, mantissa_bits: int) -> float:
+    """One unit in the last place of |x| for a binary format with `mantissa_bits` stored fraction bits."""
+    import math
+
+    if x == 0 or not math.isfinite(x):
+        return 2.0 ** (-126 - mantissa_bits)
+    return 2.0 ** (math.frexp(abs(x))[1] - 1 - mantissa_bits)
+
+
+def errors(exact: Sequence[Fraction | float], got: Sequence[float]) -> list[float]:
+    """Absolute error of each lane; NaN where either side is not finite and they are not the same value."""
+    import math
+
+    out = []
+    for e, g in zip(exact, got, strict=True):
+        ef = float(e)
+        if math.isnan(g) or math.isnan(ef):
+            out.append(0.0 if (math.isnan(g) and math.isnan(ef)) else math.nan)
+        elif math.isinf(g) or math.isinf(ef):
+            out.append(0.0 if g == ef else math.inf)
+        else:
+            out.append(abs(float(Fraction(g) - Fraction(e))) if isinstance(e, Fraction) else abs(g - ef))
+    return out
+
+
+def assert_within_twice_baseline(
+    exact: Sequence[Fraction | float],
+    got: Sequence[float],
+    baseline: Sequence[float],
+    mantissa_bits: int,
+    what: str,
+) -> None:
+    """Each lane's error is at most 2 x the same-precision baseline's error on that lane, or ULP_FLOOR ulps.
+
+    The bound is per lane, so a single wrong row cannot hide behind a large error elsewhere.
+    """
+    import math
+
+    got_err, base_err = errors(exact, got), errors(exact, baseline)
+    bad = []
+    for i, (ge, be, e) in enumerate(zip(got_err, base_err, exact, strict=True)):
+        allowed = max(2 * be if math.isfinite(be) else 0.0, ULP_FLOOR * ulp(float(e), mantissa_bits))
+        if not ge <= allowed:
+            bad.append(((i,), float(e), got[i], ge / allowed if allowed and math.isfinite(ge) else math.inf))
+    if bad:
+        bad.sort(key=lambda lane: -lane[3] if math.isfinite(lane[3]) else -math.inf)
+        raise Mismatch(
+            what,
+            [(i, e, g) for i, e, g, _ in bad],
+            detail=f"{len(bad)} lane(s) exceed 2 x the same-precision torch error (ulp floor {ULP_FLOOR})",
+        )
