@@ -1,0 +1,104 @@
+"""Index scores I_j = scale * sum_h w_h * max(0, q_h . k_j), exactly, and the compressed rows a query can see.
+
+Shapes: ``queries`` is H heads of d entries, ``weights`` has H entries, ``keys`` is T rows of d entries; the result
+has T scores, one per compressed row. Entries are ``int`` or ``Fraction``.
+
+The public V4 / V4.1 indexers fold a constant into the head weights:
+``weights * (softmax_scale * n_heads ** -0.5)`` with ``softmax_scale = index_head_dim ** -0.5``. That factor is
+irrational in general (``1 / sqrt(index_head_dim * n_heads)``). A positive factor multiplies every score by the
+same amount, so it never changes which rows are chosen or their order; the reference therefore takes the scale as
+an exact rational supplied by the caller (default 1), and :func:`public_weight_scale` gives the public factor
+exactly as a sympy expression for callers that want the scaled values themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from reference.checks import (
+    require,
+    require_exact,
+    require_length,
+    require_nonnegative_int,
+    require_positive_int,
+)
+
+
+def _matrix(rows: Sequence[Sequence[object]], argument: str, width: int | None) -> list[list[Fraction]]:
+    """Rows of exact entries, all of one width (``width`` when given, else the first row's)."""
+    out: list[list[Fraction]] = []
+    for i, row in enumerate(rows):
+        if width is None:
+            width = len(row)
+        require_length(row, width, f"{argument}[{i}]", "the index head dimension")
+        out.append([require_exact(x, f"{argument}[{i}][{c}]") for c, x in enumerate(row)])
+    return out
+
+
+def index_scores(
+    queries: Sequence[Sequence[object]],
+    weights: Sequence[object],
+    keys: Sequence[Sequence[object]],
+    scale: object = 1,
+) -> list[Fraction]:
+    """One exact score per key row: ``scale * sum_h weights[h] * max(0, queries[h] . keys[j])``.
+
+    ``scale`` must be a positive int or Fraction; it leaves the ranking unchanged. Raises ValueError naming the
+    argument when the head counts (``weights`` vs ``queries``) or the dimensions (``queries[h]`` or ``keys[j]``)
+    disagree, and when there is no head at all.
+    """
+    require(len(queries) > 0, "queries", "must hold at least one head")
+    q = _matrix(queries, "queries", None)
+    dim = len(q[0])
+    require_length(weights, len(q), "weights", "one weight per query head")
+    w = [require_exact(x, f"weights[{h}]") for h, x in enumerate(weights)]
+    k = _matrix(keys, "keys", dim)
+    factor = require_exact(scale, "scale")
+    require(factor > 0, "scale", f"must be positive (a positive factor keeps the ranking), got {factor}")
+    scores: list[Fraction] = []
+    for key in k:
+        total = Fraction(0)
+        for head, weight in zip(q, w, strict=True):
+            total += weight * max(Fraction(0), sum((a * b for a, b in zip(head, key, strict=True)), Fraction(0)))
+        scores.append(factor * total)
+    return scores
+
+
+def public_weight_scale(index_head_dim: int, n_heads: int) -> Any:
+    """The factor the public indexers fold into the weights, exactly: ``index_head_dim**-1/2 * n_heads**-1/2``.
+
+    Returned as a sympy expression (for 128 dims and 64 heads: ``sqrt(2)/128``). sympy is imported here only,
+    so the rest of the reference runs on the standard library alone.
+    """
+    import sympy
+
+    d = require_positive_int(index_head_dim, "index_head_dim")
+    h = require_positive_int(n_heads, "n_heads")
+    return sympy.Integer(1) / sympy.sqrt(sympy.Integer(d)) / sympy.sqrt(sympy.Integer(h))
+
+
+def visible_rows(position: int, ratio: int) -> int:
+    """Completed compressed rows a query at original ``position`` can see: ``floor((position + 1) / ratio)``."""
+    p = require_nonnegative_int(position, "position")
+    r = require_positive_int(ratio, "ratio")
+    return (p + 1) // r
+
+
+def prefill_visible_rows(start_pos: int, seqlen: int, ratio: int) -> list[int]:
+    """Per query of a prefill chunk covering positions ``start_pos .. start_pos + seqlen - 1``."""
+    s = require_nonnegative_int(start_pos, "start_pos")
+    n = require_nonnegative_int(seqlen, "seqlen")
+    r = require_positive_int(ratio, "ratio")
+    return [(p + 1) // r for p in range(s, s + n)]
+
+
+def decode_visible_rows(positions: Sequence[int], ratio: int) -> list[int]:
+    """Per request of a decode step; ``positions[i]`` is request i's query position (its context length - 1)."""
+    r = require_positive_int(ratio, "ratio")
+    out: list[int] = []
+    for i, position in enumerate(positions):
+        p = require_nonnegative_int(position, f"positions[{i}]")
+        out.append((p + 1) // r)
+    return out
