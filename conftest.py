@@ -9,3 +9,12 @@ if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None:
 from properties.profiles import load_profile
 
 load_profile()
+
+
+def pytest_terminal_summary(terminalreporter):  # type: ignore[no-untyped-def]
+    from properties.mutation import SUMMARY
+
+    if SUMMARY:
+        terminalreporter.section("mutants")
+        for line in SUMMARY:
+            terminalreporter.write_line(line)

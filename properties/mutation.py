@@ -37,6 +37,9 @@ def hunt(
     return kills, by_property
 
 
+SUMMARY: list[str] = []  # lines the test session prints at its end (see conftest.py)
+
+
 def score_line(kills: Sequence[Kill]) -> str:
     killed = sum(1 for k in kills if k.killed_by)
     pct = 100 * killed // len(kills) if kills else 0
