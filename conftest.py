@@ -6,8 +6,9 @@ import shutil
 if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
-from properties.profiles import load_profile
+from properties.profiles import load_profile, pin_worker_gpu
 
+pin_worker_gpu()
 load_profile()
 
 

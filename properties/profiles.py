@@ -9,6 +9,7 @@
 import os
 
 from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
@@ -29,6 +30,20 @@ def profile_name() -> str:
 
 
 def load_profile() -> str:
+    """Load the chosen profile; CSA_DATABASE names a directory example database shared by parallel workers."""
     name = profile_name()
     settings.load_profile(name)
+    shared = os.environ.get("CSA_DATABASE")
+    if shared:
+        settings.register_profile(
+            f"{name}-shared", settings.get_profile(name), database=DirectoryBasedExampleDatabase(shared)
+        )
+        settings.load_profile(f"{name}-shared")
     return name
+
+
+def pin_worker_gpu() -> None:
+    """Under a campaign with CSA_GPUS set, xdist worker gwN sees only GPU N mod CSA_GPUS."""
+    worker, gpus = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("CSA_GPUS")
+    if worker.startswith("gw") and gpus and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % int(gpus))
