@@ -1,0 +1,317 @@
+"""The compressed layer, the exact gated mean, one-shot and chunked compression, and the batch form."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import mpmath
+import pytest
+import sympy
+
+from reference.compression import (
+    CompressionState,
+    completed_count,
+    compress,
+    decode_step,
+    prefill_batch,
+    prefill_chunk,
+    row_window,
+    state_after,
+)
+from reference.gated_mean import Weighting, evaluate, gated_mean
+from reference.layer import V4_RATIOS, V41_RATIOS, CompressedLayer, v4_layer, v41_layer
+from tests.compression_oracles import (
+    compositions,
+    oracle_rows,
+    prefill_in_chunks,
+    random_ape,
+    random_composition,
+    random_positions,
+)
+
+R = Weighting.RATIONAL
+BOOK_PAIR = [((1, 3), (0, 10)), ((3, 1), (8, 2))]
+
+
+# --- the layer -----------------------------------------------------------------------------------------------
+
+
+def test_presets_and_constructors() -> None:
+    assert V4_RATIOS == (0, 4, 128)
+    assert V41_RATIOS == (0, 1, 2)
+    c4 = v4_layer(4, 3)
+    assert (c4.overlap, c4.coff, c4.channels, c4.window) == (True, 2, 6, 8)
+    c128 = v4_layer(128, 3)
+    assert (c128.overlap, c128.channels, c128.window) == (False, 3, 128)
+    c2 = v41_layer(2, 512)
+    assert (c2.overlap, c2.ape, c2.channels, c2.window) == (False, None, 512, 2)
+    assert CompressedLayer(7, 1).window == 7
+
+
+@pytest.mark.parametrize(
+    ("build", "argument", "error"),
+    [
+        (lambda: CompressedLayer(0, 1), "ratio", ValueError),
+        (lambda: CompressedLayer(-2, 1), "ratio", ValueError),
+        (lambda: CompressedLayer(True, 1), "ratio", TypeError),
+        (lambda: CompressedLayer(2, 0), "dim", ValueError),
+        (lambda: CompressedLayer(2, 1, overlap=True), "overlap", ValueError),
+        (lambda: CompressedLayer(128, 1, overlap=True), "overlap", ValueError),
+        (lambda: CompressedLayer(4, 1, overlap=1), "overlap", TypeError),  # type: ignore[arg-type]
+        (lambda: CompressedLayer(2, 1, ape=((1,),)), "ape", ValueError),
+        (lambda: CompressedLayer(2, 2, ape=((1, 1), (1,))), "ape[1]", ValueError),
+        (lambda: CompressedLayer(4, 1, overlap=True, ape=((1,),) * 4), "ape[0]", ValueError),
+        (lambda: CompressedLayer(2, 1, ape=((1,), ("1",))), "ape[1][0]", TypeError),
+        (lambda: v4_layer(2, 1), "ratio", ValueError),
+        (lambda: v4_layer(0, 1), "ratio", ValueError),
+        (lambda: v41_layer(4, 1), "ratio", ValueError),
+        (lambda: v41_layer(0, 1), "ratio", ValueError),
+    ],
+)
+def test_bad_layers(build: object, argument: str, error: type[Exception]) -> None:
+    with pytest.raises(error) as caught:
+        build()  # type: ignore[operator]
+    assert str(caught.value).startswith(f"{argument}:")
+
+
+# --- the gated mean ------------------------------------------------------------------------------------------
+
+
+def test_book_pair_is_six_eight() -> None:
+    # The book: values (0,10) and (8,2) with weights (1,3) and (3,1) give (6, 8).
+    assert compress(v41_layer(2, 2), BOOK_PAIR, R) == ((Fraction(6), Fraction(8)),)
+
+
+def test_gated_mean_rational_and_zero_weight() -> None:
+    assert gated_mean([Fraction(1), Fraction(3)], [Fraction(0), Fraction(8)], R) == 6
+    assert gated_mean([Fraction(0), Fraction(2)], [Fraction(100), Fraction(5)], R) == 5
+    with pytest.raises(ValueError, match=r"^scores:"):
+        gated_mean([Fraction(0), Fraction(0)], [Fraction(1), Fraction(2)], R)
+    with pytest.raises(ValueError, match=r"^values:"):
+        gated_mean([Fraction(1)], [], R)
+
+
+def test_exp_scores_equal_log_weights_exactly() -> None:
+    """exp(log w) = w: sympy scores log(w) give exactly the rational-weight rows (chunked too)."""
+    rng = random.Random(5)
+    layer = CompressedLayer(4, 1, overlap=True, ape=random_ape(rng, 4, 2))
+    table = random_ape(rng, 4, 2)
+    layer = CompressedLayer(4, 1, overlap=True, ape=table)
+    exp_layer = CompressedLayer(4, 1, overlap=True, ape=tuple(tuple(sympy.log(a) for a in row) for row in table))
+    positions = random_positions(rng, layer, 10)
+    logs = [(tuple(sympy.log(w) for w in s), v) for s, v in positions]
+    want = [tuple(sympy.Rational(x.numerator, x.denominator) for x in row) for row in oracle_rows(layer, positions)]
+    assert list(compress(exp_layer, logs, Weighting.EXP)) == want
+    rows, _, _ = prefill_in_chunks(exp_layer, logs, [3, 1, 6], Weighting.EXP)
+    assert [row.values for row in rows] == want
+
+
+def test_exp_scores_transcendental() -> None:
+    """Scores 0 and 1 give (v0 + e v1) / (1 + e); -oo gives weight 0; evaluate() agrees with mpmath."""
+    layer = CompressedLayer(2, 1)
+    half = sympy.Rational(1, 2)
+    positions = [((0,), (3,)), ((1,), (-2,)), ((sympy.S.NegativeInfinity,), (7,)), ((half,), (5,))]
+    rows = compress(layer, positions, Weighting.EXP)
+    e = sympy.E
+    assert sympy.simplify(rows[0][0] - (3 - 2 * e) / (1 + e)) == 0
+    assert rows[1][0] == 5  # the -oo entry carries no weight
+    with mpmath.workdps(60):
+        expected = (3 - 2 * mpmath.e) / (1 + mpmath.e)
+        got = mpmath.mpf(str(evaluate(rows[0][0], 40)))
+        assert abs(got - expected) < mpmath.mpf(10) ** -38
+    chunked, _, state = prefill_in_chunks(layer, positions, [1, 2, 1], Weighting.EXP)
+    assert [row.values for row in chunked] == list(rows)
+    assert state == state_after(layer, positions, Weighting.EXP)
+    with pytest.raises(ValueError, match=r"^scores:"):
+        compress(layer, [((sympy.S.NegativeInfinity,), (1,))] * 2, Weighting.EXP)
+
+
+@pytest.mark.parametrize(
+    ("position", "weighting", "argument", "error"),
+    [
+        (((1.5,), (1,)), R, "positions[0].scores[0]", TypeError),
+        (((1,), (0.5,)), R, "positions[0].latents[0]", TypeError),
+        (((-1,), (1,)), R, "positions[0].scores[0]", ValueError),
+        (((sympy.Float(1),), (1,)), Weighting.EXP, "positions[0].scores[0]", TypeError),
+        (((sympy.S.Infinity,), (1,)), Weighting.EXP, "positions[0].scores[0]", ValueError),
+        (((0,), (sympy.S.NegativeInfinity,)), Weighting.EXP, "positions[0].latents[0]", ValueError),
+        (((sympy.I,), (1,)), Weighting.EXP, "positions[0].scores[0]", ValueError),
+        (((1, 2), (1,)), R, "positions[0].scores", ValueError),
+        (((1,), (1, 2)), R, "positions[0].latents", ValueError),
+        (((1,),), R, "positions[0]", ValueError),
+    ],
+)
+def test_bad_positions(position: object, weighting: Weighting, argument: str, error: type[Exception]) -> None:
+    with pytest.raises(error) as caught:
+        compress(CompressedLayer(1, 1), [position], weighting)
+    assert str(caught.value).startswith(f"{argument}:")
+
+
+def test_bad_ape_values_named() -> None:
+    zero_factor = CompressedLayer(1, 1, ape=((0,),))
+    with pytest.raises(ValueError, match=r"^ape\[0\]\[0\]:"):
+        compress(zero_factor, [((1,), (1,))], R)
+    with pytest.raises(TypeError, match=r"^ape\[0\]\[0\]:"):
+        compress(CompressedLayer(1, 1, ape=((sympy.log(2),),)), [((1,), (1,))], R)
+
+
+def test_evaluate_rejects_bad_arguments() -> None:
+    assert str(evaluate(Fraction(1, 3), 5)) == "0.33333"
+    with pytest.raises(ValueError, match=r"^digits:"):
+        evaluate(Fraction(1), 0)
+    with pytest.raises(TypeError, match=r"^value:"):
+        evaluate("1", 5)
+
+
+# --- one-shot == every chunk partition -----------------------------------------------------------------------
+
+
+def _layers() -> list[object]:
+    rng = random.Random(11)
+    cases = [
+        ("r1", CompressedLayer(1, 2), 7),
+        ("r2", CompressedLayer(2, 2), 9),
+        ("r3-ape", CompressedLayer(3, 1, ape=random_ape(rng, 3, 1)), 8),
+        ("r4-overlap-ape", CompressedLayer(4, 2, overlap=True, ape=random_ape(rng, 4, 4)), 10),
+    ]
+    return [pytest.param(*case, id=case[0]) for case in cases]
+
+
+@pytest.mark.parametrize(("name", "layer", "longest"), _layers())
+def test_one_shot_matches_oracle_and_every_partition(name: str, layer: CompressedLayer, longest: int) -> None:
+    rng = random.Random(name)
+    positions = random_positions(rng, layer, longest)
+    for n in range(1, longest + 1):
+        prefix = positions[:n]
+        one_shot = compress(layer, prefix, R)
+        assert list(one_shot) == oracle_rows(layer, prefix)
+        final = state_after(layer, prefix, R)
+        assert final.end == n and len(final.pending) == n % layer.ratio
+        for lengths in compositions(n):
+            rows, reserved, state = prefill_in_chunks(layer, prefix, lengths, R)
+            assert [row.values for row in rows] == list(one_shot), lengths
+            assert [(row.index, row.position) for row in rows] == [(j, j * layer.ratio) for j in range(len(rows))]
+            starts = [sum(lengths[:i]) for i in range(len(lengths))]
+            assert reserved == [
+                max(1, (s + k) // layer.ratio - s // layer.ratio) for s, k in zip(starts, lengths, strict=True)
+            ]
+            assert state == final
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_ratio_128_small_dims(dim: int) -> None:
+    rng = random.Random(dim)
+    layer = CompressedLayer(128, dim, ape=random_ape(rng, 128, dim))
+    positions = random_positions(rng, layer, 260)
+    one_shot = compress(layer, positions, R)
+    assert list(one_shot) == oracle_rows(layer, positions)
+    assert len(one_shot) == 2
+    final = state_after(layer, positions, R)
+    plans = [[260], [127, 1, 1, 131], [128, 128, 4], [1, 126, 2, 131], [255, 1, 4]]
+    plans += [random_composition(rng, 260, rng.randint(1, 8)) for _ in range(4)]
+    for lengths in plans:
+        rows, reserved, state = prefill_in_chunks(layer, positions, lengths, R)
+        assert [row.values for row in rows] == list(one_shot), lengths
+        assert state == final
+        assert sum(max(0, r - 1) for r in reserved) <= 2  # at most two chunks complete a row
+
+
+def test_chunk_arithmetic_and_placeholder() -> None:
+    assert completed_count(2, 0, 1) == 0
+    assert completed_count(2, 1, 4) == 2
+    assert completed_count(2, 4, 7) == 1
+    assert completed_count(128, 100, 300) == 2
+    assert list(row_window(v4_layer(4, 1), 0)) == [0, 1, 2, 3]
+    assert list(row_window(v4_layer(4, 1), 2)) == [4, 5, 6, 7, 8, 9, 10, 11]
+    layer = CompressedLayer(2, 3)
+    result = prefill_chunk(layer, CompressionState(), 0, [((1,) * 3, (5,) * 3)], R)
+    assert result.rows == ()
+    (out,) = result.reserved
+    assert (out.position, out.store_row, out.values) == (0, -1, (0, 0, 0))
+    assert result.state.end == 1 and len(result.state.pending) == 1
+
+
+def test_chunk_must_start_where_state_ends() -> None:
+    layer = CompressedLayer(2, 1)
+    state = prefill_chunk(layer, CompressionState(), 0, [((1,), (1,))] * 3, R).state
+    with pytest.raises(ValueError, match=r"^start:"):
+        prefill_chunk(layer, state, 2, [((1,), (1,))], R)
+    with pytest.raises(ValueError, match=r"^start:"):
+        decode_step(layer, state, 4, [((1,), (1,))], R)
+    with pytest.raises(ValueError, match=r"^positions:"):
+        prefill_chunk(layer, state, 3, [], R)
+    with pytest.raises(ValueError, match=r"^state.pending:"):
+        prefill_chunk(layer, CompressionState(end=3), 3, [((1,), (1,))], R)
+    with pytest.raises(ValueError, match=r"^state.previous:"):
+        prefill_chunk(v4_layer(4, 1), CompressionState(end=4), 4, [((1, 1), (1, 1))], R)
+    with pytest.raises(TypeError, match=r"^state:"):
+        prefill_chunk(layer, None, 0, [((1,), (1,))], R)  # type: ignore[arg-type]
+
+
+# --- decode steps in the exact form ---------------------------------------------------------------------------
+
+
+def test_decode_reserves_one_row_per_query() -> None:
+    rng = random.Random(3)
+    layer = CompressedLayer(4, 1, overlap=True, ape=random_ape(rng, 4, 2))
+    positions = random_positions(rng, layer, 16)
+    want = oracle_rows(layer, positions)
+    state = prefill_chunk(layer, CompressionState(), 0, positions[:5], R).state
+    step = decode_step(layer, state, 5, positions[5:11], R)
+    assert [(o.position, o.store_row) for o in step.reserved] == [(0, -1), (0, -1), (4, 1), (0, -1), (0, -1), (0, -1)]
+    assert step.reserved[2].values == want[1]
+    assert all(o.values == (0,) for o in step.reserved if o.store_row == -1)
+    assert [row.values for row in step.rows] == [want[1]]
+    # Verify: keep 2 of 6; row 1 (completed by position 7) is accepted, the state ends at 7.
+    partial = decode_step(layer, state, 5, positions[5:11], R, accepted=3)
+    assert partial.reserved == step.reserved
+    assert [row.index for row in partial.rows] == [1]
+    assert partial.state == state_after(layer, positions[:8], R)
+    short = decode_step(layer, state, 5, positions[5:11], R, accepted=2)
+    assert short.rows == () and short.state == state_after(layer, positions[:7], R)
+    for bad in (0, 7):
+        with pytest.raises(ValueError, match=r"^accepted:"):
+            decode_step(layer, state, 5, positions[5:11], R, accepted=bad)
+
+
+# --- several requests together --------------------------------------------------------------------------------
+
+
+def test_batch_equals_each_request_alone() -> None:
+    rng = random.Random(8)
+    for layer in (CompressedLayer(2, 2), CompressedLayer(4, 1, overlap=True, ape=random_ape(rng, 4, 2))):
+        for _ in range(20):
+            count = rng.randint(1, 4)
+            streams = [random_positions(rng, layer, rng.randint(2, 14)) for _ in range(count)]
+            states, starts, chunks = [], [], []
+            for stream in streams:
+                done = rng.randint(0, len(stream) - 1)
+                states.append(state_after(layer, stream[:done], R) if done else CompressionState())
+                starts.append(done)
+                chunks.append(stream[done:])
+            batch = prefill_batch(layer, states, starts, chunks, R)
+            alone = [prefill_chunk(layer, s, b, c, R) for s, b, c in zip(states, starts, chunks, strict=True)]
+            assert list(batch.results) == alone
+            assert batch.row_offsets[0] == 0 and len(batch.row_offsets) == count + 1
+            for b, result in enumerate(alone):
+                assert batch.reserved[batch.row_offsets[b] : batch.row_offsets[b + 1]] == result.reserved
+            expected_total = sum(
+                max(1, completed_count(layer.ratio, s, s + len(c))) for s, c in zip(starts, chunks, strict=True)
+            )
+            assert len(batch.reserved) == expected_total
+
+
+def test_batch_bad_inputs() -> None:
+    layer = CompressedLayer(2, 1)
+    one = [((1,), (1,))]
+    with pytest.raises(ValueError, match=r"^starts\[1\]:"):
+        prefill_batch(layer, [CompressionState(), CompressionState()], [0, 1], [one, one], R)
+    with pytest.raises(ValueError, match=r"^starts:"):
+        prefill_batch(layer, [CompressionState()], [0, 0], [one], R)
+    with pytest.raises(ValueError, match=r"^chunks:"):
+        prefill_batch(layer, [CompressionState()], [0], [one, one], R)
+    with pytest.raises(ValueError, match=r"^chunks\[0\]:"):
+        prefill_batch(layer, [CompressionState()], [0], [[]], R)
+    with pytest.raises(ValueError, match=r"^chunks\[0\]\[0\].scores:"):
+        prefill_batch(layer, [CompressionState()], [0], [[((1, 1), (1,))]], R)

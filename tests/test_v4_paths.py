@@ -1,0 +1,101 @@
+"""The V4 Compressor's prefill and decode paths (seed 001) equal one-shot compression."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import sympy
+
+from reference.compression import compress
+from reference.gated_mean import Weighting
+from reference.layer import CompressedLayer, v4_layer
+from reference.v4_paths import v4_decode, v4_initial_state, v4_prefill
+from tests.compression_oracles import RawPosition, oracle_rows, random_ape, random_positions
+
+R = Weighting.RATIONAL
+
+
+def prefill_then_decode(
+    layer: CompressedLayer, positions: list[RawPosition], prefilled: int, weighting: Weighting = R
+) -> list[tuple[object, ...]]:
+    rows, state = v4_prefill(layer, positions[:prefilled], weighting)
+    out = list(rows)
+    for p in range(prefilled, len(positions)):
+        row, state = v4_decode(layer, state, p, positions[p], weighting)
+        if row is not None:
+            out.append(row)
+        assert (row is not None) == ((p + 1) % layer.ratio == 0)
+    return out
+
+
+def _cases() -> list[object]:
+    rng = random.Random(4)
+    return [
+        pytest.param(v4_layer(4, 1, ape=random_ape(rng, 4, 2)), 17, id="c4-overlap-ape-d1"),
+        pytest.param(v4_layer(4, 2, ape=random_ape(rng, 4, 4)), 13, id="c4-overlap-ape-d2"),
+        pytest.param(v4_layer(4, 2), 10, id="c4-overlap-no-ape"),
+        pytest.param(CompressedLayer(2, 2, ape=random_ape(rng, 2, 2)), 9, id="r2-ape"),
+        pytest.param(CompressedLayer(3, 1), 10, id="r3"),
+    ]
+
+
+@pytest.mark.parametrize(("layer", "n"), _cases())
+def test_prefill_then_decode_equals_one_shot(layer: CompressedLayer, n: int) -> None:
+    rng = random.Random(n)
+    positions = random_positions(rng, layer, n)
+    want = oracle_rows(layer, positions)
+    assert list(compress(layer, positions, R)) == want
+    for prefilled in range(1, n + 1):
+        assert prefill_then_decode(layer, positions, prefilled) == want, prefilled
+
+
+@pytest.mark.parametrize("prefilled", [1, 100, 127, 128, 129, 255, 256])
+def test_c128_prefill_then_decode(prefilled: int) -> None:
+    rng = random.Random(prefilled)
+    layer = v4_layer(128, 1, ape=random_ape(rng, 128, 1))
+    positions = random_positions(rng, layer, 260)
+    assert prefill_then_decode(layer, positions, prefilled) == oracle_rows(layer, positions)
+
+
+def test_exact_scores_through_both_paths() -> None:
+    half = sympy.Rational(1, 2)
+    layer = v4_layer(4, 1, ape=[[0, half], [1, 0], [-half, 2], [0, 0]])
+    rng = random.Random(9)
+    positions = [
+        (tuple(sympy.Rational(rng.randint(-2, 2), 2) for _ in range(2)), tuple(rng.randint(-3, 3) for _ in range(2)))
+        for _ in range(9)
+    ]
+    want = compress(layer, positions, Weighting.EXP)
+    for prefilled in (1, 4, 6):
+        got = prefill_then_decode(layer, positions, prefilled, Weighting.EXP)
+        assert len(got) == len(want) == 2
+        for got_row, want_row in zip(got, want, strict=True):
+            assert all(sympy.simplify(g - w) == 0 for g, w in zip(got_row, want_row, strict=True))
+
+
+def test_state_layout_after_prefill() -> None:
+    """Six positions, r = 4 with overlap: slots 0-3 hold group 0 (previous window), 4-5 positions 4 and 5."""
+    layer = v4_layer(4, 1, ape=[[2, 3], [1, 1], [1, 1], [5, 7]])
+    positions = [((p + 1, p + 2), (10 * p, 10 * p + 1)) for p in range(6)]
+    rows, state = v4_prefill(layer, positions, R)
+    assert len(rows) == 1 and state.end == 6
+    assert state.kv[0] == (0, 1) and state.score[0] == (1 * 2, 2 * 3)  # APE applied at the write
+    assert state.kv[3] == (30, 31) and state.score[3] == (4 * 5, 5 * 7)
+    assert state.kv[4] == (40, 41) and state.kv[5] == (50, 51)
+    assert state.score[6] == (0, 0) and state.kv[7] == (0, 0)  # unwritten: weight 0 (score -inf), kv 0
+    initial = v4_initial_state(layer, Weighting.EXP)
+    assert initial.score[0] == (sympy.S.NegativeInfinity,) * 2
+
+
+def test_bad_inputs() -> None:
+    layer = v4_layer(4, 1)
+    _, state = v4_prefill(layer, [((1, 1), (1, 1))] * 3, R)
+    with pytest.raises(ValueError, match=r"^start_pos:"):
+        v4_decode(layer, state, 4, ((1, 1), (1, 1)), R)
+    with pytest.raises(ValueError, match=r"^start_pos:"):
+        v4_decode(layer, v4_initial_state(layer, R), 0, ((1, 1), (1, 1)), R)
+    with pytest.raises(ValueError, match=r"^positions:"):
+        v4_prefill(layer, [], R)
+    with pytest.raises(ValueError, match=r"^position\[0\].scores:"):
+        v4_decode(layer, state, 3, ((1,), (1, 1)), R)
