@@ -1,0 +1,141 @@
+"""reference.addressing: logical row -> paged slot, its inverse, gathered offsets, store slots."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reference.addressing import (
+    gathered_rows,
+    row_to_slot,
+    rows_per_block,
+    rows_to_slots,
+    slot_to_row,
+    store_row,
+    store_slots,
+)
+from tests.indexing_oracles import Poison
+
+
+def physical_memory(block_table: list[int], block_size: int, ratio: int) -> dict[int, int]:
+    """Brute force: lay the request's pages out one compressed row at a time; physical slot -> logical row."""
+    per_block = block_size // ratio
+    memory = {}
+    row = 0
+    for physical in block_table:
+        for within in range(per_block):
+            memory[physical * per_block + within] = row
+            row += 1
+    return memory
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> tuple[int, int, list[int]]:
+    ratio = draw(st.sampled_from([1, 2, 4]))
+    block_size = ratio * draw(st.integers(1, 5))
+    table = draw(st.lists(st.integers(0, 40), unique=True, min_size=0, max_size=5))
+    return block_size, ratio, table
+
+
+def test_book_decode_example() -> None:
+    # Seed 000: B = 8, r = 2, Bc = 4, block table [7, 2]: rows 1, 2, 4 -> slots 29, 30, 8; the padding lane stays -1.
+    assert rows_per_block(8, 2) == 4
+    assert rows_to_slots([1, 2, 4, -1], [7, 2], 8, 2) == (29, 30, 8, -1)
+
+
+@given(layouts())
+def test_slots_match_the_laid_out_memory(layout: tuple[int, int, list[int]]) -> None:
+    block_size, ratio, table = layout
+    memory = physical_memory(table, block_size, ratio)
+    by_row = {row: slot for slot, row in memory.items()}
+    for row in range(len(by_row)):
+        assert row_to_slot(row, table, block_size, ratio) == by_row[row]
+    for slot, row in memory.items():
+        assert slot_to_row(slot, table, block_size, ratio) == row
+    # Injective on the request's rows: distinct rows never share a slot.
+    slots = rows_to_slots(list(range(len(by_row))), table, block_size, ratio)
+    assert len(set(slots)) == len(slots)
+
+
+@given(layouts(), st.data())
+def test_minus_one_lanes_are_kept(layout: tuple[int, int, list[int]], data: st.DataObject) -> None:
+    block_size, ratio, table = layout
+    capacity = len(table) * (block_size // ratio)
+    rows = data.draw(st.lists(st.integers(-1, capacity - 1) if capacity else st.just(-1), max_size=8))
+    slots = rows_to_slots(rows, table, block_size, ratio)
+    assert [s == -1 for s in slots] == [r == -1 for r in rows]
+    assert [slot_to_row(s, table, block_size, ratio) for s in slots] == rows
+
+
+def test_count_guard_ignores_lanes_past_the_count() -> None:
+    # The public CUDA conversion: lanes at or past the valid count are -1 whatever they hold, and are not read.
+    lanes: list[object] = [1, 4, Poison(), Poison()]
+    assert rows_to_slots(lanes, [7, 2], 8, 2, valid_lanes=2) == (29, 8, -1, -1)  # type: ignore[arg-type]
+    assert rows_to_slots([1, 4], [7, 2], 8, 2, valid_lanes=0) == (-1, -1)
+    # A -1 inside the declared count is a caller bug under that convention.
+    with pytest.raises(ValueError, match=r"^rows\[1\]"):
+        rows_to_slots([1, -1, 4], [7, 2], 8, 2, valid_lanes=3)
+
+
+def test_large_block_ids_stay_exact() -> None:
+    # An int32 slot computation overflows here; the reference is exact and a kernel must use int64.
+    block = 2**31 // 64 + 5
+    slot = row_to_slot(70, [3, block], 128, 2)
+    assert slot == block * 64 + 6
+    assert slot > 2**31 - 1
+
+
+def test_gathered_rows() -> None:
+    # Seed 000: with base 10, logical rows 1 and 2 become 11 and 12.
+    assert gathered_rows([1, 2], 10) == (11, 12)
+    assert gathered_rows([0, -1, 3, -1], 7) == (7, -1, 10, -1)
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 4, 128])
+def test_store_rows_mark_group_ends(ratio: int) -> None:
+    # Brute force: row j is written by the last position of its group, j*r + r - 1; other positions store nothing.
+    last_of_group = {j * ratio + ratio - 1: j for j in range(6)}
+    for position in range(6 * ratio):
+        assert store_row(position, ratio) == last_of_group.get(position, -1)
+
+
+def test_store_rows_follow_the_seed_chunks() -> None:
+    # Seed 000: C2 over positions 0..6; [1, 4) completes pairs (0, 1) and (2, 3), [4, 7) only (4, 5).
+    rows = [store_row(p, 2) for p in range(7)]
+    assert [r for r in rows[1:4] if r != -1] == [0, 1]
+    assert [r for r in rows[4:7] if r != -1] == [2]
+    assert rows[0] == -1 and rows[6] == -1
+
+
+def test_store_slots_translate_completed_rows() -> None:
+    # C2, B = 8 (4 rows per block), table [7, 2]: position 3 stores row 1 at slot 29; position 9 row 4 at slot 8.
+    assert store_slots([0, 3, 8, 9], 2, [7, 2], 8) == (-1, 29, -1, 8)
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda: rows_per_block(8, 3), "ratio"),
+        (lambda: rows_per_block(0, 1), "block_size"),
+        (lambda: row_to_slot(8, [7, 2], 8, 2), "block_table"),
+        (lambda: row_to_slot(0, [], 8, 2), "block_table"),
+        (lambda: row_to_slot(-2, [7, 2], 8, 2), "row"),
+        (lambda: row_to_slot(0, [7, 7], 8, 2), "block_table"),
+        (lambda: row_to_slot(0, [-1, 2], 8, 2), r"block_table\[0\]"),
+        (lambda: rows_to_slots([0, 9], [7, 2], 8, 2), "block_table"),
+        (lambda: rows_to_slots([0, -3], [7, 2], 8, 2), r"rows\[1\]"),
+        (lambda: rows_to_slots([0], [7, 2], 8, 2, valid_lanes=2), "valid_lanes"),
+        (lambda: slot_to_row(12, [7, 2], 8, 2), "slot"),
+        (lambda: slot_to_row(-5, [7, 2], 8, 2), "slot"),
+        (lambda: gathered_rows([1, -2], 3), r"rows\[1\]"),
+        (lambda: gathered_rows([1], -3), "offset"),
+        (lambda: store_row(-1, 2), "position"),
+        (lambda: store_slots([5], 4, [0], 6), "ratio"),
+    ],
+)
+def test_bad_input_names_the_argument(call: Callable[[], object], argument: str) -> None:
+    with pytest.raises(ValueError, match=f"^{argument}"):
+        call()
