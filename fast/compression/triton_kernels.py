@@ -1,0 +1,464 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""Triton kernels for compression: prefill over packed requests, and one-launch decode / verify.
+
+Names and shapes follow ``naive.py``. Every kernel works on a tile of output rows x window entries x channels
+(``[BLOCK_R, BLOCK_K, BLOCK_C]``, channels contiguous in memory):
+
+- ``_prefill_rows_kernel``: one program per (block of output rows, block of channels), channel blocks fastest,
+  so programs running together stream whole input rows. Each output row finds its request by binary search over
+  ``row_offsets``. A window up to ``BLOCK_K`` entries is a two-pass softmax in registers; longer windows
+  (r = 128) go through it in chunks with an online (running max) merge. Exponentials are ``exp2`` of
+  ``(x - max) * log2(e)``, accumulation is f32, the final division is correctly rounded.
+- ``_keep_kernel``: after the rows (same stream, so after every ring read), writes each request's newest
+  ``min(n, S)`` positions to its ring: what writing every position in order would leave.
+- ``_decode_kernel``: one program per (request, block of channels) for the whole batch: rows for all the
+  request's new positions, then a barrier, then the ring write of those positions for the same channels. A
+  program reads and writes only its own request's ring slot and channels, so read-then-write holds in one launch.
+
+BF16 outputs are rounded to nearest even with integer operations on the f32 bits (identical compiled and
+interpreted); NaN becomes 0x7FC0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from fast.compression.naive import CompressionResult
+from fast.compression.plan import Mode, Plan
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _bf16_bits(x):
+    """f32 -> bf16 bit pattern (int16), round to nearest even; NaN -> 0x7FC0."""
+    bits = x.to(tl.uint32, bitcast=True)
+    lsb = (bits >> 16) & 1
+    rounded = (bits + 0x7FFF + lsb) >> 16
+    rounded = tl.where(x != x, 0x7FC0, rounded).to(tl.int32)
+    return (rounded - tl.where(rounded >= 0x8000, 0x10000, 0)).to(tl.int16)
+
+
+@triton.jit
+def _request_of(row_off_ptr, rows, num_requests, steps):
+    """The request b of each row: the largest b with row_off[b] <= row (row_off strictly increasing)."""
+    lo = tl.zeros_like(rows)
+    hi = lo + num_requests
+    for _ in range(steps):
+        mid = (lo + hi) // 2
+        right = tl.load(row_off_ptr + mid) <= rows
+        lo = tl.where(right, mid, lo)
+        hi = tl.where(right, hi, mid)
+    return lo
+
+
+@triton.jit
+def _window_mean(
+    score_ptr,
+    latent_ptr,
+    ape_ptr,
+    state_ptr,
+    start,
+    cu0,
+    slot,
+    group,
+    valid,
+    cols,
+    col_ok,
+    R: tl.constexpr,
+    D: tl.constexpr,
+    C: tl.constexpr,
+    OVERLAP: tl.constexpr,
+    HAS_APE: tl.constexpr,
+    S: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """Gated mean of the window of each row: f32[BLOCK_R, BLOCK_C] (meaningless where not ``valid``).
+
+    start, cu0, slot, group, valid: [BLOCK_R] request start, first input row, state slot, row j, completes.
+    Entries are ordered current group first, so the first chunk of a valid row always holds a present entry.
+    """
+    W: tl.constexpr = R * 2 if OVERLAP else R
+    entry = tl.arange(0, BLOCK_K)
+    ring_base = slot.to(tl.int64) * S
+    for k0 in tl.static_range(0, W, BLOCK_K):
+        e = k0 + entry
+        in_window = e < W
+        if OVERLAP:
+            current = e < R
+            offset = tl.where(current, e, e - R)
+            half = tl.where(current, D, 0)
+            t = (group[:, None] - tl.where(current, 0, 1)[None, :]) * R + offset[None, :]
+        else:
+            offset = e
+            half = tl.zeros_like(e)
+            t = group[:, None] * R + offset[None, :]
+        present = valid[:, None] & in_window[None, :] & (t >= 0)
+        from_input = present & (t >= start[:, None])
+        from_ring = present & (t < start[:, None])
+        in_row = (cu0[:, None] + t - start[:, None]).to(tl.int64) * C + half[None, :]
+        ring_row = ((ring_base[:, None] + tl.where(t >= 0, t, 0) % S) * 2) * C + half[None, :]
+        m_in = from_input[:, :, None] & col_ok[None, None, :]
+        m_ring = from_ring[:, :, None] & col_ok[None, None, :]
+        c3 = cols[None, None, :]
+        x = tl.load(score_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
+        v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
+        x = tl.where(m_ring, tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=0.0), x)
+        v = tl.where(m_ring, tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=0.0), v)
+        if HAS_APE:
+            a = tl.load(
+                ape_ptr + (offset * C + half)[:, None] + cols[None, :],
+                mask=in_window[:, None] & col_ok[None, :],
+                other=0.0,
+            )
+            x = x + a[None, :, :]
+        x = tl.where(present[:, :, None], x, float("-inf"))
+        chunk_max = tl.max(x, axis=1)
+        if k0 == 0:
+            run_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)  # a row without entries: weights 0
+            p = tl.exp2((x - run_max[:, None, :]) * LOG2E)
+            total = tl.sum(p, axis=1)
+            acc = tl.sum(p * v, axis=1)
+        else:
+            new_max = tl.maximum(run_max, chunk_max)
+            alpha = tl.exp2((run_max - new_max) * LOG2E)
+            p = tl.exp2((x - new_max[:, None, :]) * LOG2E)
+            total = total * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha + tl.sum(p * v, axis=1)
+            run_max = new_max
+    return tl.math.div_rn(acc, tl.where(valid[:, None], total, 1.0))
+
+
+@triton.jit
+def _store_rows(
+    out_ptr,
+    slot_ptr,
+    pos_ptr,
+    cache_ptr,
+    table_ptr,
+    table_stride,
+    out_rows,
+    live,
+    valid,
+    request,
+    group,
+    cols,
+    col_ok,
+    acc,
+    channel_block,
+    R: tl.constexpr,
+    D: tl.constexpr,
+    ROWS_PER_BLOCK: tl.constexpr,
+    HAS_TABLE: tl.constexpr,
+    WRITE_CACHE: tl.constexpr,
+    OUT_BF16: tl.constexpr,
+    CACHE_BF16: tl.constexpr,
+):
+    """Rows (zero where not valid), cache rows, and (channel block 0 only) store slots and positions."""
+    res = tl.where(valid[:, None], acc, 0.0)
+    orow = out_rows.to(tl.int64)
+    optr = out_ptr + orow[:, None] * D + cols[None, :]
+    omask = live[:, None] & col_ok[None, :]
+    if OUT_BF16:
+        tl.store(optr, _bf16_bits(res), mask=omask)
+    else:
+        tl.store(optr, res, mask=omask)
+    j = group.to(tl.int64)
+    if HAS_TABLE:
+        block = tl.load(table_ptr + request.to(tl.int64) * table_stride + j // ROWS_PER_BLOCK, mask=valid, other=-1).to(
+            tl.int64
+        )
+        slot = tl.where(valid & (block >= 0), block * ROWS_PER_BLOCK + j % ROWS_PER_BLOCK, -1)
+    else:
+        slot = tl.where(valid, j, -1)
+    meta = live & ((out_rows * 0 + channel_block) == 0)  # one channel block writes the per-row metadata
+    tl.store(slot_ptr + orow, slot, mask=meta)
+    tl.store(pos_ptr + orow, tl.where(valid, j * R, 0), mask=meta)
+    if WRITE_CACHE:
+        cmask = (valid & (slot >= 0))[:, None] & col_ok[None, :]
+        cptr = cache_ptr + tl.where(slot >= 0, slot, 0)[:, None] * D + cols[None, :]
+        if CACHE_BF16:
+            tl.store(cptr, _bf16_bits(acc), mask=cmask)
+        else:
+            tl.store(cptr, acc, mask=cmask)
+
+
+@triton.jit
+def _prefill_rows_kernel(
+    score_ptr,
+    latent_ptr,
+    ape_ptr,
+    state_ptr,
+    state_index_ptr,
+    cu_ptr,
+    start_ptr,
+    row_off_ptr,
+    table_ptr,
+    table_stride,
+    out_ptr,
+    slot_ptr,
+    pos_ptr,
+    cache_ptr,
+    num_requests,
+    total_rows,
+    search_steps,
+    R: tl.constexpr,
+    D: tl.constexpr,
+    C: tl.constexpr,
+    OVERLAP: tl.constexpr,
+    HAS_APE: tl.constexpr,
+    S: tl.constexpr,
+    ROWS_PER_BLOCK: tl.constexpr,
+    HAS_TABLE: tl.constexpr,
+    WRITE_CACHE: tl.constexpr,
+    OUT_BF16: tl.constexpr,
+    CACHE_BF16: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    num_cb = tl.cdiv(D, BLOCK_C)
+    pid = tl.program_id(0)
+    pid_c = pid % num_cb
+    rows = (pid // num_cb) * BLOCK_R + tl.arange(0, BLOCK_R)
+    live = rows < total_rows
+    request = _request_of(row_off_ptr, rows, num_requests, search_steps)
+    start = tl.load(start_ptr + request)
+    cu0 = tl.load(cu_ptr + request)
+    length = tl.load(cu_ptr + request + 1) - cu0
+    slot = tl.load(state_index_ptr + request)
+    local = rows - tl.load(row_off_ptr + request)
+    first = start // R
+    valid = live & (local < (start + length) // R - first)
+    group = first + local
+    cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < D
+    acc = _window_mean(
+        score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, cols, col_ok,
+        R, D, C, OVERLAP, HAS_APE, S, BLOCK_K,
+    )  # fmt: skip
+    _store_rows(
+        out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, rows, live, valid, request, group,
+        cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE, OUT_BF16, CACHE_BF16,
+    )  # fmt: skip
+
+
+@triton.jit
+def _copy_to_ring(
+    score_ptr,
+    latent_ptr,
+    state_ptr,
+    cu0,
+    start,
+    slot,
+    local,
+    live,
+    cols,
+    col_ok,
+    C: tl.constexpr,
+    S: tl.constexpr,
+):
+    """state[slot, (start + local) % S] = (score, latent) of input row cu0 + local, for channels ``cols``."""
+    src = (cu0 + local).to(tl.int64) * C
+    dst = (slot.to(tl.int64) * S + (start + local) % S) * (2 * C)
+    mask = live[:, None] & col_ok[None, :]
+    x = tl.load(score_ptr + src[:, None] + cols[None, :], mask=mask)
+    v = tl.load(latent_ptr + src[:, None] + cols[None, :], mask=mask)
+    tl.store(state_ptr + dst[:, None] + cols[None, :], x, mask=mask)
+    tl.store(state_ptr + dst[:, None] + C + cols[None, :], v, mask=mask)
+
+
+@triton.jit
+def _keep_kernel(
+    score_ptr,
+    latent_ptr,
+    state_ptr,
+    state_index_ptr,
+    cu_ptr,
+    start_ptr,
+    C: tl.constexpr,
+    S: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """Prefill: the newest min(n, S) positions of each request into its ring (all C channels)."""
+    num_cb = tl.cdiv(C, BLOCK_C)
+    pid = tl.program_id(0)
+    pid_c = pid % num_cb
+    request = pid // num_cb
+    start = tl.load(start_ptr + request)
+    cu0 = tl.load(cu_ptr + request)
+    length = tl.load(cu_ptr + request + 1) - cu0
+    slot = tl.load(state_index_ptr + request)
+    kept = tl.minimum(length, S)
+    cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < C
+    for p0 in range(0, kept, BLOCK_P):
+        i = p0 + tl.arange(0, BLOCK_P)
+        _copy_to_ring(
+            score_ptr, latent_ptr, state_ptr, cu0, start, slot, length - kept + i, i < kept, cols, col_ok, C, S
+        )
+
+
+@triton.jit
+def _decode_kernel(
+    score_ptr,
+    latent_ptr,
+    ape_ptr,
+    state_ptr,
+    state_index_ptr,
+    cu_ptr,
+    start_ptr,
+    table_ptr,
+    table_stride,
+    out_ptr,
+    slot_ptr,
+    pos_ptr,
+    cache_ptr,
+    R: tl.constexpr,
+    D: tl.constexpr,
+    C: tl.constexpr,
+    OVERLAP: tl.constexpr,
+    HAS_APE: tl.constexpr,
+    S: tl.constexpr,
+    ROWS_PER_BLOCK: tl.constexpr,
+    HAS_TABLE: tl.constexpr,
+    WRITE_CACHE: tl.constexpr,
+    OUT_BF16: tl.constexpr,
+    CACHE_BF16: tl.constexpr,
+    WRITE_RING: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    num_cb = tl.cdiv(D, BLOCK_C)
+    pid = tl.program_id(0)
+    pid_c = pid % num_cb
+    request = pid // num_cb
+    start = tl.load(start_ptr + request)
+    cu0 = tl.load(cu_ptr + request)
+    length = tl.load(cu_ptr + request + 1) - cu0
+    slot = tl.load(state_index_ptr + request)
+    cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < D
+    zero = tl.zeros([BLOCK_R], dtype=tl.int32)
+    for r0 in range(0, length, BLOCK_R):
+        local = r0 + tl.arange(0, BLOCK_R)
+        live = local < length
+        position = start + local
+        valid = live & ((position + 1) % R == 0)
+        group = position // R
+        acc = _window_mean(
+            score_ptr, latent_ptr, ape_ptr, state_ptr, zero + start, zero + cu0, zero + slot, group, valid,
+            cols, col_ok, R, D, C, OVERLAP, HAS_APE, S, BLOCK_K,
+        )  # fmt: skip
+        _store_rows(
+            out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + local, live, valid,
+            zero + request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE,
+            OUT_BF16, CACHE_BF16,
+        )  # fmt: skip
+    if WRITE_RING:
+        tl.debug_barrier()  # every ring read of this program happens before any of its ring writes
+        kept = tl.minimum(length, S)
+        for r0 in range(0, kept, BLOCK_R):
+            i = r0 + tl.arange(0, BLOCK_R)
+            local = length - kept + i
+            _copy_to_ring(score_ptr, latent_ptr, state_ptr, cu0, start, slot, local, i < kept, cols, col_ok, C, S)
+            if OVERLAP:
+                _copy_to_ring(
+                    score_ptr, latent_ptr, state_ptr, cu0, start, slot, local, i < kept, cols + D, col_ok, C, S
+                )
+
+
+@dataclass(frozen=True)
+class Config:
+    """Tile sizes: output rows, window entries per chunk, channels; and warps per program."""
+
+    block_r: int
+    block_k: int
+    block_c: int
+    num_warps: int
+
+
+TILE_ELEMENTS = 8192
+
+
+def default_config(plan: Plan) -> Config:
+    """Tiles of about 8192 elements: two-pass windows up to 16 entries, 32-entry chunks beyond."""
+    W = plan.window
+    block_k = triton.next_power_of_2(W) if W <= 16 else 32
+    block_c = min(triton.next_power_of_2(plan.dim), 128 if W <= 4 else 64)
+    if plan.mode is Mode.DECODE:
+        want = triton.next_power_of_2(max(1, plan.max_new)) if W <= 16 else 1
+    else:
+        want = 64 if W <= 16 else 1
+    block_r = max(1, min(want, TILE_ELEMENTS // (block_k * block_c)))
+    tile = block_r * block_k * block_c
+    return Config(block_r, block_k, block_c, 8 if tile >= 8192 else 4)
+
+
+def allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Output buffers, left unwritten: the kernels write every lane (tests pre-fill them with NaN to check)."""
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def run(plan: Plan, config: Config | None = None) -> CompressionResult:
+    """Launch the kernels for a validated call: prefill 2 launches (rows, ring), decode 1."""
+    cfg = config or default_config(plan)
+    device = plan.score.device
+    R, d, C = plan.total_rows, plan.dim, plan.channels
+    rows = allocate((R, d), plan.out_dtype, device)
+    slots = allocate((R,), torch.int64, device)
+    positions = allocate((R,), torch.int64, device)
+    out = rows.view(torch.int16) if plan.out_dtype == torch.bfloat16 else rows
+    dummy = plan.score
+    state = plan.state if plan.state.numel() > 0 else dummy
+    ape = plan.ape if plan.ape is not None else dummy
+    table = plan.block_table if plan.block_table is not None else plan.start_pos
+    table_stride = int(table.stride(0)) if plan.block_table is not None else 0
+    cache = plan.kv_cache
+    cache_arg = dummy if cache is None else (cache.view(torch.int16) if cache.dtype == torch.bfloat16 else cache)
+    flags = dict(
+        R=plan.ratio,
+        D=d,
+        C=C,
+        OVERLAP=plan.overlap,
+        HAS_APE=plan.ape is not None,
+        S=max(1, plan.ring),  # W = 1 may run without a ring; nothing then reads or writes it
+        ROWS_PER_BLOCK=max(1, plan.rows_per_block),
+        HAS_TABLE=plan.block_table is not None,
+        WRITE_CACHE=cache is not None,
+        OUT_BF16=plan.out_dtype == torch.bfloat16,
+        CACHE_BF16=cache is not None and cache.dtype == torch.bfloat16,
+        BLOCK_R=cfg.block_r,
+        BLOCK_K=cfg.block_k,
+        BLOCK_C=cfg.block_c,
+    )
+    num_cb = triton.cdiv(d, cfg.block_c)
+    B = plan.num_requests
+    if plan.mode is Mode.PREFILL:
+        if R > 0:
+            grid = (triton.cdiv(R, cfg.block_r) * num_cb,)
+            _prefill_rows_kernel[grid](
+                plan.score, plan.latent, ape, state, plan.state_index, plan.cu_seqlens, plan.start_pos,
+                plan.row_offsets, table, table_stride, out, slots, positions, cache_arg,
+                B, R, (B - 1).bit_length(), **flags, num_warps=cfg.num_warps,
+            )  # fmt: skip
+        if any(plan.kept):
+            keep_c = min(triton.next_power_of_2(C), 256)
+            keep_p = max(1, min(triton.next_power_of_2(max(plan.kept)), 4096 // keep_c))
+            _keep_kernel[(B * triton.cdiv(C, keep_c),)](
+                plan.score, plan.latent, plan.state, plan.state_index, plan.cu_seqlens, plan.start_pos,
+                C=C, S=plan.ring, BLOCK_P=keep_p, BLOCK_C=keep_c, num_warps=4,
+            )  # fmt: skip
+    elif B > 0:
+        _decode_kernel[(B * num_cb,)](
+            plan.score, plan.latent, ape, state, plan.state_index, plan.cu_seqlens, plan.start_pos,
+            table, table_stride, out, slots, positions, cache_arg,
+            **flags, WRITE_RING=any(plan.kept), num_warps=cfg.num_warps,
+        )  # fmt: skip
+    return CompressionResult(rows, slots, positions)
