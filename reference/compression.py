@@ -120,6 +120,7 @@ def placeholder(layer: CompressedLayer, weighting: Weighting) -> OutputRow:
 
 
 def as_output(row: CompletedRow) -> OutputRow:
+    """The reserved output row of a completed row: position ``j r``, store row ``j``."""
     return OutputRow(position=row.position, store_row=row.index, values=row.values)
 
 
