@@ -42,10 +42,13 @@ def _op(
     name: str, summary: str, params: str, signature: str, conventions: tuple[str, ...], comparison: str
 ) -> Operation:
     positional, _, keyword = params.partition(";")
-    split = lambda text: tuple(a.strip() for a in text.split(",") if a.strip())  # noqa: E731
     return Operation(
-        name, summary, Params(split(positional), split(keyword)), " ".join(signature.split()), conventions, comparison
+        name, summary, Params(_names(positional), _names(keyword)), " ".join(signature.split()), conventions, comparison
     )
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(a.strip() for a in text.split(",") if a.strip())
 
 
 OPERATIONS: dict[str, Operation] = {

@@ -73,7 +73,12 @@ def implementation(
     return wrap
 
 
-PROJECT_MODULES = ("properties.reference_impls", "fast.registrations")
+PROJECT_MODULES = (
+    "properties.reference_impls_compression",
+    "properties.reference_impls_indexing",
+    "properties.reference_impls_formats",
+    "fast.registrations",
+)
 
 
 def discover() -> Registry:
