@@ -1,0 +1,268 @@
+"""Scale rules, row formats and block layouts against an independent float emulation of the public
+kernels (fp32 arithmetic as the kernels do it, torch / ml_dtypes casts), on BF16 inputs, which is what
+the kernels quantize."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from reference.accounting import block_payload_bytes
+from reference.cache_blocks import BlockLayout, pack_block, public_layout, slot_byte_offsets, unpack_block
+from reference.formats import (
+    INDEX_FP4,
+    INDEX_FP8,
+    ROW_FORMATS,
+    V4_MAIN_FP8,
+    V41_MAIN_FP4,
+    V41_MAIN_FP8,
+    QuantizedRow,
+    RowFormat,
+    dequantize_row,
+    quantize_row,
+    row_format,
+)
+from reference.scales import fp4_e4m3_scale_code, fp4_ue8m0_scale_exponent, fp8_scale_exponent
+
+RNG = np.random.default_rng(7)
+
+
+def _bf16_values(n: int, spread: float) -> np.ndarray:
+    """``n`` float32 numbers that are exactly BF16 values."""
+    x = (RNG.standard_normal(n) * spread).astype(np.float32)
+    return np.asarray(torch.from_numpy(x).to(torch.bfloat16).to(torch.float32).numpy(), dtype=np.float32)
+
+
+def _all_positive_bf16() -> np.ndarray:
+    bits = np.arange(1, 0x7F80, dtype=np.uint32).astype(np.uint16)
+    return np.asarray(bits.view(ml_dtypes.bfloat16), dtype=np.float32)
+
+
+def _kernel_log2_ceil(x: np.float32) -> int:
+    """The public kernels' ``fast_log2_ceil``: exponent field, plus one unless the mantissa is zero."""
+    bits = int(np.array([x], dtype=np.float32).view(np.uint32)[0])
+    return ((bits >> 23) & 0xFF) - 127 + (1 if bits & 0x7FFFFF else 0)
+
+
+def _kernel_fp8_exponent(amax: np.float32) -> int:
+    return _kernel_log2_ceil(np.float32(max(amax, np.float32(1e-4))) * np.float32(1 / 448))
+
+
+def _kernel_fp4_exponent(amax: np.float32) -> int:
+    return _kernel_log2_ceil(np.float32(max(amax, np.float32(6 * 2.0**-126))) * np.float32(1 / 6))
+
+
+def _fp8_codes(x: np.ndarray, scale: float) -> bytes:
+    t = torch.from_numpy((x / np.float32(scale)).astype(np.float32)).clamp(-448, 448)
+    return bytes(t.to(torch.float8_e4m3fn).view(torch.uint8).tolist())
+
+
+def _fp4_codes(x: np.ndarray, scale: float) -> list[int]:
+    q = np.clip((x / np.float32(scale)).astype(np.float32), -6, 6)
+    return [int(c) for c in q.astype(ml_dtypes.float4_e2m1fn).view(np.uint8)]
+
+
+def _pack_low_first(codes: list[int]) -> bytes:
+    return bytes(codes[i] | (codes[i + 1] << 4) for i in range(0, len(codes), 2))
+
+
+def _emulate(fmt: RowFormat, x: np.ndarray) -> tuple[bytes, bytes]:
+    """The stored data and scale bytes, computed the way the public kernels compute them."""
+    data, scales, codes = b"", b"", []
+    for g in range(fmt.groups):
+        group = x[g * fmt.group_size : (g + 1) * fmt.group_size]
+        amax = np.float32(np.abs(group).max())
+        if fmt.scale_kind == "e4m3":
+            s_t = (torch.tensor(max(amax, np.float32(6 * 2.0**-9))) / 6).to(torch.float8_e4m3fn)
+            scales += bytes([int(s_t.view(torch.uint8).item())])
+            codes += _fp4_codes(group, float(s_t.to(torch.float32)))
+            continue
+        e = _kernel_fp4_exponent(amax) if fmt.element == "e2m1" else _kernel_fp8_exponent(amax)
+        scale = 2.0**e
+        scales += bytes([e + 127]) if fmt.scale_kind == "ue8m0" else np.float32(scale).tobytes()
+        if fmt.element == "e2m1":
+            codes += _fp4_codes(group, scale)
+        else:
+            data += _fp8_codes(group, scale)
+    if fmt.element == "e2m1":
+        data = _pack_low_first(codes)
+    if fmt.bf16_dims:
+        tail = torch.from_numpy(x[fmt.quantized_dims :].copy()).to(torch.bfloat16)
+        data += bytes(tail.view(torch.uint8).tolist())
+    return data, scales + bytes(fmt.scale_pad_bytes)
+
+
+# --- scale rules ------------------------------------------------------------------------------------
+
+
+def test_fp8_scale_matches_the_kernel_bit_trick_for_every_positive_bf16_amax() -> None:
+    for amax in _all_positive_bf16():
+        assert fp8_scale_exponent(Fraction(float(amax))) == _kernel_fp8_exponent(amax)
+
+
+def test_index_fp4_scale_matches_the_kernel_bit_trick_for_every_positive_bf16_amax() -> None:
+    for amax in _all_positive_bf16():
+        assert fp4_ue8m0_scale_exponent(Fraction(float(amax))) == _kernel_fp4_exponent(amax)
+
+
+def test_main_fp4_e4m3_scale_matches_torch_for_every_bf16_amax_up_to_6_times_448() -> None:
+    amaxes = _all_positive_bf16()
+    amaxes = amaxes[amaxes <= 6 * 448]
+    clamped = torch.from_numpy(amaxes).clamp_min(6 * 2.0**-9) / 6
+    expected = clamped.to(torch.float8_e4m3fn).view(torch.uint8).tolist()
+    assert [fp4_e4m3_scale_code(Fraction(float(a))) for a in amaxes] == expected
+
+
+def test_scale_floors_and_variants_by_hand() -> None:
+    assert fp8_scale_exponent(0) == -22  # 2**-23 < 1e-4 / 448 <= 2**-22
+    assert fp8_scale_exponent(448) == 0 and fp8_scale_exponent(449) == 1
+    # 0.01 / 448 is about 2**-15.45; FlashMLA's test floors the quotient at 1e-4 (about 2**-13.29) instead
+    assert fp8_scale_exponent(Fraction(1, 100)) == -15
+    assert fp8_scale_exponent(Fraction(1, 100), floor_applies_to="quotient") == -13
+    assert fp4_ue8m0_scale_exponent(0) == -126 and fp4_ue8m0_scale_exponent(6) == 0
+    assert fp4_e4m3_scale_code(0) == 0x01  # 2**-9 is e4m3's smallest subnormal
+    assert fp4_e4m3_scale_code(10**6) == 0x7E  # clamped to 448
+    with pytest.raises(ValueError, match=r"^group_amax: must be >= 0"):
+        fp8_scale_exponent(-1)
+
+
+# --- rows -------------------------------------------------------------------------------------------
+
+
+def test_row_byte_counts() -> None:
+    sizes = {name: (f.data_bytes, f.scale_bytes, f.row_bytes) for name, f in ROW_FORMATS.items()}
+    assert sizes == {
+        "v4-main-fp8": (448 + 64 * 2, 7 + 1, 584),
+        "v41-main-fp8": (512, 512 // 32, 528),
+        "v41-main-fp4": (512 // 2, 512 // 16, 288),
+        "index-fp4": (128 // 2, 128 // 32, 68),
+        "index-fp8": (128, 4, 132),
+    }
+
+
+@pytest.mark.parametrize("fmt", list(ROW_FORMATS.values()), ids=lambda f: f.name)
+@pytest.mark.parametrize("spread", [1e-6, 0.01, 1.0, 300.0])
+def test_quantized_bytes_match_the_kernel_emulation(fmt: RowFormat, spread: float) -> None:
+    for _ in range(4):
+        x = _bf16_values(fmt.dims, spread)
+        x[RNG.integers(fmt.dims)] *= 64  # one outlier per row
+        x = torch.from_numpy(x).to(torch.bfloat16).to(torch.float32).numpy()
+        row = quantize_row(fmt, [Fraction(float(v)) for v in x])
+        assert (row.data, row.scales) == _emulate(fmt, x)
+
+
+@pytest.mark.parametrize("fmt", list(ROW_FORMATS.values()), ids=lambda f: f.name)
+def test_dequantized_values_are_codes_times_scales(fmt: RowFormat) -> None:
+    x = _bf16_values(fmt.dims, 2.0)
+    row = quantize_row(fmt, [Fraction(float(v)) for v in x])
+    got = dequantize_row(fmt, row)
+    codes = list(row.data[: fmt.quantized_bytes])
+    if fmt.element == "e2m1":
+        codes = [n for b in codes for n in (b & 15, b >> 4)]
+        elements = np.array(codes, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    else:
+        elements = np.array(codes, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    for i in range(fmt.quantized_dims):
+        g = i // fmt.group_size
+        if fmt.scale_kind == "ue8m0":
+            scale = Fraction(2) ** (row.scales[g] - 127)
+        elif fmt.scale_kind == "e4m3":
+            scale = Fraction(float(np.array([row.scales[g]], np.uint8).view(ml_dtypes.float8_e4m3fn)[0]))
+        else:
+            scale = Fraction(float(np.frombuffer(row.scales[4 * g : 4 * g + 4], dtype="<f4")[0]))
+        assert got[i] == Fraction(float(elements[i])) * scale
+    assert got[fmt.quantized_dims :] == tuple(Fraction(float(v)) for v in x[fmt.quantized_dims :])
+
+
+def test_fp4_nibble_order_low_nibble_is_the_even_element() -> None:
+    values = [Fraction(6), Fraction(1, 2)] + [Fraction(0)] * 126  # amax 6 gives scale 1 for index-fp4
+    row = quantize_row(INDEX_FP4, values)
+    assert row.data[0] == 0x7 | (0x1 << 4)
+    assert row.scales[0] == 127
+
+
+def test_v4_main_layout_within_a_row() -> None:
+    values = [Fraction(i % 7 - 3, 4) for i in range(448)] + [Fraction(1, 8) * (j + 1) for j in range(64)]
+    row = quantize_row(V4_MAIN_FP8, values)
+    assert len(row.data) == 576 and len(row.scales) == 8 and row.scales[7] == 0
+    rope = np.frombuffer(row.data[448:], dtype="<u2").astype(np.uint16).view(ml_dtypes.bfloat16)
+    assert [Fraction(float(v)) for v in rope.astype(np.float64)] == values[448:]
+
+
+def test_row_refusals() -> None:
+    with pytest.raises(ValueError, match=r"^values: must have length 128"):
+        quantize_row(INDEX_FP8, [Fraction(0)] * 127)
+    with pytest.raises(TypeError, match=r"^values\[3\]: must be an int or Fraction, got float"):
+        quantize_row(INDEX_FP8, [0, 0, 0, 0.5] + [0] * 124)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^values\[448\]: .* overflows bf16"):
+        quantize_row(V4_MAIN_FP8, [0] * 448 + [Fraction(2) ** 200] + [0] * 63)
+    with pytest.raises(ValueError, match=r"^values: group 0 .* outside the ue8m0 range"):
+        quantize_row(V41_MAIN_FP8, [Fraction(2) ** 140] + [0] * 511)
+    good = quantize_row(V41_MAIN_FP8, [Fraction(1)] * 512)
+    with pytest.raises(ValueError, match=r"^scales: group 2 holds the ue8m0 NaN code"):
+        dequantize_row(V41_MAIN_FP8, QuantizedRow(good.data, good.scales[:2] + b"\xff" + good.scales[3:]))
+    with pytest.raises(ValueError, match=r"^row.data: element 5 holds the e4m3 NaN code"):
+        dequantize_row(V41_MAIN_FP8, QuantizedRow(good.data[:5] + b"\x7f" + good.data[6:], good.scales))
+    with pytest.raises(ValueError, match=r"^name: unknown row format"):
+        row_format("fp6")
+
+
+# --- blocks -----------------------------------------------------------------------------------------
+
+
+def _rows(fmt: RowFormat, n: int) -> list[QuantizedRow]:
+    return [quantize_row(fmt, [Fraction(float(v)) for v in _bf16_values(fmt.dims, 1.0)]) for _ in range(n)]
+
+
+def test_v4_block_is_data_rows_then_scale_rows_padded_to_576() -> None:
+    """The FlashMLA V4 test quantizer's view: [rows * 576 data | rows * 8 scales | pad to 576]."""
+    rows = _rows(V4_MAIN_FP8, 64)
+    layout = public_layout(V4_MAIN_FP8, 64)
+    block = pack_block(layout, rows)
+    assert layout.block_bytes == (64 * 584 + 575) // 576 * 576 == 37440
+    expected = b"".join(r.data for r in rows) + b"".join(r.scales for r in rows)
+    assert block == expected + bytes(37440 - len(expected))
+    assert unpack_block(layout, block) == tuple(rows)
+
+
+def test_v41_block_is_row_after_row() -> None:
+    for fmt in (V41_MAIN_FP8, V41_MAIN_FP4):
+        rows = _rows(fmt, 8)
+        layout = public_layout(fmt, 8)
+        assert pack_block(layout, rows) == b"".join(r.data + r.scales for r in rows)
+        assert layout.block_bytes == 8 * fmt.row_bytes
+
+
+def test_index_fp8_offsets_follow_the_vllm_cache_kernel() -> None:
+    """vLLM: value at block_offset * head_dim, fp32 scale at block_size * head_dim + block_offset * 4."""
+    layout = public_layout(INDEX_FP8, 64)
+    for row in range(64):
+        assert layout.data_offset(row) == row * 128
+        assert layout.scale_offset(row) == 64 * 128 + row * 4
+    assert layout.block_bytes == 64 * 132
+
+
+def test_unwritten_rows_and_padding_are_zero_and_slots_do_not_wrap() -> None:
+    layout = BlockLayout(INDEX_FP4, 4, "sectioned", 64)
+    row = _rows(INDEX_FP4, 1)[0]
+    block = pack_block(layout, [None, row])
+    assert layout.block_bytes == 320 and block[:64] == bytes(64) and block[64:128] == row.data
+    assert block[4 * 64 + 4 : 4 * 64 + 8] == row.scales and block[4 * 68 :] == bytes(320 - 4 * 68)
+    big = (2**31 + 5) * 4 + 3
+    assert slot_byte_offsets(layout, big) == ((2**31 + 5) * 320 + 3 * 64, (2**31 + 5) * 320 + 256 + 3 * 4)
+    with pytest.raises(ValueError, match=r"^row: must be in \[0, 4\)"):
+        layout.data_offset(4)
+    with pytest.raises(ValueError, match=r"^rows: at most 4 rows"):
+        pack_block(layout, [row] * 5)
+
+
+def test_seed_000_table_row_and_block_bytes() -> None:
+    """Appendix A.5: 528 / 288 / 68 B rows; a 128-position C2 block has 64 rows."""
+    assert (V41_MAIN_FP8.row_bytes, V41_MAIN_FP4.row_bytes, INDEX_FP4.row_bytes) == (528, 288, 68)
+    assert block_payload_bytes(V41_MAIN_FP8, 128, 2) == 33_792
+    assert block_payload_bytes(V41_MAIN_FP4, 128, 2) == 18_432
+    assert block_payload_bytes(INDEX_FP4, 128, 2) == 4_352
