@@ -1,0 +1,169 @@
+"""Byte accounting: the seeds' figures recomputed, the presets checked against the configuration text, and
+model totals against a second, per-layer formulation written out by hand."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from reference.accounting import (
+    block_payload_bytes,
+    compressed_rows,
+    dense_bf16_bytes,
+    model_bytes,
+    page_bytes,
+    paged_bytes,
+    preset_formats,
+    reference_cache_slots,
+    rows_per_block,
+    v4_state_bytes,
+    v41_state_bytes,
+)
+from reference.formats import INDEX_FP4, INDEX_FP8, V4_MAIN_FP8, V41_MAIN_FP4, V41_MAIN_FP8
+from reference.models import MODELS, V4_FLASH, V4_PRO, V41_FLASH, model_preset
+
+M = 1 << 20
+CONTEXT = 1_048_576
+
+
+# --- seed 000 (appendix A.2, A.5) -------------------------------------------------------------------
+
+
+def test_seed_000_block_and_state_bytes() -> None:
+    assert rows_per_block(128, 2) == 64
+    assert block_payload_bytes(V41_MAIN_FP8, 128, 2) == 64 * 528 == 33_792
+    assert block_payload_bytes(V41_MAIN_FP4, 128, 2) == 64 * 288 == 18_432
+    assert block_payload_bytes(INDEX_FP4, 128, 2) == 64 * 68 == 4_352
+    # C2 ring with the default backtracking allowance of six: 2 + (6 - 1) = 7 entries
+    assert v41_state_bytes(2, 512, 6) == 7 * 2 * 512 * 4 == 28_672
+
+
+# --- seed 001 (chapter 3) ---------------------------------------------------------------------------
+
+
+def test_completed_rows_round_down() -> None:
+    # appendix A.1: seven inputs make three completed C2 pairs and one pending input
+    assert compressed_rows(7, 2) == 3 and compressed_rows(1, 2) == 0 and compressed_rows(0, 4) == 0
+    assert compressed_rows(CONTEXT - 1, 128) == 8_191
+
+
+def test_seed_001_slots_and_dense_cache() -> None:
+    assert reference_cache_slots(CONTEXT, 128, 4) == 128 + CONTEXT // 4 == 262_272
+    assert reference_cache_slots(CONTEXT, 128, 128) == 128 + CONTEXT // 128 == 8_320
+    assert reference_cache_slots(CONTEXT, 128, 0) == 128
+    dense = dense_bf16_bytes(CONTEXT, 61, 512)
+    assert dense == 61 * CONTEXT * 512 * 2 == 65_498_251_264
+    assert round(dense / 10**9, 1) == 65.5  # the seed's "65.5 GB" is decimal
+    assert dense == 61 * 2**30  # ... and exactly 61 GiB
+
+
+def test_seed_001_per_sequence_table_is_mib_without_the_window() -> None:
+    """30 x 256 + 30 x 8 + 1 x 1024 = 8,944: MiB of BF16 rows at d = 512, window slots dropped."""
+    row = 512 * 2
+    ratio4 = compressed_rows(CONTEXT, 4) * row
+    ratio128 = compressed_rows(CONTEXT, 128) * row
+    dense_layer = dense_bf16_bytes(CONTEXT, 1, 512)
+    assert (ratio4, ratio128, dense_layer) == (256 * M, 8 * M, 1024 * M)
+    assert 30 * ratio4 + 30 * ratio128 + dense_layer == 8_944 * M
+    # with the 128 window slots that the reference code allocates, a ratio-4 layer is 256.125 MiB
+    assert reference_cache_slots(CONTEXT, 128, 4) * row == 256 * M + 128 * 1024
+
+
+def test_seed_001_claims_against_its_own_arithmetic() -> None:
+    table = 8_944 * M
+    dense = dense_bf16_bytes(CONTEXT, 61, 512)
+    # "V4 is about 13% of V3": 8,944 MiB / 61 GiB is 14.3%; 13% mixes MiB with decimal GB (8.9 / 65.5 = 13.6%)
+    assert round(100 * table / dense, 1) == 14.3
+    # "8 x 8 = 64 GB at batch 8": eight sequences of the table's own 8,944 MiB are 75.0 GB (69.9 GiB)
+    assert round(8 * table / 10**9, 1) == 75.0 and round(8 * table / 2**30, 1) == 69.9
+    # "~2 GB per sequence, 32x below dense 64 GB" contradicts the 8,944 MiB table by a factor above 4
+    assert table / (2 * 10**9) > 4.6
+    # "61 layers at ratio 4: ~16 GB" is 61 x 256.125 MiB = 16.4 GB; only 30 real layers have ratio 4
+    assert round(61 * reference_cache_slots(CONTEXT, 128, 4) * 1024 / 10**9, 1) == 16.4
+
+
+def test_seed_001_ratio_list_against_the_real_v4_pro_config() -> None:
+    counts = Counter(V4_PRO.compress_ratios)
+    assert counts == {128: 31, 4: 30, 0: 1} and len(V4_PRO.compress_ratios) == 62
+    assert V4_PRO.compress_ratios.index(0) == 61 == V4_PRO.num_layers  # the 0 belongs to the MTP layer
+    backbone = Counter(V4_PRO.compress_ratios[:61])
+    assert backbone == {128: 31, 4: 30}  # not the table's "30 x 4 + 30 x 128 + 1 x 0"
+    # the seed's own BF16 assumption on the real list: 31 x 8,320 + 30 x 262,272 + 1 x 128 slots
+    slots = sum(reference_cache_slots(CONTEXT, 128, r) for r in V4_PRO.compress_ratios)
+    assert slots == 31 * 8_320 + 30 * 262_272 + 128 == 8_126_208
+    assert slots * 1024 == 8_321_236_992
+
+
+# --- presets ----------------------------------------------------------------------------------------
+
+
+def test_presets_match_the_configuration_text() -> None:
+    assert Counter(V4_FLASH.compress_ratios) == {4: 21, 128: 20, 0: 3}
+    assert [i for i, r in enumerate(V4_FLASH.compress_ratios) if r == 0] == [0, 1, 43]
+    assert list(V41_FLASH.compress_ratios) == [0, 0] + [2] * 18 + [1] * 20 + [0, 0, 0]
+    assert (V4_PRO.index_topk, V4_FLASH.index_topk, V41_FLASH.index_topk) == (1024, 512, 512)
+    assert (V4_PRO.index_n_heads, V4_FLASH.index_n_heads, V41_FLASH.index_n_heads) == (64, 64, 32)
+    assert V41_FLASH.kv_source_layers == (2, 8, 14, 20)
+    assert V41_FLASH.index_source_layers == (2, 8, 14, 20, 24, 28, 32, 36)
+    assert (V41_FLASH.candidate_source_layer, V41_FLASH.candidate_block_size) == (20, 8)
+    for m in MODELS.values():
+        assert (m.window_size, m.head_dim, m.rope_head_dim, m.index_head_dim) == (128, 512, 64, 128)
+        assert m.not_published  # every preset says what the configuration leaves open
+    indexer_layers = [layer for layer in range(V4_FLASH.total_layers) if V4_FLASH.owns_index_keys(layer)]
+    assert indexer_layers == list(range(2, 43, 2))  # the 21 ratio-4 layers carry the indexer weights
+    with pytest.raises(ValueError, match=r"^model: unknown model 'v5'"):
+        model_preset("v5")
+
+
+# --- model totals against a by-hand formulation -----------------------------------------------------
+
+
+def test_v41_flash_totals_by_hand() -> None:
+    result = model_bytes(V41_FLASH, CONTEXT)
+    c2_rows, c1_rows = CONTEXT // 2, CONTEXT
+    assert result.per_sequence("window") == 43 * 128 * 528
+    assert result.per_sequence("compressed") == 3 * c2_rows * 288 + c1_rows * 288
+    assert result.per_sequence("index") == 3 * c2_rows * 68 + c1_rows * 68
+    assert result.per_sequence("state") == 3 * 28_672
+    assert model_bytes(V41_FLASH, CONTEXT, batch=3).total() == 3 * result.per_sequence("total")
+    assert model_bytes(V41_FLASH, CONTEXT, include_mtp=False).per_sequence("window") == 40 * 128 * 528
+
+
+def test_v4_pro_totals_by_hand() -> None:
+    result = model_bytes(V4_PRO, CONTEXT)
+    c4_rows, c128_rows = CONTEXT // 4, CONTEXT // 128
+    assert result.per_sequence("window") == 62 * 128 * 584
+    assert result.per_sequence("compressed") == (30 * c4_rows + 31 * c128_rows) * 584
+    assert result.per_sequence("index") == 30 * c4_rows * 132
+    # reference buffers: ratio 4 overlaps (8 entries x 1024 channels), ratio 128 does not; indexer d = 128
+    main4, main128, index4 = 2 * 8 * 1024 * 4, 2 * 128 * 512 * 4, 2 * 8 * 256 * 4
+    assert (v4_state_bytes(4, 512), v4_state_bytes(128, 512), v4_state_bytes(4, 128)) == (main4, main128, index4)
+    assert result.per_sequence("state") == 30 * (main4 + index4) + 31 * main128
+    kinds = {k.kind: k.count for k in result.kinds}
+    assert kinds == {"C128 (HCA): KV": 31, "C4 (CSA): KV + index keys": 30, "MTP layer, window only": 1}
+
+
+def test_format_overrides_and_paging() -> None:
+    fp4_index = preset_formats(V4_PRO, index="index-fp4")
+    assert model_bytes(V4_PRO, CONTEXT, formats=fp4_index).per_sequence("index") == 30 * (CONTEXT // 4) * 68
+    # a 256-position page of ratio-4 V4 rows: 64 rows, 37,376 B padded to 65 x 576 = 37,440 B
+    assert page_bytes(V4_MAIN_FP8, 256, 4) == 37_440
+    assert page_bytes(INDEX_FP8, 256, 4) == 64 * 132
+    pages = -(-1000 // 256)
+    expected = pages * (30 * (37_440 + 64 * 132) + 31 * page_bytes(V4_MAIN_FP8, 256, 128))
+    assert page_bytes(V4_MAIN_FP8, 256, 128) == 1 * 576 * 3  # 2 rows: 1,168 B padded to 1,728
+    assert paged_bytes(V4_PRO, 1000, 256) == expected
+    with pytest.raises(ValueError, match=r"^block_tokens: must be a multiple of the ratio 128"):
+        paged_bytes(V4_PRO, 1000, 64)
+
+
+def test_refusals() -> None:
+    with pytest.raises(ValueError, match=r"^context: must be >= 0"):
+        model_bytes(V4_PRO, -1)
+    with pytest.raises(ValueError, match=r"^batch: must be a positive integer"):
+        model_bytes(V4_PRO, 10, batch=0)
+    with pytest.raises(TypeError, match=r"^context: must be an int"):
+        compressed_rows(1.5, 4)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^ratio: must be a positive integer"):
+        compressed_rows(10, 0)
