@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # subcommand name -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``
-SUBCOMMANDS: dict[str, str] = {"fuzz": "csa.fuzz_cmd"}
+SUBCOMMANDS: dict[str, str] = {"fuzz": "csa.fuzz_cmd", "bytes": "csa.bytes_cmd"}
 
 
 def _available() -> dict[str, object]:
