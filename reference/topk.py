@@ -140,13 +140,13 @@ def topk(scores: Sequence[object], valid: int, k: int, convention: TopKConventio
         lanes = min(count, length) if convention.width is Width.CLAMPED else count
         return _pad([r + shift for r in rows], lanes, -1)
     if isinstance(convention, V4TopK):
+        rows_ranked = chosen_rows(scores, valid, count)
         if convention.phase is Phase.DECODE:
             require(
                 valid == length,
                 "valid",
-                f"V4 decode scores exactly the visible rows, so valid must equal len(scores) = {length}",
+                f"V4 decode scores exactly the visible rows, so valid must equal len(scores) = {length}, got {valid}",
             )
-        rows_ranked = chosen_rows(scores, valid, count)
         return _pad([r + shift for r in rows_ranked], min(count, length), -1)
     if isinstance(convention, SelectTopK):
         fill = require_int(convention.fill, "fill")
