@@ -20,35 +20,38 @@ Conventions (docs/attention.md):
   ``"out_of_range"``: every lane ``< 0`` or ``>= kv length`` is invalid and skipped;
 * a row with no valid lane, ``empty_row``: ``"zero"``: output 0 and lse ``+inf``;
   ``"nan"``: output NaN and lse NaN, what the public PyTorch reference computes (-inf minus -inf);
-* sink per head: a rational, or ``None`` / ``NEG_INF`` for no sink, or ``POS_INF`` (output 0).
+* sink per head: a rational, or ``None`` / ``NEG_INF`` for no sink, or ``POS_INF`` (output 0); the
+  markers are those of ``reference.score_values``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 from fractions import Fraction
 from typing import Literal
 
 import mpmath
 
 from reference.checks import fail, require, require_exact, require_int
+from reference.score_values import NAN, NEG_INF, POS_INF, Special
+
+__all__ = [
+    "DIGITS",
+    "NAN",
+    "NEG_INF",
+    "POS_INF",
+    "EmptyRow",
+    "HeadResult",
+    "InvalidLanes",
+    "Sink",
+    "Special",
+    "Value",
+    "sparse_attention",
+    "valid_lanes",
+]
 
 DIGITS = 50
-
-
-class Special(Enum):
-    """Values a Fraction cannot hold."""
-
-    POS_INF = "+inf"
-    NEG_INF = "-inf"
-    NAN = "nan"
-
-
-POS_INF = Special.POS_INF
-NEG_INF = Special.NEG_INF
-NAN = Special.NAN
 
 Value = Fraction | Special
 InvalidLanes = Literal["minus_one_only", "out_of_range"]
