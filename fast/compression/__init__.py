@@ -3,7 +3,7 @@
     compress_prefill(score, latent, cu_seqlens, start_pos, state, state_index, *, ratio, overlap=False,
                      ape=None, out_dtype=torch.float32, block_table=None, block_size=None, kv_cache=None,
                      backend="triton") -> CompressionResult(rows, store_slots, positions)
-    compress_decode(...same...)  -> one output row per new position
+    compress_decode(...same..., rollback=False)  -> one output row per new position
 
 Every argument is checked before anything runs (ValueError / TypeError naming the argument). ``prepare`` and
 ``launch`` split a call into the host part (validation, per-request counts: one small device-to-host copy) and
@@ -102,10 +102,15 @@ def compress_decode(
     block_table: torch.Tensor | None = None,
     block_size: int | None = None,
     kv_cache: torch.Tensor | None = None,
+    rollback: bool = False,
     backend: str = "triton",
 ) -> CompressionResult:
     """Decode / verify: one row per new position, zero with slot -1 where the position completes no group.
-    Same arguments as ``compress_prefill``; every new position is kept in the ring (rollback-safe)."""
+
+    Same arguments as ``compress_prefill``. ``rollback=True`` declares that the step may later keep only a
+    prefix of its positions; the ring must then hold ``W + q - 2`` positions (q = most new positions of a
+    request) instead of ``W - 1``, so the inputs the shorter history needs survive the writes.
+    """
     return _call(
         Mode.DECODE,
         backend,
@@ -118,5 +123,6 @@ def compress_decode(
             block_table=block_table,
             block_size=block_size,
             kv_cache=kv_cache,
+            rollback=rollback,
         ),
     )
