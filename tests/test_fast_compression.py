@@ -626,9 +626,37 @@ def test_bad_input_is_refused_before_launch(what: str, mutate: Any, argument: st
     assert torch.equal(bits(state), bits(before)), "state changed by a refused call"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device beside the CPU")
 def test_mixed_devices_are_refused() -> None:
     call = make_call(LAYERS["c2"], Mode.DECODE, seed=1)
     score, latent, cu, start, state, index = call.tensors(call.fresh_state())
     with pytest.raises(ValueError, match=r"^latent"):
         compress_decode(score, latent.cpu(), cu, start, state, index, ratio=2)
+
+
+def test_registered_adapters_follow_the_contract() -> None:
+    """Every fast compression implementation in the registry: contract call shape, (rows, store_rows) out."""
+    from properties.registry import discover
+
+    impls = [i for i in discover().find(origin="fast") if i.op.startswith("compression_")]
+    assert {i.id for i in impls} >= {
+        "compression_prefill:torch[reserve_max1]",
+        "compression_prefill:triton[reserve_max1]",
+        "compression_decode:torch[read_then_write]",
+        "compression_decode:triton[read_then_write]",
+    }
+    for impl in impls:
+        mode = Mode.DECODE if impl.op == "compression_decode" else Mode.PREFILL
+        call = make_call(LAYERS["v4_overlap_ape"], mode, seed=8)
+        state = call.fresh_state()
+        before = state.clone()
+        score, latent, cu, start, _, index = call.tensors(state)
+        rows, store = impl.fn(score, latent, cu, start, state, index, ratio=4, overlap=True, ape=call.ape)
+        _, want_store, _ = call.expected(torch.float64)
+        assert store.tolist() == want_store, impl.id
+        if rows.dtype == torch.float32:
+            assert_rows_close(rows, call, impl.id)
+        else:  # bf16 rows: the f32 rows of the same backend, rounded to nearest even
+            f32 = call.run("triton", call.fresh_state())
+            assert torch.equal(bits(rows), bits(f32.rows.to(torch.bfloat16))), impl.id
+        assert torch.equal(bits(state), bits(call.expected_state(before))), impl.id
