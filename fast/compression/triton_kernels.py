@@ -75,6 +75,7 @@ def _window_mean(
     OVERLAP: tl.constexpr,
     HAS_APE: tl.constexpr,
     S: tl.constexpr,
+    W: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
     """Gated mean of the window of each row: f32[BLOCK_R, BLOCK_C] (meaningless where not ``valid``).
@@ -82,7 +83,6 @@ def _window_mean(
     start, cu0, slot, group, valid: [BLOCK_R] request start, first input row, state slot, row j, completes.
     Entries are ordered current group first, so the first chunk of a valid row always holds a present entry.
     """
-    W: tl.constexpr = R * 2 if OVERLAP else R
     entry = tl.arange(0, BLOCK_K)
     ring_base = slot.to(tl.int64) * S
     for k0 in tl.static_range(0, W, BLOCK_K):
@@ -217,6 +217,7 @@ def _prefill_rows_kernel(
     WRITE_CACHE: tl.constexpr,
     OUT_BF16: tl.constexpr,
     CACHE_BF16: tl.constexpr,
+    W: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
@@ -239,7 +240,7 @@ def _prefill_rows_kernel(
     col_ok = cols < D
     acc = _window_mean(
         score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, cols, col_ok,
-        R, D, C, OVERLAP, HAS_APE, S, BLOCK_K,
+        R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
     )  # fmt: skip
     _store_rows(
         out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, rows, live, valid, request, group,
@@ -331,6 +332,7 @@ def _decode_kernel(
     OUT_BF16: tl.constexpr,
     CACHE_BF16: tl.constexpr,
     WRITE_RING: tl.constexpr,
+    W: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
@@ -354,7 +356,7 @@ def _decode_kernel(
         group = position // R
         acc = _window_mean(
             score_ptr, latent_ptr, ape_ptr, state_ptr, zero + start, zero + cu0, zero + slot, group, valid,
-            cols, col_ok, R, D, C, OVERLAP, HAS_APE, S, BLOCK_K,
+            cols, col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
         )  # fmt: skip
         _store_rows(
             out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + local, live, valid,
@@ -434,6 +436,7 @@ def run(plan: Plan, config: Config | None = None) -> CompressionResult:
         WRITE_CACHE=cache is not None,
         OUT_BF16=plan.out_dtype == torch.bfloat16,
         CACHE_BF16=cache is not None and cache.dtype == torch.bfloat16,
+        W=plan.window,
         BLOCK_R=cfg.block_r,
         BLOCK_K=cfg.block_k,
         BLOCK_C=cfg.block_c,

@@ -1,0 +1,313 @@
+"""GPU benchmark harness: every registered case timed for each of its implementations in one run.
+
+    python -m fast.bench --out results [--only NAME] [--budget-s SECONDS] [--no-compile]
+
+Timing: each implementation is warmed up, then run many times; before every run a 256 MiB buffer is zeroed so
+the L2 cache (50-60 MiB) holds nothing of the inputs; CUDA events around the call give the time; the median is
+reported. Bytes moved follow each case's model (docs/compression-kernels.md); effective bandwidth is bytes over
+time, and the fraction is taken against a device-to-device copy of 1 GiB measured in the same run (read +
+write counted). Results: ``bench.json`` (with the command and the machine), ``bench.md`` (table), and
+``roofline.png`` (``python -m fast.plot bench.json`` where matplotlib is missing).
+
+Adding kernels: write a module that calls ``register(Case(...))`` and add it to ``CASE_MODULES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import math
+import pathlib
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+DEVICE = "cuda"
+FLUSH_BYTES = 256 * 2**20
+COPY_BYTES = 2**30
+CASE_MODULES = ("fast.compression.bench_cases",)
+
+
+@dataclass
+class Built:
+    """A case's inputs, built once: the implementations to time (name -> no-argument callable), the bytes and
+    floating-point operations of one call under the case's model, an optional check of the results (a string:
+    "ok" or what differs) run once before timing, and optional tile variants of the kernel (``sweep``), timed
+    the same way and reported apart."""
+
+    impls: dict[str, Callable[[], object]]
+    bytes_moved: int
+    flops: int
+    check: Callable[[], str] | None = None
+    sweep: dict[str, Callable[[], object]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    group: str
+    description: str
+    build: Callable[[bool], Built]
+    """build(with_compile) -> Built; with_compile False leaves torch.compile implementations out."""
+
+
+CASES: list[Case] = []
+
+
+def register(case: Case) -> Case:
+    if any(c.name == case.name for c in CASES):
+        raise ValueError(f"case: {case.name} is already registered")
+    CASES.append(case)
+    return case
+
+
+def load_cases() -> list[Case]:
+    for module in CASE_MODULES:
+        importlib.import_module(module)
+    return CASES
+
+
+def time_ms(
+    fn: Callable[[], object], *, min_runs: int = 20, max_runs: int = 500, target_ms: float = 400.0
+) -> dict[str, Any]:
+    """Median time of ``fn`` in ms, L2 flushed before each run (CUDA events around the call only)."""
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=DEVICE)
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        flush.zero_()
+        fn()
+    torch.cuda.synchronize()
+    estimate = (time.perf_counter() - t0) / 3 * 1e3
+    runs = int(max(min_runs, min(max_runs, target_ms / max(estimate, 1e-3))))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+    for i in range(runs):
+        flush.zero_()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+    return {"ms": statistics.median(times), "p10_ms": times[len(times) // 10], "p90_ms": times[(9 * len(times)) // 10],
+            "runs": runs}  # fmt: skip
+
+
+def copy_bandwidth() -> dict[str, Any]:
+    """Device-to-device copy of 1 GiB: (read + write) bytes / median time."""
+    buffers = torch.empty(2, COPY_BYTES // 4, dtype=torch.float32, device=DEVICE)
+    buffers[0].fill_(1.0)
+    timing = time_ms(lambda: buffers[1].copy_(buffers[0]))
+    return {"bytes": 2 * COPY_BYTES, **timing, "gbs": 2 * COPY_BYTES / timing["ms"] / 1e6}
+
+
+def empty_kernel() -> dict[str, Any]:
+    """A Triton kernel that does nothing, one program: the floor of a launch as timed here."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _nothing(x_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        i = tl.arange(0, BLOCK)
+        tl.store(x_ptr + i, tl.zeros([BLOCK], dtype=tl.float32), mask=i < n)
+
+    x = torch.empty(1, device=DEVICE)
+    return time_ms(lambda: _nothing[(1,)](x, 0, BLOCK=16))
+
+
+def machine() -> dict[str, Any]:
+    import triton
+
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "gpu": props.name,
+        "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+        "sm_count": props.multi_processor_count,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "host": platform.node(),
+    }
+
+
+def run_case(case: Case, with_compile: bool, copy_gbs: float) -> dict[str, Any]:
+    torch._dynamo.reset()
+    t0 = time.perf_counter()
+    built = case.build(with_compile)
+    entry: dict[str, Any] = {
+        "name": case.name,
+        "group": case.group,
+        "description": case.description,
+        "bytes": built.bytes_moved,
+        "flops": built.flops,
+        "notes": list(built.notes),
+    }
+    if built.check is not None:
+        entry["check"] = built.check()
+    for key, impls in (("results", built.impls), ("sweep", built.sweep)):
+        entry[key] = {}
+        for name, fn in impls.items():
+            try:
+                timing = time_ms(fn)
+            except Exception as err:  # a baseline that fails to compile or run is reported, not fatal
+                entry[key][name] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+                continue
+            gbs = built.bytes_moved / timing["ms"] / 1e6
+            entry[key][name] = {**timing, "gbs": gbs, "fraction_of_copy": gbs / copy_gbs}
+    entry["seconds"] = round(time.perf_counter() - t0, 1)
+    del built
+    torch.cuda.empty_cache()
+    return entry
+
+
+def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, evaluated on this run (a target whose inputs are missing is reported as such)."""
+    by_name = {c["name"]: c["results"] for c in report["cases"]}
+
+    def ms(case: str, impl: str) -> float | None:
+        value = by_name.get(case, {}).get(impl, {}).get("ms")
+        return float(value) if value is not None else None
+
+    out = []
+    c2, c2c = ms("compression/c2_prefill_1M", "triton"), ms("compression/c2_prefill_1M", "torch_compile")
+    out.append({"target": "C2 prefill 1M x 512: Triton at or below torch.compile", "triton_ms": c2,
+                "baseline_ms": c2c, "ratio": None if not (c2 and c2c) else c2c / c2,
+                "met": None if not (c2 and c2c) else c2 <= c2c})  # fmt: skip
+    v4, v4c = (
+        ms("compression/v4_overlap_prefill_1M", "triton"),
+        ms("compression/v4_overlap_prefill_1M", "torch_compile"),
+    )
+    out.append({"target": "V4 overlap r=4 prefill 1M x 512: >= 1.8x faster than torch.compile", "triton_ms": v4,
+                "baseline_ms": v4c, "ratio": None if not (v4 and v4c) else v4c / v4,
+                "met": None if not (v4 and v4c) else v4c / v4 >= 1.8})  # fmt: skip
+    dec, empty = ms("compression/decode_v4_B128", "triton"), report.get("empty_kernel", {}).get("ms")
+    out.append({"target": "decode, 128 requests, one launch: within 2x of an empty kernel", "triton_ms": dec,
+                "baseline_ms": empty, "ratio": None if not (dec and empty) else dec / empty,
+                "met": None if not (dec and empty) else dec <= 2 * empty})  # fmt: skip
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    impls: list[str] = []
+    for case in report["cases"]:
+        impls += [i for i in case["results"] if i not in impls]
+    m = report["machine"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"`{report['command']}` on {m['gpu']} (torch {m['torch']}, triton {m['triton']}, CUDA {m['cuda']}), "
+        f"{report['date']}.",
+        "",
+        f"Device copy (1 GiB, read + write): {report['copy']['gbs']:.0f} GB/s. "
+        f"Empty Triton kernel: {report['empty_kernel']['ms'] * 1e3:.1f} us. Median of many runs, L2 flushed "
+        "before each (256 MiB zeroed); time in ms, effective GB/s and fraction of the copy bandwidth.",
+        "",
+        "| case | MB moved | " + " | ".join(impls) + " | check |",
+        "|---|---:|" + "---:|" * len(impls) + "---|",
+    ]
+    for case in report["cases"]:
+        cells = []
+        for impl in impls:
+            r = case["results"].get(impl)
+            if r is None:
+                cells.append("")
+            elif "error" in r:
+                cells.append("error")
+            else:
+                cells.append(f"{r['ms']:.4g} ms, {r['gbs']:.0f} GB/s ({100 * r['fraction_of_copy']:.0f}%)")
+        lines.append(
+            f"| {case['name']} | {case['bytes'] / 1e6:.4g} | " + " | ".join(cells) + f" | {case.get('check', '')} |"
+        )
+    lines += ["", "## Targets", "", "| target | Triton ms | baseline ms | ratio | met |", "|---|---:|---:|---:|---|"]
+    for t in report["targets"]:
+        fmt = lambda x: "" if x is None else f"{x:.4g}"  # noqa: E731
+        lines.append(
+            f"| {t['target']} | {fmt(t['triton_ms'])} | {fmt(t['baseline_ms'])} | {fmt(t['ratio'])} | {t['met']} |"
+        )
+    sweeps = [(c["name"], k, r) for c in report["cases"] for k, r in c.get("sweep", {}).items()]
+    if sweeps:
+        lines += [
+            "",
+            "## Triton tile variants",
+            "",
+            "| case | tiles | ms | GB/s | of copy |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for name, k, r in sweeps:
+            ok = "error" not in r
+            cell = f"{r['ms']:.4g} | {r['gbs']:.0f} | {100 * r['fraction_of_copy']:.0f}%" if ok else "error | | "
+            lines.append(f"| {name} | {k} | {cell} |")
+    notes = [f"- {c['name']}: {n}" for c in report["cases"] for n in c["notes"]]
+    if notes:
+        lines += ["", "## Notes", "", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fast.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results"))
+    parser.add_argument("--only", action="append", default=[], help="run cases whose name contains this")
+    parser.add_argument("--budget-s", type=float, default=420.0, help="after this, torch.compile baselines are skipped")
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile baselines out")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("fast.bench: no CUDA device; the benchmarks run only on a GPU.", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    command = "python -m fast.bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    report: dict[str, Any] = {
+        "command": command.strip(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+    }
+    report["copy"] = copy_bandwidth()
+    report["empty_kernel"] = empty_kernel()
+    print(
+        f"copy {report['copy']['gbs']:.0f} GB/s, empty kernel {report['empty_kernel']['ms'] * 1e3:.1f} us", flush=True
+    )
+    report["cases"] = []
+    for case in load_cases():
+        if args.only and not any(o in case.name for o in args.only):
+            continue
+        with_compile = not args.no_compile and time.perf_counter() - start < args.budget_s
+        entry = run_case(case, with_compile, report["copy"]["gbs"])
+        if not with_compile and not args.no_compile:
+            entry["notes"].append("torch.compile skipped: time budget spent")
+        report["cases"].append(entry)
+        summary = ", ".join(f"{k} {v['ms']:.4g} ms" for k, v in entry["results"].items() if "ms" in v)
+        print(f"{case.name}: {summary} [{entry.get('check', '')}] ({entry['seconds']} s)", flush=True)
+    report["targets"] = targets(report)
+    report["seconds"] = round(time.perf_counter() - start, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps(report, indent=1, default=_json_default))
+    (args.out / "bench.md").write_text(markdown(report))
+    try:
+        from fast.plot import plot
+
+        plot(report, args.out / "roofline.png")
+    except ImportError as err:
+        print(f"fast.bench: no plot ({err}); run `python -m fast.plot {args.out / 'bench.json'}` elsewhere")
+    print(markdown(report))
+    return 0
+
+
+def _json_default(x: object) -> object:
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return str(x)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
