@@ -181,20 +181,23 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         return float(value) if value is not None else None
 
     out = []
-    c2, c2c = ms("compression/c2_prefill_1M", "triton"), ms("compression/c2_prefill_1M", "torch_compile")
-    out.append({"target": "C2 prefill 1M x 512: Triton at or below torch.compile", "triton_ms": c2,
-                "baseline_ms": c2c, "ratio": None if not (c2 and c2c) else c2c / c2,
-                "met": None if not (c2 and c2c) else c2 <= c2c})  # fmt: skip
-    v4, v4c = (
-        ms("compression/v4_overlap_prefill_1M", "triton"),
-        ms("compression/v4_overlap_prefill_1M", "torch_compile"),
-    )
-    out.append({"target": "V4 overlap r=4 prefill 1M x 512: >= 1.8x faster than torch.compile", "triton_ms": v4,
-                "baseline_ms": v4c, "ratio": None if not (v4 and v4c) else v4c / v4,
-                "met": None if not (v4 and v4c) else v4c / v4 >= 1.8})  # fmt: skip
+
+    def against_compile(case: str, label: str, factor: float) -> None:
+        mine = ms(case, "triton")
+        options = {impl: ms(case, impl) for impl in ("torch_compile", "torch_compile_plain")}
+        timed = {k: v for k, v in options.items() if v is not None}
+        best = min(timed, key=lambda k: timed[k]) if timed else None
+        base = timed[best] if best else None
+        ratio = None if not (mine and base) else base / mine
+        out.append({"target": label, "triton_ms": mine, "baseline": best, "baseline_ms": base, "ratio": ratio,
+                    "met": None if ratio is None else ratio >= factor})  # fmt: skip
+
+    against_compile("compression/c2_prefill_1M", "C2 prefill 1M x 512: Triton at or below torch.compile", 1.0)
+    against_compile("compression/v4_overlap_prefill_1M", "V4 overlap r=4 prefill 1M x 512: >= 1.8x torch.compile", 1.8)
     dec, empty = ms("compression/decode_v4_B128", "triton"), report.get("empty_kernel", {}).get("ms")
     out.append({"target": "decode, 128 requests, one launch: within 2x of an empty kernel", "triton_ms": dec,
-                "baseline_ms": empty, "ratio": None if not (dec and empty) else dec / empty,
+                "baseline": "empty Triton kernel", "baseline_ms": empty,
+                "ratio": None if not (dec and empty) else dec / empty,
                 "met": None if not (dec and empty) else dec <= 2 * empty})  # fmt: skip
     return out
 
@@ -230,7 +233,15 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {case['name']} | {case['bytes'] / 1e6:.4g} | " + " | ".join(cells) + f" | {case.get('check', '')} |"
         )
-    lines += ["", "## Targets", "", "| target | Triton ms | baseline ms | ratio | met |", "|---|---:|---:|---:|---|"]
+    lines += [
+        "",
+        "## Targets",
+        "",
+        "Against the faster of the two torch.compile baselines (naive version, plain reshape formula).",
+        "",
+        "| target | Triton ms | baseline | baseline ms | ratio | met |",
+        "|---|---:|---|---:|---:|---|",
+    ]
     for t in report["targets"]:
         fmt = lambda x: "" if x is None else f"{x:.4g}"  # noqa: E731
         lines.append(

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The one command for a CUDA machine whose python3 already has torch and Triton (no network needed):
+# the whole test suite with the Triton kernels compiled (no TRITON_INTERPRET), then the benchmarks.
+#
+#   scripts/gpu_check.sh [all|tests|bench]        # default: all
+#
+# Output under $OUT (default ./gpu_out), at most 6 files: env.txt, tests.log, bench.log, bench.json, bench.md,
+# roofline.png. Wheels in .whl/ (e.g. hypothesis, pytest) are installed into /tmp/site first, if present.
+# Environment: PYTHON (default python3), BENCH_BUDGET_S (seconds after which the benchmark skips further
+# torch.compile baselines, default 300), PYTEST_ARGS (extra pytest arguments).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PHASE=${1:-all}
+case "$PHASE" in all | tests | bench) ;; *) echo "usage: $0 [all|tests|bench]" >&2; exit 2 ;; esac
+PY=${PYTHON:-python3}
+OUT=${OUT:-$PWD/gpu_out}
+mkdir -p "$OUT"
+unset TRITON_INTERPRET
+export CI=1 # Hypothesis profile "ci": derandomized and bounded
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site:$PYTHONPATH"
+fi
+
+{
+    date -u +%FT%TZ
+    nvidia-smi -L
+    "$PY" -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, torch.cuda.get_device_name(0))'
+    git log --oneline -1 2>/dev/null || true
+    echo "phase: $PHASE"
+} >"$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+status=0
+if [ "$PHASE" != bench ]; then
+    start=$SECONDS
+    # shellcheck disable=SC2086
+    "$PY" -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-} >"$OUT/tests.full" 2>&1
+    status=$?
+    echo "pytest exit status $status after $((SECONDS - start)) s" >>"$OUT/tests.full"
+    tail -n 300 "$OUT/tests.full" >"$OUT/tests.log"
+    rm -f "$OUT/tests.full"
+    tail -n 15 "$OUT/tests.log"
+fi
+if [ "$PHASE" != tests ]; then
+    start=$SECONDS
+    "$PY" -m fast.bench --out "$OUT" --budget-s "${BENCH_BUDGET_S:-300}" >"$OUT/bench.log" 2>&1
+    bench_status=$?
+    echo "fast.bench exit status $bench_status after $((SECONDS - start)) s" >>"$OUT/bench.log"
+    tail -n 60 "$OUT/bench.log"
+    [ "$bench_status" -ne 0 ] && status=$bench_status
+fi
+exit "$status"
