@@ -1,0 +1,224 @@
+"""Paged-cache kernels: quantize-and-store, gather-and-dequantize, sparse attention with a sink (Triton and torch).
+
+    quantize_store(rows, slots, cache, *, fmt, rows_per_block=None, backend="triton", check_slots=True)
+    gather_dequantize(cache, slots, *, fmt, rows_per_block=None, backend="triton", out=None, fill=0.0,
+                      check_slots=True) -> f32[R, d]
+    sparse_attention(q, kv, indices, sink, *, scale, dv, empty_row="zero", invalid="out_of_range",
+                     kv_format=None, rows_per_block=None, backend="triton", out=None, lse=None, config=None)
+        -> (out: f32[M, H, dv], lse: f32[M, H])
+
+Every argument is checked on the host before anything is launched (``fast.cache.checks``): a wrong type or
+dtype is a ``TypeError``, anything else a ``ValueError`` whose message starts with the argument's name. Layouts
+and rounding: docs/cache-kernels.md.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fast.cache import checks
+from fast.cache.formats import FORMATS, CacheFormat, cache_format
+
+__all__ = ["FORMATS", "CacheFormat", "cache_format", "gather_dequantize", "quantize_store", "sparse_attention"]
+
+EMPTY_ROW = {"zero": False, "empty_zero": False, "nan": True, "empty_nan": True}
+INVALID = ("out_of_range", "minus_one_only")
+
+
+def _cache(
+    cache: object, fmt: CacheFormat, rows_per_block: int | None, name: str = "cache"
+) -> tuple[torch.Tensor, int]:
+    c = checks.tensor(cache, name, (torch.uint8,), 2)
+    checks.contiguous(c, name)
+    checks.aligned(c, name, 16)
+    rows = fmt.rows_per_block(c.shape[1])
+    if rows_per_block is not None and rows_per_block != rows:
+        raise ValueError(f"rows_per_block: {rows_per_block} does not match {name}'s {c.shape[1]}-byte blocks, "
+                         f"which hold {rows} {fmt.convention} rows")  # fmt: skip
+    return c, rows
+
+
+def _slots(slots: object, count: int | None, device: torch.device) -> torch.Tensor:
+    s = checks.tensor(slots, "slots", (torch.int64,), 1)
+    checks.contiguous(s, "slots")
+    checks.same_device(s, "slots", device, "cache")
+    if count is not None and s.shape[0] != count:
+        raise ValueError(f"slots: must have one entry per row ({count}), got {s.shape[0]}")
+    return s
+
+
+def quantize_store(
+    rows: torch.Tensor,
+    slots: torch.Tensor,
+    cache: torch.Tensor,
+    *,
+    fmt: str,
+    rows_per_block: int | None = None,
+    backend: str = "triton",
+    check_slots: bool = True,
+) -> None:
+    """Quantize ``rows`` (f32[R, d]) and store row ``i`` at physical slot ``slots[i]`` (i64[R]) of ``cache``
+    (u8[num_blocks, block_bytes], in place) in ``fmt``'s public layout; slot -1 is skipped.
+
+    ``check_slots`` (one small device-to-host copy): every slot is -1 or inside the cache, no slot twice.
+    Without it the kernel still never writes outside the cache (such rows are skipped), and duplicates race.
+    """
+    f = cache_format(fmt)
+    c, rpb = _cache(cache, f, rows_per_block)
+    r = checks.tensor(rows, "rows", (torch.float32,), 2)
+    checks.same_device(r, "rows", c.device, "cache")
+    if r.shape[1] != f.dims:
+        raise ValueError(f"rows: {f.convention} rows have {f.dims} values, got shape {tuple(r.shape)}")
+    checks.contiguous(r, "rows")
+    s = _slots(slots, r.shape[0], c.device)
+    b = checks.backend(backend, c.device)
+    if check_slots:
+        checks.slots(s, c.shape[0] * rpb, "slots", unique=True)
+    if b == "torch":
+        from fast.cache import quantize_naive
+
+        quantize_naive.store_rows(r, s, c, f, rpb)
+    else:
+        from fast.cache import quantize
+
+        quantize.store_rows(r, s, c, f, rpb)
+
+
+def gather_dequantize(
+    cache: torch.Tensor,
+    slots: torch.Tensor,
+    *,
+    fmt: str,
+    rows_per_block: int | None = None,
+    backend: str = "triton",
+    out: torch.Tensor | None = None,
+    fill: float = 0.0,
+    check_slots: bool = True,
+) -> torch.Tensor:
+    """The rows at ``slots`` (i64[R]) of ``cache``, dequantized to f32[R, d]; ``fill`` for slot -1.
+
+    ``out`` (f32[R, d], contiguous) receives the rows if given. ``check_slots``: every slot is -1 or inside the
+    cache (one small device-to-host copy); without it a slot outside the cache also reads as ``fill``.
+    """
+    f = cache_format(fmt)
+    c, rpb = _cache(cache, f, rows_per_block)
+    s = _slots(slots, None, c.device)
+    if not isinstance(fill, int | float) or isinstance(fill, bool):
+        raise TypeError(f"fill: must be a float, got {type(fill).__name__}")
+    b = checks.backend(backend, c.device)
+    if out is None:
+        out = torch.empty(s.shape[0], f.dims, dtype=torch.float32, device=c.device)
+    else:
+        checks.tensor(out, "out", (torch.float32,), 2)
+        checks.same_device(out, "out", c.device, "cache")
+        checks.contiguous(out, "out")
+        if tuple(out.shape) != (s.shape[0], f.dims):
+            raise ValueError(f"out: must have shape {(s.shape[0], f.dims)}, got {tuple(out.shape)}")
+    if check_slots:
+        checks.slots(s, c.shape[0] * rpb, "slots", unique=False)
+    if b == "torch":
+        from fast.cache import quantize_naive
+
+        return quantize_naive.gather_rows(c, s, f, rpb, out, float(fill))
+    from fast.cache import quantize
+
+    return quantize.gather_rows(c, s, f, rpb, out, float(fill))
+
+
+def _output(x: torch.Tensor | None, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    if x is None:
+        return torch.empty(shape, dtype=torch.float32, device=device)
+    checks.tensor(x, name, (torch.float32,), len(shape))
+    checks.same_device(x, name, device, "q")
+    if tuple(x.shape) != shape:
+        raise ValueError(f"{name}: must have shape {shape}, got {tuple(x.shape)}")
+    if x.stride(-1) != 1:
+        raise ValueError(f"{name}: its last dimension must be contiguous, got strides {tuple(x.stride())}")
+    return x
+
+
+def sparse_attention(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor | None,
+    *,
+    scale: float,
+    dv: int,
+    empty_row: str = "zero",
+    invalid: str = "out_of_range",
+    kv_format: str | None = None,
+    rows_per_block: int | None = None,
+    backend: str = "triton",
+    out: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
+    config: object = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sparse MQA attention with a sink over the lanes ``indices`` (i32[M, K]) of one KV head.
+
+    q: f32|bf16[M, H, D]; kv: the same dtype, [N, D] (a row is key, its first ``dv`` values the value), or with
+    ``kv_format="v4_584"`` a V4 FP8 cache u8[num_blocks, block_bytes] (D = 512, lane = physical slot);
+    sink: f32[H] or None. ``empty_row``: "zero" (output 0, lse +inf) or "nan" (both NaN) for a row without a
+    valid lane; ``invalid``: "out_of_range" skips every lane outside [0, N), "minus_one_only" skips -1 and
+    refuses any other such lane (ValueError, one device-to-host copy). lse = ln sum_j e^{s_j}, sink excluded.
+    """
+    qt = checks.tensor(q, "q", (torch.float32, torch.bfloat16), 3)
+    checks.contiguous(qt, "q")
+    M, H, D = qt.shape
+    device = qt.device
+    if empty_row not in EMPTY_ROW:
+        raise ValueError(f"empty_row: must be one of {', '.join(EMPTY_ROW)}, got {empty_row!r}")
+    if invalid not in INVALID:
+        raise ValueError(f"invalid: must be one of {', '.join(INVALID)}, got {invalid!r}")
+    kv_cache: tuple[int, int] | None = None
+    if kv_format is None:
+        kvt = checks.tensor(kv, "kv", (qt.dtype,), 2)
+        checks.contiguous(kvt, "kv")
+        if kvt.shape[1] != D:
+            raise ValueError(f"kv: rows must have q's width D = {D}, got shape {tuple(kvt.shape)}")
+        n_rows = kvt.shape[0]
+    else:
+        f = cache_format(kv_format)
+        if f.convention != "v4_584":
+            raise ValueError(f"kv_format: only 'v4_584' caches are read by the attention kernel, got {kv_format!r}")
+        kvt, rpb = _cache(kv, f, rows_per_block, "kv")
+        if D != f.dims:
+            raise ValueError(f"q: a v4_584 cache holds {f.dims}-wide rows, so D must be {f.dims}, got {D}")
+        n_rows = kvt.shape[0] * rpb
+        kv_cache = (rpb, f.offsets(rpb)[1])
+    checks.same_device(kvt, "kv", device, "q")
+    it = checks.tensor(indices, "indices", (torch.int32,), 2)
+    checks.contiguous(it, "indices")
+    checks.same_device(it, "indices", device, "q")
+    if it.shape[0] != M:
+        raise ValueError(f"indices: must have one row per query row (M = {M}), got shape {tuple(it.shape)}")
+    if sink is not None:
+        st = checks.tensor(sink, "sink", (torch.float32,), 1)
+        checks.contiguous(st, "sink")
+        checks.same_device(st, "sink", device, "q")
+        if st.shape[0] != H:
+            raise ValueError(f"sink: must have one entry per head (H = {H}), got shape {tuple(st.shape)}")
+    if isinstance(scale, bool) or not isinstance(scale, int | float):
+        raise TypeError(f"scale: must be a float, got {type(scale).__name__}")
+    if isinstance(dv, bool) or not isinstance(dv, int):
+        raise TypeError(f"dv: must be an int, got {type(dv).__name__}")
+    if not 1 <= dv <= D:
+        raise ValueError(f"dv: must be in [1, D = {D}], got {dv}")
+    if kv_cache is not None and dv != D:
+        raise ValueError(f"dv: a v4_584 cache is read whole, so dv must be {D}, got {dv}")
+    o = _output(out, "out", (M, H, dv), device)
+    lo = _output(lse, "lse", (M, H), device)
+    b = checks.backend(backend, device)
+    if invalid == "minus_one_only":
+        checks.lanes_minus_one_only(it, n_rows)
+    if b == "torch":
+        from fast.cache import attention_naive
+
+        return attention_naive.sparse_attention(qt, kvt, it, sink, float(scale), dv, EMPTY_ROW[empty_row], o, lo,
+                                                kv_cache)  # fmt: skip
+    from fast.cache import attention
+
+    if config is not None and not isinstance(config, attention.Config):
+        raise TypeError(f"config: must be a fast.cache.attention.Config, got {type(config).__name__}")
+    return attention.sparse_attention(qt, kvt, it, sink, float(scale), dv, EMPTY_ROW[empty_row], o, lo, kv_cache,
+                                      config)  # fmt: skip

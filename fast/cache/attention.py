@@ -1,0 +1,247 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""Triton sparse MQA attention with a sink over selected lanes (twin: ``attention_naive.py``).
+
+    sparse_attention(q: f32|bf16[M, H, D], kv, indices: i32[M, K], sink: f32[H] | None, scale, dv,
+                     empty_nan, out: f32[M, H, dv], lse: f32[M, H], kv_cache=None, config=None)
+
+``kv`` is ``f32|bf16[N, D]`` (the dtype of ``q``), or, with ``kv_cache`` = rows per block, a V4 cache
+``u8[num_blocks, block_bytes]`` in the 584-byte layout (448 e4m3 NoPE dims with a UE8M0 scale per 64, then 64
+BF16 RoPE dims; D = 512), dequantized in the kernel. A lane is read only if ``0 <= lane < N``; every other lane
+(-1, any negative, past the end, anywhere in the row) contributes nothing.
+
+One program per (query row, block of heads), head blocks fastest so the programs of one query run together.
+A program walks the row's lanes in tiles of ``BLOCK_N``: it gathers the tile's KV rows once, computes the scores
+of all its heads with one ``tl.dot`` (heads are the M dimension), and folds them into a running maximum, sum
+and f32 accumulator (online softmax in base 2). The sink enters once, in the final denominator; lse excludes it.
+A tile with no valid lane leaves the state unchanged (the running maximum stays -inf and is read as 0).
+Under the interpreter, whose ``tl.dot`` cannot multiply bf16, the bf16 operands are widened to f32 first: the
+products of bf16 values are exact in f32, so only the order of the f32 sums can differ from the GPU.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from fast.cache import rounding as rd
+
+LOG2E = 1.4426950408889634
+V4_NOPE = 448
+V4_GROUP = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    """Launch parameters: heads per program, lanes per tile, warps, software-pipeline stages."""
+
+    block_h: int = 64
+    block_n: int = 64
+    num_warps: int = 8
+    num_stages: int = 2
+
+
+@triton.jit
+def _fp8_v4_tile(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d):
+    """Rows ``row`` of a 584-byte V4 cache as f32 ``[BLOCK_N, 512]`` (0 where not ``valid``)."""
+    block = row // rows_per_block
+    r = row - block * rows_per_block
+    data_b = block * block_bytes + r * 576
+    scale_b = block * block_bytes + scale_base + r * 8
+    v2 = valid[:, None]
+    nope = tl.load(kv_b_ptr + data_b[:, None] + d[None, :], mask=v2 & (d[None, :] < 448), other=0)
+    scales = tl.load(kv_q_ptr + scale_b // 8, mask=valid, other=0)
+    scale_code = ((scales[:, None] >> (8 * (d[None, :] // 64))) & 0xFF).to(tl.int32)
+    nope_f = rd.e4m3_value(nope.to(tl.int32)) * rd.ue8m0_value(scale_code)
+    rope = tl.load(kv_h_ptr + (data_b[:, None] + 448) // 2 + (d[None, :] - 448), mask=v2 & (d[None, :] >= 448), other=0)
+    rope_f = ((rope.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
+    return tl.where(d[None, :] >= 448, rope_f, nope_f)
+
+
+@triton.jit
+def _sparse_attention_kernel(
+    q_ptr,
+    kv_ptr,
+    kv_b_ptr,
+    kv_h_ptr,
+    kv_q_ptr,
+    idx_ptr,
+    sink_ptr,
+    out_ptr,
+    lse_ptr,
+    H,
+    N,
+    K,
+    scale_log2,
+    stride_qm,
+    stride_qh,
+    stride_kv,
+    stride_im,
+    stride_om,
+    stride_oh,
+    stride_lm,
+    rows_per_block,
+    block_bytes,
+    scale_base,
+    D: tl.constexpr,
+    DV: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_DV: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    FP8_V4: tl.constexpr,
+    SEPARATE_V: tl.constexpr,
+    HAS_SINK: tl.constexpr,
+    EMPTY_NAN: tl.constexpr,
+    IEEE: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    hb = tl.program_id(0)
+    m = tl.program_id(1).to(tl.int64)
+    h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+    h_ok = h < H
+    d = tl.arange(0, BLOCK_D)
+    dv = tl.arange(0, BLOCK_DV)
+    q = tl.load(q_ptr + m * stride_qm + h[:, None] * stride_qh + d[None, :], mask=h_ok[:, None] & (d[None, :] < D))
+    dtype = q.dtype
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, BLOCK_DV], tl.float32)
+    n_valid = tl.zeros([BLOCK_H], tl.int32)
+    for start in range(0, K, BLOCK_N):
+        lane = start + tl.arange(0, BLOCK_N)
+        idx = tl.load(idx_ptr + m * stride_im + lane, mask=lane < K, other=-1)
+        valid = (idx >= 0) & (idx < N)
+        row = tl.where(valid, idx, 0).to(tl.int64)
+        if FP8_V4:
+            k = _fp8_v4_tile(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d)
+            k = k.to(dtype)
+        else:
+            k = tl.load(kv_ptr + row[:, None] * stride_kv + d[None, :], mask=valid[:, None] & (d[None, :] < D), other=0)
+        if IEEE:
+            s = tl.dot(q, tl.trans(k), input_precision="ieee")
+        elif UPCAST:
+            s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
+        else:
+            s = tl.dot(q, tl.trans(k))
+        s = tl.where(valid[None, :], s * scale_log2, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if SEPARATE_V:
+            v = tl.load(
+                kv_ptr + row[:, None] * stride_kv + dv[None, :], mask=valid[:, None] & (dv[None, :] < DV), other=0
+            )
+        else:
+            v = k
+        if IEEE:
+            acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        elif UPCAST:
+            acc = acc * alpha[:, None] + tl.dot(p.to(dtype).to(tl.float32), v.to(tl.float32))
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(dtype), v)
+        m_i = m_new
+        n_valid += tl.sum(valid.to(tl.int32), axis=0)
+    m_use = tl.where(m_i == float("-inf"), 0.0, m_i)
+    denominator = l_i
+    if HAS_SINK:
+        sink = tl.load(sink_ptr + h, mask=h_ok, other=0.0)
+        denominator = l_i + tl.exp2(sink * 1.4426950408889634 - m_use)
+    out = acc / denominator[:, None]
+    lse = (m_i + tl.log2(tl.where(l_i == 0.0, 1.0, l_i))) * 0.6931471805599453
+    if EMPTY_NAN:
+        empty_out = float("nan")
+        empty_lse = float("nan")
+    else:
+        empty_out = 0.0
+        empty_lse = float("inf")
+    empty = n_valid == 0
+    out = tl.where(empty[:, None], empty_out, out)
+    lse = tl.where(empty, empty_lse, lse)
+    tl.store(
+        out_ptr + m * stride_om + h[:, None] * stride_oh + dv[None, :], out, mask=h_ok[:, None] & (dv[None, :] < DV)
+    )
+    tl.store(lse_ptr + m * stride_lm + h, lse, mask=h_ok)
+
+
+def default_config(heads: int, dim: int) -> Config:
+    """A launch configuration for ``heads`` query heads of width ``dim`` (tuned on the H200 at D = 512)."""
+    block_h = max(16, min(64, triton.next_power_of_2(heads)))
+    block_n = 64 if dim <= 256 else 32
+    return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
+
+
+def sparse_attention(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor | None,
+    scale: float,
+    dv: int,
+    empty_nan: bool,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    kv_cache: tuple[int, int] | None = None,
+    config: Config | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch on validated arguments. ``kv_cache``: ``(rows_per_block, scale_base)`` for a V4 FP8 cache."""
+    M, H, D = q.shape
+    K = indices.shape[1]
+    cfg = config or default_config(H, D)
+    if kv_cache is not None:
+        rows_per_block, scale_base = kv_cache
+        N = kv.shape[0] * rows_per_block
+        views = (kv, kv, kv.view(torch.int16), kv.view(torch.int64))
+        stride_kv, block_bytes = 0, kv.shape[1]
+    else:
+        rows_per_block, scale_base, block_bytes = 1, 0, 0
+        N = kv.shape[0]
+        views = (kv, kv, kv, kv)
+        stride_kv = kv.stride(0)
+    block_d = triton.next_power_of_2(D)
+    block_dv = triton.next_power_of_2(dv)
+    grid = (triton.cdiv(H, cfg.block_h), M)
+    if M == 0 or H == 0:
+        return out, lse
+    _sparse_attention_kernel[grid](
+        q,
+        *views,
+        indices,
+        sink if sink is not None else out,
+        out,
+        lse,
+        H,
+        N,
+        K,
+        scale * LOG2E,
+        q.stride(0),
+        q.stride(1),
+        stride_kv,
+        indices.stride(0),
+        out.stride(0),
+        out.stride(1),
+        lse.stride(0),
+        rows_per_block,
+        block_bytes,
+        scale_base,
+        D=D,
+        DV=dv,
+        BLOCK_D=block_d,
+        BLOCK_DV=block_dv,
+        BLOCK_H=cfg.block_h,
+        BLOCK_N=cfg.block_n,
+        FP8_V4=kv_cache is not None,
+        SEPARATE_V=block_dv < block_d,
+        HAS_SINK=sink is not None,
+        EMPTY_NAN=empty_nan,
+        IEEE=q.dtype == torch.float32,
+        UPCAST=q.dtype != torch.float32 and os.environ.get("TRITON_INTERPRET") == "1",
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return out, lse

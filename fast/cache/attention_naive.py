@@ -1,0 +1,68 @@
+"""Eager-torch sparse MQA attention with a sink: the same-precision twin of ``attention.py``.
+
+    sparse_attention(q: f32|bf16[M, H, D], kv, indices: i32[M, K], sink: f32[H] | None, scale, dv,
+                     empty_nan, out: f32[M, H, dv], lse: f32[M, H], kv_cache=None) -> (out, lse)
+
+The formula as a torch user writes it, in the precision of the inputs: gather the lanes' rows (``[M, K, D]``),
+scores ``q @ k^T`` in the input dtype (bf16 scores are rounded to bf16, as torch's bf16 matmul returns them),
+softmax statistics in f32, probabilities cast back to the input dtype for ``p @ v``, normalisation in f32 with
+the sink once in the denominator. This is the same-precision baseline of the tolerance rule
+(docs/cache-kernels.md). With ``kv_cache`` the rows are first dequantized from the V4 584-byte cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fast.cache import quantize_naive
+from fast.cache.formats import FORMATS
+
+
+def gather_kv(
+    kv: torch.Tensor, indices: torch.Tensor, dtype: torch.dtype, kv_cache: tuple[int, int] | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lanes' rows ``[M, K, D]`` in ``dtype`` (zero where invalid) and the validity mask ``[M, K]``."""
+    M, K = indices.shape
+    if kv_cache is not None:
+        rows_per_block = kv_cache[0]
+        n = kv.shape[0] * rows_per_block
+        valid = (indices >= 0) & (indices < n)
+        slots = torch.where(valid, indices, -1).reshape(-1).long()
+        out = torch.empty(M * K, 512, dtype=torch.float32, device=kv.device)
+        rows = quantize_naive.gather_rows(kv, slots, FORMATS["v4_584"], rows_per_block, out)
+        return rows.reshape(M, K, -1).to(dtype), valid
+    valid = (indices >= 0) & (indices < kv.shape[0])
+    return kv[torch.where(valid, indices, 0).long()], valid
+
+
+def sparse_attention(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor | None,
+    scale: float,
+    dv: int,
+    empty_nan: bool,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    kv_cache: tuple[int, int] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of each query row over its valid lanes; results written into ``out`` and ``lse``."""
+    rows, valid = gather_kv(kv, indices, q.dtype, kv_cache)
+    scores = torch.matmul(q, rows.transpose(1, 2)).float() * scale
+    scores = scores.masked_fill(~valid[:, None, :], -math.inf)
+    top = scores.amax(dim=-1, keepdim=True)
+    top = torch.where(top == -math.inf, torch.zeros_like(top), top)
+    p = torch.exp(scores - top)
+    total = p.sum(dim=-1)
+    weighted = torch.matmul(p.to(q.dtype), rows[..., :dv]).float()
+    denominator = total if sink is None else total + torch.exp(sink.float()[None, :] - top[..., 0])
+    result = weighted / denominator[..., None]
+    log_total = top[..., 0] + torch.log(total)
+    empty = (valid.sum(dim=-1) == 0)[:, None]
+    empty_out, empty_lse = (math.nan, math.nan) if empty_nan else (0.0, math.inf)
+    out.copy_(torch.where(empty[..., None], torch.full_like(result, empty_out), result))
+    lse.copy_(torch.where(empty, torch.full_like(log_total, empty_lse), log_total))
+    return out, lse

@@ -1,0 +1,244 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""Triton quantize-and-store and gather-and-dequantize for the paged caches (twin: ``quantize_naive.py``).
+
+    store_rows(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, block_bytes], fmt, rows_per_block)
+        in place: row i goes to slot slots[i] (row slot % rows_per_block of block slot // rows_per_block);
+        a slot outside [0, num_blocks * rows_per_block), -1 included, is skipped.
+    gather_rows(cache, slots: i64[R], fmt, rows_per_block, out: f32[R, d], fill) -> out
+        row i is the dequantized slot slots[i]; ``fill`` where the slot is outside the cache.
+
+One program per row. The row is loaded as a tile ``[groups, words per group, codes per word]`` (4 e4m3 or 8
+e2m1 codes per 32-bit word), so group maxima are reductions over the last two axes and the packed words are a
+sum over the last axis (disjoint bit fields); the data part is stored as 32-bit words, scales as bytes. Every
+rounding is integer arithmetic on the fp32 bits (``rounding.py``), so the interpreter gives the GPU's bytes.
+A group holding NaN or +-inf stores the NaN scale code (UE8M0 0xFF, e4m3 0x7F, fp32 0x7FC00000) and element
+codes 0x7F (e4m3) or 0 (e2m1): the whole group reads back as NaN. The BF16 tail rounds to nearest even,
+overflows to infinity and stores NaN as 0x7FC0.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fast.cache import rounding as rd
+from fast.cache.formats import (
+    SCALE_FP4_E4M3,
+    SCALE_FP4_UE8M0,
+    SCALE_FP8_FP32,
+    SCALE_FP8_UE8M0,
+    CacheFormat,
+)
+
+
+@triton.jit
+def _both(cond, ok):
+    """``cond & ok`` for a tensor ``cond`` and a scalar ``ok``, spelled so the interpreter keeps a bool mask."""
+    return (cond.to(tl.int32) * ok.to(tl.int32)) != 0
+
+
+@triton.jit
+def _slot_offsets(slots_ptr, r, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride):
+    """(in cache, data byte offset, scale byte offset) of the slot of row ``r``, in int64."""
+    slot = tl.load(slots_ptr + r).to(tl.int64)
+    ok = (slot >= 0) & (slot < n_slots)
+    slot = tl.where(ok, slot, 0)
+    block = slot // rows_per_block
+    row = slot - block * rows_per_block
+    base = block * block_bytes
+    return ok, base + row * data_stride, base + scale_base + row * scale_stride
+
+
+@triton.jit
+def _store_kernel(
+    rows_ptr,
+    slots_ptr,
+    cache_w_ptr,
+    cache_b_ptr,
+    row_stride,
+    n_slots,
+    rows_per_block,
+    block_bytes,
+    data_stride,
+    scale_base,
+    scale_stride,
+    GROUP: tl.constexpr,
+    NG: tl.constexpr,
+    TG: tl.constexpr,
+    PACK: tl.constexpr,
+    BITS: tl.constexpr,
+    SCALE_RULE: tl.constexpr,
+    SCALE_BYTES: tl.constexpr,
+    TAIL: tl.constexpr,
+):
+    r = tl.program_id(0)
+    ok, data_b, scale_b = _slot_offsets(
+        slots_ptr, r, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+    )
+    WPG: tl.constexpr = GROUP // PACK
+    g = tl.arange(0, TG)[:, None, None]
+    w = tl.arange(0, WPG)[None, :, None]
+    k = tl.arange(0, PACK)[None, None, :]
+    row_ptr = rows_ptr + r.to(tl.int64) * row_stride
+    x = tl.load(row_ptr + g * GROUP + w * PACK + k)
+    mag, neg = rd.magnitude(x)
+    amax = tl.max(tl.max(mag, axis=2), axis=1)
+    bad = amax >= 0x7F800000
+    bad3 = bad[:, None, None]
+    if SCALE_RULE == SCALE_FP4_E4M3:
+        scale_code = rd.fp4_e4m3_scale_code(amax)
+        s = rd.e4m3_value(scale_code)[:, None, None]
+        codes = rd.e2m1_by_thresholds(mag.to(tl.float32, bitcast=True), s)
+        codes = tl.where(bad3, 0, codes | (neg.to(tl.int32) << 3))
+        scale_byte = tl.where(bad, 0x7F, scale_code)
+    else:
+        if SCALE_RULE == SCALE_FP4_UE8M0:
+            e = rd.fp4_ue8m0_exponent(amax)
+            codes = rd.round_pow2_scaled(mag, e[:, None, None], 1, 0, rd.E2M1_MAX_CODE)
+            codes = tl.where(bad3, 0, codes | (neg.to(tl.int32) << 3))
+        else:
+            e = rd.fp8_exponent(amax)
+            codes = rd.round_pow2_scaled(mag, e[:, None, None], 3, -6, rd.E4M3_MAX_CODE)
+            codes = tl.where(bad3, 0x7F, codes | (neg.to(tl.int32) << 7))
+        scale_byte = tl.where(bad, 0xFF, e + 127)
+    words = tl.sum(codes << (BITS * k), axis=2)
+    g2 = tl.arange(0, TG)[:, None]
+    w2 = tl.arange(0, WPG)[None, :]
+    tl.store(cache_w_ptr + data_b // 4 + g2 * WPG + w2, words, mask=_both(g2 < NG, ok))
+    gi = tl.arange(0, TG)
+    if SCALE_RULE == SCALE_FP8_FP32:
+        scale_bits = tl.where(bad, 0x7FC00000, (e + 127) << 23)
+        tl.store(cache_w_ptr + scale_b // 4 + gi, scale_bits, mask=_both(gi < NG, ok))
+    else:
+        scale_byte = tl.where(gi < NG, scale_byte, 0)
+        tl.store(cache_b_ptr + scale_b + gi, scale_byte.to(tl.uint8), mask=_both(gi < SCALE_BYTES, ok))
+    if TAIL > 0:
+        t = tl.arange(0, TAIL // 2)[:, None]
+        half = tl.arange(0, 2)[None, :]
+        tail = rd.bf16_bits(tl.load(row_ptr + NG * GROUP + 2 * t + half))
+        tail_words = tl.sum(tail << (16 * half), axis=1)
+        tw = tl.arange(0, TAIL // 2)
+        tl.store(cache_w_ptr + data_b // 4 + (NG * GROUP) // 4 + tw, tail_words, mask=_both(tw < TAIL // 2, ok))
+
+
+@triton.jit
+def _gather_kernel(
+    cache_w_ptr,
+    cache_b_ptr,
+    cache_h_ptr,
+    slots_ptr,
+    out_ptr,
+    out_stride,
+    fill,
+    n_slots,
+    rows_per_block,
+    block_bytes,
+    data_stride,
+    scale_base,
+    scale_stride,
+    GROUP: tl.constexpr,
+    NG: tl.constexpr,
+    TG: tl.constexpr,
+    PACK: tl.constexpr,
+    BITS: tl.constexpr,
+    SCALE_RULE: tl.constexpr,
+    TAIL: tl.constexpr,
+):
+    r = tl.program_id(0)
+    ok, data_b, scale_b = _slot_offsets(
+        slots_ptr, r, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+    )
+    WPG: tl.constexpr = GROUP // PACK
+    g2 = tl.arange(0, TG)[:, None]
+    w2 = tl.arange(0, WPG)[None, :]
+    words = tl.load(cache_w_ptr + data_b // 4 + g2 * WPG + w2, mask=_both(g2 < NG, ok), other=0)
+    k = tl.arange(0, PACK)[None, None, :]
+    codes = (words[:, :, None] >> (BITS * k)) & ((1 << BITS) - 1)
+    gi = tl.arange(0, TG)
+    if SCALE_RULE == SCALE_FP8_FP32:
+        scale = tl.load(cache_w_ptr + scale_b // 4 + gi, mask=_both(gi < NG, ok), other=0).to(tl.float32, bitcast=True)
+    else:
+        scale_code = tl.load(cache_b_ptr + scale_b + gi, mask=_both(gi < NG, ok), other=0).to(tl.int32)
+        if SCALE_RULE == SCALE_FP4_E4M3:
+            scale = rd.e4m3_value(scale_code)
+        else:
+            scale = rd.ue8m0_value(scale_code)
+    if SCALE_RULE == SCALE_FP4_E4M3 or SCALE_RULE == SCALE_FP4_UE8M0:
+        values = rd.e2m1_value(codes)
+    else:
+        values = rd.e4m3_value(codes)
+    values = values * scale[:, None, None]
+    g = tl.arange(0, TG)[:, None, None]
+    w = tl.arange(0, WPG)[None, :, None]
+    element = g * GROUP + w * PACK + k
+    if TAIL > 0:
+        tail_ptr = cache_h_ptr + (data_b + NG * GROUP) // 2 + (element - NG * GROUP)
+        tail = tl.load(tail_ptr, mask=_both(g >= NG, ok), other=0).to(tl.int32)
+        values = tl.where(g >= NG, ((tail & 0xFFFF) << 16).to(tl.float32, bitcast=True), values)
+    values = tl.where(ok, values, fill)
+    tl.store(out_ptr + r.to(tl.int64) * out_stride + element, values)
+
+
+def _constants(fmt: CacheFormat) -> dict[str, int]:
+    return dict(
+        GROUP=fmt.group_size,
+        NG=fmt.groups,
+        TG=fmt.tile_groups,
+        PACK=8 if fmt.fp4 else 4,
+        BITS=4 if fmt.fp4 else 8,
+        SCALE_RULE=fmt.scale_rule,
+        TAIL=fmt.tail_dims,
+    )
+
+
+def _layout_args(fmt: CacheFormat, cache: torch.Tensor, rows_per_block: int) -> tuple[int, ...]:
+    data_stride, scale_base, scale_stride = fmt.offsets(rows_per_block)
+    n_slots = cache.shape[0] * rows_per_block
+    return n_slots, rows_per_block, cache.shape[1], data_stride, scale_base, scale_stride
+
+
+def store_rows(
+    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, fmt: CacheFormat, rows_per_block: int
+) -> None:
+    """Quantize ``rows`` (f32[R, fmt.dims]) into ``cache`` (u8[num_blocks, block_bytes]) at ``slots`` (i64[R])."""
+    if rows.shape[0] == 0:
+        return
+    assert fmt.scale_rule in (SCALE_FP8_UE8M0, SCALE_FP4_UE8M0, SCALE_FP4_E4M3, SCALE_FP8_FP32)
+    _store_kernel[(rows.shape[0],)](
+        rows,
+        slots,
+        cache.view(torch.int32),
+        cache,
+        rows.stride(0),
+        *_layout_args(fmt, cache, rows_per_block),
+        **_constants(fmt),
+        SCALE_BYTES=fmt.scale_bytes,
+        num_warps=4,
+    )
+
+
+def gather_rows(
+    cache: torch.Tensor,
+    slots: torch.Tensor,
+    fmt: CacheFormat,
+    rows_per_block: int,
+    out: torch.Tensor,
+    fill: float = 0.0,
+) -> torch.Tensor:
+    """Dequantize the rows at ``slots`` (i64[R]) into ``out`` (f32[R, fmt.dims]); ``fill`` outside the cache."""
+    if out.shape[0] == 0:
+        return out
+    _gather_kernel[(out.shape[0],)](
+        cache.view(torch.int32),
+        cache,
+        cache.view(torch.int16),
+        slots,
+        out,
+        out.stride(0),
+        fill,
+        *_layout_args(fmt, cache, rows_per_block),
+        **_constants(fmt),
+        num_warps=4,
+    )
+    return out

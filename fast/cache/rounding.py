@@ -1,0 +1,168 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""Rounding and decoding of the cache's small formats with integer operations on fp32 bit patterns (Triton).
+
+No floating-point cast to an FP8 / FP4 type is used, so the compiled kernel and the interpreter (whose FP8
+casts are not the hardware's) give the same bytes, and both equal ``reference.grids``. Each helper works on
+tensors of any shape. Derivations: docs/cache-kernels.md.
+
+* ``magnitude``: fp32 -> (bits of |x| as int32, negative flag). ``-0.0`` counts as zero, not negative: the
+  reference sees exact inputs and stores +0 for it. A negative value that rounds to zero keeps its sign bit.
+* ``fp8_exponent`` / ``fp4_ue8m0_exponent``: the exact power-of-two scale exponents
+  ``ceil(log2(max(a, 1e-4) / 448))`` and ``ceil(log2(max(a, 6 * 2^-126) / 6))`` read off the bits of ``a``.
+* ``fp4_e4m3_scale_code``: the exact ``e4m3(clamp(a / 6, 2^-9, 448))`` by integer division by 3.
+* ``round_pow2_scaled``: the code of ``|x| / 2^e`` on an e4m3 or e2m1 grid, nearest even, saturating.
+* ``e2m1_by_thresholds``: the e2m1 code of ``|x| / s`` for an e4m3 scale ``s``, by exact comparisons.
+* ``bf16_bits``: round to nearest even; overflow gives infinity (IEEE); NaN gives 0x7FC0.
+* ``e4m3_value``, ``e2m1_value``, ``ue8m0_value``: codes back to fp32, exactly (NaN codes give NaN).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# fp32 bit patterns of the main-FP4 scale clamp bounds: 6 * 2^-9 and 6 * 448.
+AMAX_FLOOR_BITS_FP4_E4M3 = tl.constexpr(0x3C400000)
+AMAX_CEIL_BITS_FP4_E4M3 = tl.constexpr(0x45280000)
+E4M3_MAX_CODE = tl.constexpr(0x7E)
+E2M1_MAX_CODE = tl.constexpr(0x7)
+
+
+@triton.jit
+def magnitude(x):
+    """fp32 -> (int32 bits of |x|, True where x < 0); -0.0 is not negative."""
+    bits = x.to(tl.int32, bitcast=True)
+    mag = bits & 0x7FFFFFFF
+    return mag, (bits < 0) & (mag != 0)
+
+
+@triton.jit
+def fp8_exponent(amax_mag):
+    """``ceil(log2(max(a, 1e-4) / 448))`` for a finite ``a >= 0`` given as fp32 bits.
+
+    With ``a = 2^E * f``, ``f`` in [1, 2): ``a / 448 = 2^(E - 8) * (4 f / 7)`` and ``4 f / 7 <= 1`` iff
+    ``f <= 7/4``, so the exponent is ``E - 8 + (mantissa > 0x600000)``; the floor contributes
+    ``ceil(log2(1e-4 / 448)) = -22`` and the rule is monotone, hence the maximum.
+    """
+    e = (amax_mag >> 23) - 135 + ((amax_mag & 0x7FFFFF) > 0x600000).to(tl.int32)
+    return tl.maximum(e, -22)
+
+
+@triton.jit
+def fp4_ue8m0_exponent(amax_mag):
+    """``ceil(log2(max(a, 6 * 2^-126) / 6))``: ``E - 2 + (mantissa > 0x400000)``, at least -126."""
+    e = (amax_mag >> 23) - 129 + ((amax_mag & 0x7FFFFF) > 0x400000).to(tl.int32)
+    return tl.maximum(e, -126)
+
+
+@triton.jit
+def _round_shift_even(sig, sh):
+    """``sig / 2^sh`` rounded to nearest, ties to even (``0 < sh <= 25``, ``sig < 2^24``)."""
+    n = sig >> sh
+    rem = sig - (n << sh)
+    half = 1 << (sh - 1)
+    up = (rem > half) | ((rem == half) & ((n & 1) == 1))
+    return n + up.to(tl.int32)
+
+
+@triton.jit
+def round_pow2_scaled(mag, e, MANT: tl.constexpr, EMIN: tl.constexpr, MAX_CODE: tl.constexpr):
+    """Code magnitude of ``|x| / 2^e`` on the grid with ``MANT`` stored mantissa bits and minimum normal
+    exponent ``EMIN`` (e4m3: 3, -6; e2m1: 1, 0), nearest even, saturating at ``MAX_CODE``.
+
+    ``mag``: fp32 bits of a finite ``|x|``. Precondition: ``|x| < 2^-126`` implies ``|x| / 2^e < 2^EMIN``
+    (true for the cache's scale rules: ``e >= -22`` for e4m3, ``e >= -126`` for e2m1).
+    The value is ``sig * 2^(ex - 23 - e)``; its quantum is ``2^qe`` with ``qe = max(log2 floor, EMIN) - MANT``,
+    and ``code = ((qe - EMIN + MANT) << MANT) + n`` for ``n = round(value / 2^qe)`` holds in the subnormal range
+    and the normal range alike, a carry of ``n`` into the next binade included.
+    """
+    field = mag >> 23
+    normal = field != 0
+    sig = tl.where(normal, (mag & 0x7FFFFF) | 0x800000, mag & 0x7FFFFF)
+    ex = tl.where(normal, field - 127, -126)
+    ev = tl.where(normal, ex - e, EMIN)
+    qe = tl.maximum(ev, EMIN) - MANT
+    sh = tl.minimum(qe + e - ex + 23, 25)
+    n = _round_shift_even(sig, sh)
+    code = ((qe - EMIN + MANT) << MANT) + n
+    return tl.minimum(code, MAX_CODE)
+
+
+@triton.jit
+def fp4_e4m3_scale_code(amax_mag):
+    """The e4m3 code of ``clamp(a / 6, 2^-9, 448)`` for a finite ``a >= 0`` (fp32 bits), exactly.
+
+    Inside the clamp, ``a = sig * 2^(ea - 23)`` and ``a / 6 = sig / (3 * 2^(qe + 24 - ea))`` in units of the
+    quantum ``2^qe``; the shift lies in [18, 22], so the division is exact int32 arithmetic.
+    """
+    low = amax_mag <= AMAX_FLOOR_BITS_FP4_E4M3
+    high = amax_mag >= AMAX_CEIL_BITS_FP4_E4M3
+    a = tl.minimum(tl.maximum(amax_mag, AMAX_FLOOR_BITS_FP4_E4M3), AMAX_CEIL_BITS_FP4_E4M3)
+    ea = (a >> 23) - 127
+    sig = (a & 0x7FFFFF) | 0x800000
+    floor_log2 = ea - 3 + ((a & 0x7FFFFF) >= 0x400000).to(tl.int32)
+    qe = tl.maximum(floor_log2, -6) - 3
+    den = 3 << (qe + 24 - ea)
+    n = sig // den
+    rem2 = 2 * (sig - n * den)
+    n = n + ((rem2 > den) | ((rem2 == den) & ((n & 1) == 1))).to(tl.int32)
+    code = tl.minimum(((qe + 9) << 3) + n, E4M3_MAX_CODE)
+    return tl.where(low, 1, tl.where(high, E4M3_MAX_CODE, code))
+
+
+@triton.jit
+def e2m1_by_thresholds(absx, s):
+    """e2m1 code magnitude of ``absx / s`` (both fp32, ``s`` an e4m3 value >= 2^-9), nearest even, saturating.
+
+    The midpoints 1/4, 3/4, 5/4, 7/4, 5/2, 7/2, 5 times ``s`` have at most 7 significant bits, so each product
+    is exact and each comparison decides the rounding exactly; a tie goes to the even code (``>=`` where the
+    upper code is even).
+    """
+    code = (absx > 0.25 * s).to(tl.int32)
+    code += (absx >= 0.75 * s).to(tl.int32)
+    code += (absx > 1.25 * s).to(tl.int32)
+    code += (absx >= 1.75 * s).to(tl.int32)
+    code += (absx > 2.5 * s).to(tl.int32)
+    code += (absx >= 3.5 * s).to(tl.int32)
+    code += (absx > 5.0 * s).to(tl.int32)
+    return code
+
+
+@triton.jit
+def bf16_bits(x):
+    """fp32 -> bf16 bit pattern in [0, 0xFFFF] (int32): nearest even, overflow to infinity, NaN -> 0x7FC0,
+    -0.0 -> 0."""
+    u = x.to(tl.uint32, bitcast=True)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).to(tl.int32)
+    mag = x.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+    r = tl.where(mag > 0x7F800000, 0x7FC0, r)
+    return tl.where(mag == 0, 0, r)
+
+
+@triton.jit
+def e4m3_value(code):
+    """An e4m3fn code (int32, 0..255) as fp32; 0x7F / 0xFF are NaN."""
+    mag = code & 0x7F
+    field = mag >> 3
+    m = mag & 7
+    normal = (((field + 120) << 23) | (m << 20)).to(tl.float32, bitcast=True)
+    v = tl.where(field == 0, m.to(tl.float32) * 0.001953125, normal)
+    v = tl.where(mag == 0x7F, float("nan"), v)
+    return tl.where((code & 0x80) != 0, -v, v)
+
+
+@triton.jit
+def e2m1_value(code):
+    """An e2m1 code (int32, 0..15) as fp32: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6."""
+    field = (code >> 1) & 3
+    m = code & 1
+    normal = (((field + 126) << 23) | (m << 22)).to(tl.float32, bitcast=True)
+    v = tl.where(field == 0, m.to(tl.float32) * 0.5, normal)
+    return tl.where((code & 8) != 0, -v, v)
+
+
+@triton.jit
+def ue8m0_value(code):
+    """A UE8M0 code (int32, 0..255) as fp32: ``2^(code - 127)``; code 0 is the subnormal 2^-127, 0xFF NaN."""
+    v = tl.where(code == 0, 0x00400000, code << 23).to(tl.float32, bitcast=True)
+    return tl.where(code == 0xFF, float("nan"), v)
