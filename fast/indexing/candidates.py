@@ -1,0 +1,167 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""V4.1 candidate blocks in Triton: block scores, the kept blocks, and restoring compact offsets to rows.
+
+    block_scores(scores, lengths, *, block_size, pin_newest=True)                       -> f32[M, ceil(N / bs)]
+    candidate_select(scores, lengths, *, block_size, topk_blocks, pin_newest=True, drop_nan=True) -> i32[M, topk_blocks]
+    candidate_restore(offsets, candidate_blocks, *, block_size, visible=None)          -> i32[M, k]
+
+Block scores: one program per (row, tile of blocks) loads a [blocks, bs] tile of the visible rows (rows at or
+past ``lengths[m]`` are not loaded and count as -inf); a block holding a NaN scores NaN (explicitly: the
+hardware max drops NaN); with ``pin_newest`` the block holding row ``lengths[m] - 1`` scores +inf. The kept
+blocks are the top-k kernel's answer on those scores (``fast.indexing.topk``, ascending block index, ties to
+the lowest block) with chosen -inf blocks, and NaN blocks under ``drop_nan``, turned into -1 lanes. The
+restricted second-level top-k is ``topk(..., candidate_blocks=kept, block_size=bs)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fast.indexing import validate as v
+from fast.indexing.topk import topk
+
+
+@triton.jit
+def _block_scores_kernel(
+    scores_ptr,
+    lengths_ptr,
+    out_ptr,
+    width,
+    blocks,
+    block_size,
+    PIN: tl.constexpr,
+    TILE: tl.constexpr,
+    BSP: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    b = tl.program_id(1) * TILE + tl.arange(0, TILE)
+    c = tl.arange(0, BSP)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
+    lane = b[:, None] * block_size + c[None, :]
+    seen = (c[None, :] < block_size) & (lane < n)
+    x = tl.load(scores_ptr + row * width + lane, mask=seen, other=float("-inf"))
+    best = tl.max(x, 1)
+    has_nan = tl.max((x != x).to(tl.int32), 1) > 0
+    best = tl.where(has_nan, float("nan"), best)
+    if PIN:
+        best = tl.where((n > 0) & (b == (n - 1) // block_size), float("inf"), best)
+    tl.store(out_ptr + row * blocks + b, best, mask=b < blocks)
+
+
+@triton.jit
+def _restore_kernel(
+    offsets_ptr,
+    blocks_ptr,
+    visible_ptr,
+    out_ptr,
+    rows,
+    lanes,
+    slots,
+    block_size,
+    HAS_VISIBLE: tl.constexpr,
+    BR: tl.constexpr,
+    BL: tl.constexpr,
+):
+    r = tl.program_id(0) * BR + tl.arange(0, BR)
+    c = tl.program_id(1) * BL + tl.arange(0, BL)
+    here = (r < rows)[:, None] & (c < lanes)[None, :]
+    at = r.to(tl.int64)[:, None] * lanes + c[None, :]
+    o = tl.load(offsets_ptr + at, mask=here, other=-1).to(tl.int64)
+    ok = here & (o >= 0) & (o < slots * block_size)
+    block = tl.load(blocks_ptr + r.to(tl.int64)[:, None] * slots + o // block_size, mask=ok, other=-1).to(tl.int64)
+    restored = block * block_size + o % block_size
+    ok = ok & (block >= 0)
+    if HAS_VISIBLE:
+        seen = tl.load(visible_ptr + r, mask=r < rows, other=0).to(tl.int64)
+        ok = ok & (restored < seen[:, None])
+    tl.store(out_ptr + at, tl.where(ok, restored, -1).to(tl.int32), mask=here)
+
+
+def _pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def block_scores(
+    scores: torch.Tensor, lengths: torch.Tensor, *, block_size: int, pin_newest: bool = True, validate: bool = True
+) -> torch.Tensor:
+    """Per block of ``block_size`` rows: max over the visible rows (NaN if one is NaN, -inf if none), the
+    newest visible block +inf when pinned. scores: f32[M, N]; lengths: i32[M] -> f32[M, ceil(N / bs)]."""
+    blocks = v.check_candidates(scores, lengths, block_size, 0, validate)
+    v.backend_for("triton", scores.device)
+    out = torch.empty(scores.shape[0], blocks, dtype=torch.float32, device=scores.device)
+    if out.numel() == 0:
+        return out
+    bsp = _pow2(block_size)
+    tile = max(1, min(_pow2(blocks), 4096 // bsp if not v.interpreted() else 8))
+    _block_scores_kernel[(scores.shape[0], -(-blocks // tile))](
+        scores,
+        lengths,
+        out,
+        scores.shape[1],
+        blocks,
+        block_size,
+        PIN=pin_newest,
+        TILE=tile,
+        BSP=bsp,
+        num_warps=4,
+    )
+    return out
+
+
+def candidate_select(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    topk_blocks: int,
+    pin_newest: bool = True,
+    drop_nan: bool = True,
+    validate: bool = True,
+) -> torch.Tensor:
+    """Kept candidate blocks of each row, ascending, -1 fill: i32[M, topk_blocks] (docs/conventions.md).
+
+    The ``topk_blocks`` best blocks (NaN > +inf > numbers > -inf, ties to the lowest block) take the slots; a
+    block in a slot is kept unless it scores -inf (or NaN, with ``drop_nan``: the public reference's
+    ``score > -inf``).
+    """
+    v.check_candidates(scores, lengths, block_size, topk_blocks, validate)
+    best = block_scores(scores, lengths, block_size=block_size, pin_newest=pin_newest, validate=False)
+    counts = (lengths.to(torch.int64).clamp(0, scores.shape[1]) + block_size - 1) // block_size
+    return topk(best, counts, k=topk_blocks, convention="v4.1", drop_neg_inf=True, drop_nan=drop_nan, validate=False)
+
+
+def candidate_restore(
+    offsets: torch.Tensor,
+    candidate_blocks: torch.Tensor,
+    *,
+    block_size: int,
+    visible: torch.Tensor | None = None,
+    validate: bool = True,
+) -> torch.Tensor:
+    """``o -> candidate_blocks[m, o // bs] * bs + o % bs``, -1 kept; offsets into a padding block (-1), outside
+    the candidate list, or (with ``visible``: i32[M]) restoring to a row ``>= visible[m]`` give -1.
+    offsets: i32|i64[M, k]; candidate_blocks: i32|i64[M, nb] -> i32[M, k]."""
+    v.check_restore(offsets, candidate_blocks, block_size, visible, validate)
+    v.backend_for("triton", offsets.device)
+    rows, lanes = offsets.shape
+    out = torch.empty(rows, lanes, dtype=torch.int32, device=offsets.device)
+    if out.numel() == 0:
+        return out
+    br, bl = (4, 16) if v.interpreted() else (16, 128)
+    _restore_kernel[(-(-rows // br), -(-lanes // bl))](
+        offsets,
+        candidate_blocks,
+        offsets if visible is None else visible,
+        out,
+        rows,
+        lanes,
+        candidate_blocks.shape[1],
+        block_size,
+        HAS_VISIBLE=visible is not None,
+        BR=br,
+        BL=bl,
+        num_warps=4,
+    )
+    return out

@@ -1,0 +1,343 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""Index logits ``I[m, j] = sum_h w[m, h] * relu(q[m, h] . k[j])`` in Triton (docs/indexing-kernels.md).
+
+    index_logits(q, weights, k, lengths, *, k_scale=None, validate=True, config=None)         -> f32[M, N]
+    paged_index_logits(q, weights, cache, block_table, lengths, *, rows_per_block, width=None,
+                       validate=True, config=None)                                             -> f32[B*T, W]
+
+One program owns a tile of ``BQ`` queries (all their heads: ``BQ * HP`` columns, the queries' rows of
+``q[M, H, D]`` are contiguous) and a range of key rows, which it walks ``BK`` rows at a time:
+
+    S[j, (m, h)] = K[j, :] . Q[(m, h), :]          tl.dot, [BK, DP] x [DP, BQ*HP], bf16 in, f32 accumulate
+    S *= scale[j]                                  FP8 keys: the row's scale (e4m3 codes decoded exactly)
+    I[j, m] = sum_h w[m, h] * relu(S[j, (m, h)])   in registers, f32: reshape [BK, BQ, HP], sum over heads
+
+Keys are the dot's first operand so each key tile is loaded once for every query of the tile; the head-sum
+runs along the accumulator's columns. A query sees rows ``j < lengths[m]``: a key row is loaded only when some
+query of the tile sees it, lanes past a query's length are written -inf, and a tile past every query's length
+only writes -inf. FP8 keys (e4m3 codes with one float32 scale per row) are decoded with integer operations into
+exact bf16 values, so the dot itself is the bf16 one. float32 inputs use an IEEE float32 dot (checks only).
+
+Paged layout (decode): query ``(b, t)`` reads its rows through ``block_table[b]``: row j lives in physical block
+``block_table[b, j // Bc]`` at row ``j % Bc``; addresses are computed in int64. A block id outside the cache
+is never dereferenced: its rows read as NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from fast.indexing import validate as v
+
+
+@dataclass(frozen=True)
+class LogitsConfig:
+    """Tile sizes: ``columns`` = queries x padded heads per tile (``BQ = columns // HP``), ``block_k`` key rows
+    per step, ``split`` the most key rows one program walks (0: decided from the SM count), warps, stages."""
+
+    columns: int = 256
+    block_k: int = 64
+    split: int = 0
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+COMPILED = LogitsConfig()
+INTERPRETED = LogitsConfig(columns=32, block_k=16, split=32, num_warps=1, num_stages=1)
+
+
+def default_config() -> LogitsConfig:
+    return INTERPRETED if v.interpreted() else COMPILED
+
+
+@triton.jit
+def _e4m3_to_f32(code):
+    """e4m3fn codes (uint8) -> float32, exactly: the 7 magnitude bits placed in a float32's exponent and
+    mantissa fields, times 2**120 (rebiases the exponent; subnormals come out right), sign put back;
+    0x7F / 0xFF are NaN."""
+    c = code.to(tl.uint32)
+    magnitude = ((c & 0x7F) << 20).to(tl.float32, bitcast=True) * 1.329227995784916e36
+    value = tl.where((c & 0x80) != 0, -magnitude, magnitude)
+    return tl.where((c & 0x7F) == 0x7F, float("nan"), value)
+
+
+@triton.jit
+def _head_sum(s, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr):
+    """[BK, BQ * HP] dots -> [BK, BQ]: sum over heads of w * relu(s) (relu keeps NaN, as torch does)."""
+    r = tl.where(s < 0.0, 0.0, s) * w[None, :]
+    return tl.sum(tl.reshape(r, (BK, BQ, HP)), axis=2)
+
+
+@triton.jit
+def _dot(keys, qt, F32: tl.constexpr, UPCAST: tl.constexpr):
+    if F32:
+        return tl.dot(keys, qt, input_precision="ieee")
+    if UPCAST:
+        return tl.dot(keys.to(tl.float32), qt.to(tl.float32), input_precision="ieee")
+    return tl.dot(keys, qt)
+
+
+@triton.jit
+def _logits_kernel(
+    q_ptr,
+    w_ptr,
+    k_ptr,
+    scale_ptr,
+    len_ptr,
+    out_ptr,
+    M,
+    N,
+    H,
+    D,
+    split,
+    BQ: tl.constexpr,
+    HP: tl.constexpr,
+    DP: tl.constexpr,
+    BK: tl.constexpr,
+    FP8: tl.constexpr,
+    F32: tl.constexpr,
+    UPCAST: tl.constexpr,
+    EVEN_D: tl.constexpr,
+):
+    q0 = tl.program_id(0) * BQ
+    j_lo = tl.program_id(1) * split
+    j_hi = tl.minimum(j_lo + split, N)
+    col = tl.arange(0, BQ * HP)
+    qi = q0 + col // HP
+    head = col % HP
+    d = tl.arange(0, DP)
+    qcol = (qi < M) & (head < H)
+    q = tl.load(
+        q_ptr + (qi.to(tl.int64) * H + head)[:, None] * D + d[None, :], mask=qcol[:, None] & (d[None, :] < D), other=0.0
+    )
+    qt = tl.trans(q)
+    w = tl.load(w_ptr + qi.to(tl.int64) * H + head, mask=qcol, other=0.0).to(tl.float32)
+    qrow = q0 + tl.arange(0, BQ)
+    lens = tl.load(len_ptr + qrow, mask=qrow < M, other=0).to(tl.int32)
+    lens = tl.minimum(tl.maximum(lens, 0), N)
+    seen = tl.minimum(tl.max(lens, 0), j_hi)
+    out_rows = out_ptr + qrow.to(tl.int64)[None, :] * N
+    for j0 in range(j_lo, seen, BK):
+        j = j0 + tl.arange(0, BK)
+        live = j < seen
+        kmask = live[:, None] & ((d[None, :] < D) | EVEN_D)
+        if FP8:
+            codes = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0)
+            keys = _e4m3_to_f32(codes).to(tl.bfloat16)
+        else:
+            keys = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0.0)
+        s = _dot(keys, qt, F32, UPCAST)
+        if FP8:
+            s = s * tl.load(scale_ptr + j, mask=live, other=0.0)[:, None]
+        logit = _head_sum(s, w, BK, BQ, HP)
+        logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
+        tl.store(out_rows + j[:, None], logit, mask=live[:, None] & (qrow < M)[None, :])
+    hidden = tl.full((BK, BQ), float("-inf"), tl.float32)
+    for j0 in range(tl.maximum(seen, j_lo), j_hi, BK):
+        j = j0 + tl.arange(0, BK)
+        tl.store(out_rows + j[:, None], hidden, mask=(j < j_hi)[:, None] & (qrow < M)[None, :])
+
+
+@triton.jit
+def _paged_logits_kernel(
+    q_ptr,
+    w_ptr,
+    cache_ptr,
+    table_ptr,
+    len_ptr,
+    out_ptr,
+    T,
+    H,
+    D,
+    W,
+    table_width,
+    num_blocks,
+    rows_per_block,
+    split,
+    BQ: tl.constexpr,
+    HP: tl.constexpr,
+    DP: tl.constexpr,
+    BK: tl.constexpr,
+    FP8: tl.constexpr,
+    F32: tl.constexpr,
+    UPCAST: tl.constexpr,
+    EVEN_D: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    j_lo = tl.program_id(1) * split
+    j_hi = tl.minimum(j_lo + split, W)
+    col = tl.arange(0, BQ * HP)
+    t = col // HP
+    head = col % HP
+    d = tl.arange(0, DP)
+    qcol = (t < T) & (head < H)
+    qoff = (b * T + t) * H + head
+    q = tl.load(q_ptr + qoff[:, None] * D + d[None, :], mask=qcol[:, None] & (d[None, :] < D), other=0.0)
+    qt = tl.trans(q)
+    w = tl.load(w_ptr + qoff, mask=qcol, other=0.0).to(tl.float32)
+    tq = tl.arange(0, BQ)
+    lens = tl.load(len_ptr + b * T + tq, mask=tq < T, other=0).to(tl.int32)
+    lens = tl.minimum(tl.maximum(lens, 0), tl.minimum(W, table_width * rows_per_block))
+    seen = tl.minimum(tl.max(lens, 0), j_hi)
+    out_rows = out_ptr + (b * T + tq)[None, :] * W
+    table = table_ptr + b * table_width
+    for j0 in range(j_lo, seen, BK):
+        j = j0 + tl.arange(0, BK)
+        live = j < seen
+        block = tl.load(table + j // rows_per_block, mask=live, other=-1).to(tl.int64)
+        ok = live & (block >= 0) & (block < num_blocks)
+        within = (j % rows_per_block).to(tl.int64)
+        kmask = ok[:, None] & ((d[None, :] < D) | EVEN_D)
+        if FP8:
+            base = block * rows_per_block * (D + 4)
+            codes = tl.load(cache_ptr + (base + within * D)[:, None] + d[None, :], mask=kmask, other=0)
+            keys = _e4m3_to_f32(codes).to(tl.bfloat16)
+            scale_at = (cache_ptr + base + rows_per_block * D + within * 4).to(tl.pointer_type(tl.float32))
+            scale = tl.load(scale_at, mask=ok, other=0.0)
+        else:
+            keys = tl.load(
+                cache_ptr + ((block * rows_per_block + within) * D)[:, None] + d[None, :], mask=kmask, other=0.0
+            )
+        s = _dot(keys, qt, F32, UPCAST)
+        if FP8:
+            s = s * scale[:, None]
+        logit = _head_sum(s, w, BK, BQ, HP)
+        logit = tl.where(ok[:, None], logit, float("nan"))
+        logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
+        tl.store(out_rows + j[:, None], logit, mask=live[:, None] & (tq < T)[None, :])
+    hidden = tl.full((BK, BQ), float("-inf"), tl.float32)
+    for j0 in range(tl.maximum(seen, j_lo), j_hi, BK):
+        j = j0 + tl.arange(0, BK)
+        tl.store(out_rows + j[:, None], hidden, mask=(j < j_hi)[:, None] & (tq < T)[None, :])
+
+
+def _pow2(x: int, least: int) -> int:
+    return max(least, 1 << max(0, (x - 1).bit_length()))
+
+
+def _split(rows: int, tiles: int, block_k: int, device: torch.device, chosen: int) -> int:
+    """Key rows per program: all of them, unless fewer than ~4 programs per SM would run."""
+    if chosen:
+        return max(block_k, chosen // block_k * block_k)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    parts = max(1, min(-(-4 * sms // max(tiles, 1)), -(-rows // block_k)))
+    per_part = -(-rows // parts)
+    return max(block_k, -(-per_part // block_k) * block_k)
+
+
+def _tile(heads: int, dim: int, queries: int, cfg: LogitsConfig) -> tuple[int, int, int]:
+    """(BQ, HP, DP): heads and dimension padded to powers of two >= 16 (tl.dot's least size)."""
+    hp, dp = _pow2(heads, 16), _pow2(dim, 16)
+    bq = max(1, min(cfg.columns // hp, _pow2(queries, 1)))
+    return bq, hp, dp
+
+
+def index_logits(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    k: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    k_scale: torch.Tensor | None = None,
+    validate: bool = True,
+    config: LogitsConfig | None = None,
+) -> torch.Tensor:
+    """Gathered (prefill) index logits: f32[M, N], -inf at ``j >= lengths[m]``.
+
+    q: bf16|f32[M, H, D]; weights: f32|bf16[M, H]; k: same dtype as q [N, D], or e4m3 codes
+    (uint8|float8_e4m3fn)[N, D] with ``k_scale``: f32[N]; lengths: i32|i64[M] in [0, N].
+    """
+    a = v.check_logits(q, weights, k, lengths, k_scale, validate)
+    v.backend_for("triton", q.device)
+    cfg = config or default_config()
+    out = torch.empty(a.queries, a.rows, dtype=torch.float32, device=q.device)
+    if a.queries == 0 or a.rows == 0:
+        return out
+    bq, hp, dp = _tile(a.heads, a.dim, a.queries, cfg)
+    tiles = -(-a.queries // bq)
+    split = _split(a.rows, tiles, cfg.block_k, q.device, cfg.split)
+    codes = k.view(torch.uint8) if a.fp8 else k
+    _logits_kernel[(tiles, -(-a.rows // split))](
+        q,
+        weights,
+        codes,
+        k_scale if a.fp8 else lengths,
+        lengths,
+        out,
+        a.queries,
+        a.rows,
+        a.heads,
+        a.dim,
+        split,
+        BQ=bq,
+        HP=hp,
+        DP=dp,
+        BK=cfg.block_k,
+        FP8=a.fp8,
+        F32=q.dtype == torch.float32,
+        UPCAST=v.interpreted(),
+        EVEN_D=a.dim == dp,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return out
+
+
+def paged_index_logits(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    cache: torch.Tensor,
+    block_table: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    rows_per_block: int,
+    width: int | None = None,
+    validate: bool = True,
+    config: LogitsConfig | None = None,
+) -> torch.Tensor:
+    """Paged (decode) index logits: f32[B * next_n, W], query ``(b, t)`` at row ``b * next_n + t``.
+
+    q: bf16[B, next_n, H, D]; weights: f32[B, next_n, H]; cache: bf16[num_blocks, Bc, D], or the FP8 index
+    layout u8[num_blocks, Bc * (D + 4)] (a block's Bc rows of e4m3 codes, then their Bc float32 scales);
+    block_table: i32[B, max_blocks]; lengths: i32[B, next_n]; W = ``width`` or ``max_blocks * Bc``.
+    """
+    a = v.check_paged(q, weights, cache, block_table, lengths, rows_per_block, width, validate)
+    v.backend_for("triton", q.device)
+    cfg = config or default_config()
+    out = torch.empty(a.requests * a.next_n, a.width, dtype=torch.float32, device=q.device)
+    if out.numel() == 0:
+        return out
+    hp, dp = _pow2(a.heads, 16), _pow2(a.dim, 16)
+    bq = _pow2(a.next_n, 1)
+    split = _split(a.width, a.requests, cfg.block_k, q.device, cfg.split)
+    _paged_logits_kernel[(a.requests, -(-a.width // split))](
+        q,
+        weights,
+        cache,
+        block_table,
+        lengths,
+        out,
+        a.next_n,
+        a.heads,
+        a.dim,
+        a.width,
+        block_table.shape[1],
+        a.num_blocks,
+        rows_per_block,
+        split,
+        BQ=bq,
+        HP=hp,
+        DP=dp,
+        BK=cfg.block_k,
+        FP8=a.fp8,
+        F32=q.dtype == torch.float32,
+        UPCAST=v.interpreted(),
+        EVEN_D=a.dim == dp,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return out

@@ -1,0 +1,367 @@
+"""Torch-eager twins of the indexing kernels: same names and arguments as the Triton modules, readable formulas.
+
+    index_logits(q, weights, k, lengths, *, k_scale=None, precision="float32")          -> f32[M, N]
+    paged_index_logits(q, weights, cache, block_table, lengths, *, rows_per_block, width=None) -> f32[B*T, W]
+    topk(scores, lengths, *, k, convention="v4.1", offsets=None, fill=None, block_table=None,
+         rows_per_block=None, candidate_blocks=None, block_size=None)                  -> i32 | i64[M, lanes]
+    block_scores(scores, lengths, *, block_size, pin_newest=True)                       -> f32[M, ceil(N / bs)]
+    candidate_select(scores, lengths, *, block_size, topk_blocks, pin_newest, drop_nan) -> i32[M, topk_blocks]
+    candidate_restore(offsets, candidate_blocks, *, block_size, visible=None)          -> i32[M, k]
+    slot_translation(rows, block_table, lengths, *, rows_per_block, guard="sentinel")   -> i64[M, K]
+    gathered_rows(rows, offsets)                                                        -> i64[M, K]
+    window_indices(*, window, seqlen, start_pos, order)                                 -> i32[R, W]
+    decode_window_indices(positions, *, window, order)                                  -> i32[B, window]
+
+Every function runs the same host checks as its Triton twin (``fast.indexing.validate``). Lanes past a query's
+visible count are -inf in logits. Top-k ranks by the order key of :func:`order_keys` (NaN > +inf > numbers >
+-inf, -0 == +0), ties to the lowest index (docs/conventions.md).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fast.indexing import validate as v
+
+NEG_INF = float("-inf")
+
+
+# --- index logits -------------------------------------------------------------------------------------------------
+
+
+def fp8_values(codes: torch.Tensor) -> torch.Tensor:
+    """e4m3fn codes (uint8 or float8_e4m3fn) as float32 values."""
+    return codes.view(torch.float8_e4m3fn).to(torch.float32)
+
+
+def _weighted_relu(dots: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``sum_h w[.., h] * relu(dots[.., h, n])`` in float32; dots: [.., H, N], weights: [.., H]."""
+    return (dots.float().relu() * weights.float().unsqueeze(-1)).sum(dim=-2)
+
+
+def index_logits(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    k: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    k_scale: torch.Tensor | None = None,
+    precision: str = "float32",
+    validate: bool = True,
+) -> torch.Tensor:
+    """``I[m, j] = sum_h w[m, h] relu(q[m, h] . k[j])`` for ``j < lengths[m]``, -inf elsewhere.
+
+    q: bf16|f32[M, H, D]; weights: f32[M, H]; k: same dtype as q [N, D], or FP8 e4m3 codes [N, D] with
+    ``k_scale``: f32[N] (key row j is ``k_scale[j] * e4m3(k[j])``); lengths: i32[M] in [0, N].
+    ``precision="float32"``: dots of the upcast operands in float32 (the twin of the kernels);
+    ``"input"``: the public reference's einsum in the input dtype (bf16 dots rounded to bf16), then float32.
+    """
+    v.check_logits(q, weights, k, lengths, k_scale, validate)
+    n = k.shape[0]
+    seen = int(lengths.max()) if lengths.numel() else 0
+    if k_scale is not None:
+        keys = fp8_values(k[:seen]) * k_scale[:seen].unsqueeze(-1)
+        keys = keys.to(q.dtype) if precision == "input" else keys
+    else:
+        keys = k[:seen]
+    if precision == "input":
+        dots = torch.einsum("mhd,nd->mhn", q, keys)
+    else:
+        dots = torch.einsum("mhd,nd->mhn", q.float(), keys.float())
+    scores = torch.full((q.shape[0], n), NEG_INF, dtype=torch.float32, device=q.device)
+    visible = torch.arange(seen, device=q.device) < lengths.to(torch.int64).unsqueeze(-1)
+    scores[:, :seen] = torch.where(visible, _weighted_relu(dots, weights), NEG_INF)
+    return scores
+
+
+def paged_rows(
+    cache: torch.Tensor, block_table: torch.Tensor, rows: int, rows_per_block: int, dim: int
+) -> torch.Tensor:
+    """Key rows ``0 .. rows - 1`` of every request, read through its block table: f32[B, rows, D].
+
+    cache: bf16|f32[num_blocks, Bc, D], or the FP8 layout u8[num_blocks, Bc * (D + 4)] (all rows' e4m3 codes,
+    then all rows' float32 scales, little-endian). Rows whose table entry is outside the cache are NaN.
+    """
+    j = torch.arange(rows, device=cache.device)
+    ids = block_table.to(torch.int64)[:, j // rows_per_block]
+    ok = (ids >= 0) & (ids < cache.shape[0])
+    ids = torch.where(ok, ids, 0)
+    within = (j % rows_per_block).expand_as(ids)
+    if cache.dtype == torch.uint8:
+        data = cache[:, : rows_per_block * dim].reshape(cache.shape[0], rows_per_block, dim)
+        scales = cache[:, rows_per_block * dim :].contiguous().view(torch.float32)
+        keys = fp8_values(data[ids, within]) * scales[ids, within].unsqueeze(-1)
+    else:
+        keys = cache[ids, within].float()
+    return torch.where(ok.unsqueeze(-1), keys, float("nan"))
+
+
+def paged_index_logits(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    cache: torch.Tensor,
+    block_table: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    rows_per_block: int,
+    width: int | None = None,
+    validate: bool = True,
+) -> torch.Tensor:
+    """Decode logits through block tables: f32[B * next_n, W], query ``(b, t)`` at row ``b * next_n + t``.
+
+    q: bf16[B, next_n, H, D]; weights: f32[B, next_n, H]; cache: see :func:`paged_rows`;
+    block_table: i32[B, max_blocks]; lengths: i32[B, next_n] (rows each query sees);
+    W = ``width`` or ``max_blocks * rows_per_block``. Lanes at or past a query's length are -inf.
+    """
+    a = v.check_paged(q, weights, cache, block_table, lengths, rows_per_block, width, validate)
+    seen = min(int(lengths.max()) if lengths.numel() else 0, a.width)
+    keys = paged_rows(cache, block_table, seen, rows_per_block, a.dim)
+    dots = torch.einsum("bthd,bnd->bthn", q.float(), keys)
+    scores = torch.full((a.requests, a.next_n, a.width), NEG_INF, dtype=torch.float32, device=q.device)
+    visible = torch.arange(seen, device=q.device) < lengths.to(torch.int64).unsqueeze(-1)
+    scores[:, :, :seen] = torch.where(visible, _weighted_relu(dots, weights), NEG_INF)
+    return scores.reshape(a.requests * a.next_n, a.width)
+
+
+# --- top-k --------------------------------------------------------------------------------------------------------
+
+
+def order_keys(scores: torch.Tensor) -> torch.Tensor:
+    """int64 keys in [0, 2**32) whose order is torch's ranking order: -inf < numbers < +inf < NaN, -0 == +0."""
+    bits = scores.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    key = torch.where(bits >= 2**31, 0xFFFFFFFF - bits, bits + 2**31)
+    key = torch.where(scores == 0, 2**31, key)
+    return torch.where(scores.isnan(), 0xFFFFFFFF, key)
+
+
+def rank_lanes(scores: torch.Tensor, lengths: torch.Tensor, take: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``take`` lanes of each row in rank order and whether each holds a visible row.
+
+    A composite ``key * 2**31 + (2**31 - 1 - index)`` orders by key, then by lowest index; rows past the
+    visible count get -1, below every real composite, and are never read.
+    """
+    n = scores.shape[1]
+    lanes = torch.arange(n, device=scores.device)
+    visible = lanes < lengths.to(torch.int64).unsqueeze(-1)
+    safe = torch.where(visible, scores, 0.0)
+    composite = order_keys(safe) * 2**31 + (2**31 - 1 - lanes)
+    composite = torch.where(visible, composite, -1)
+    top = composite.topk(take, dim=1, sorted=True).values if take else composite[:, :0]
+    holds = top >= 0
+    index = 2**31 - 1 - (top % 2**31)
+    return torch.where(holds, index, n), holds
+
+
+def topk(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    k: int,
+    convention: str = "v4.1",
+    offsets: torch.Tensor | None = None,
+    fill: int | None = None,
+    block_table: torch.Tensor | None = None,
+    rows_per_block: int | None = None,
+    candidate_blocks: torch.Tensor | None = None,
+    block_size: int | None = None,
+    drop_neg_inf: bool = False,
+    drop_nan: bool = False,
+    validate: bool = True,
+) -> torch.Tensor:
+    """Valid-prefix top-k under ``convention`` (see ``fast.indexing.topk.topk``, which this twins)."""
+    a = v.check_topk(
+        scores,
+        lengths,
+        k=k,
+        convention=convention,
+        offsets=offsets,
+        fill=fill,
+        block_table=block_table,
+        rows_per_block=rows_per_block,
+        candidate_blocks=candidate_blocks,
+        block_size=block_size,
+        validate=validate,
+    )
+    if a.restrict:
+        assert candidate_blocks is not None and block_size is not None
+        scores = restrict_to_blocks(scores, candidate_blocks, block_size=block_size)
+    take = min(a.k, a.width)
+    index, holds = rank_lanes(scores, lengths, take)
+    if drop_neg_inf or drop_nan:
+        chosen_keys = order_keys(scores.gather(1, index.clamp(max=max(a.width - 1, 0))))
+        if drop_neg_inf:
+            holds &= chosen_keys != 0x007FFFFF
+        if drop_nan:
+            holds &= chosen_keys != 0xFFFFFFFF
+        index = torch.where(holds, index, a.width)
+    if a.mode.index_order or drop_neg_inf or drop_nan:
+        index = torch.where(holds, index, a.width).sort(dim=1).values
+        holds = index < a.width
+    if not a.mode.index_order:
+        pass  # rank order already
+    if a.translate:
+        assert block_table is not None and rows_per_block is not None
+        rows = torch.where(holds, index, -1)
+        out = slot_translation(rows, block_table, holds.sum(dim=1), rows_per_block=rows_per_block, validate=False)
+        out = torch.where(holds, out, a.fill)
+        dtype = torch.int64
+    else:
+        shift = offsets.to(torch.int64).unsqueeze(-1) if offsets is not None else 0
+        out = torch.where(holds, index + shift, a.fill)
+        dtype = torch.int32
+    pad = torch.full((a.rows, a.lanes - take), a.fill, dtype=torch.int64, device=scores.device)
+    return torch.cat([out.to(torch.int64), pad], dim=1).to(dtype)
+
+
+def restrict_to_blocks(scores: torch.Tensor, candidate_blocks: torch.Tensor, *, block_size: int) -> torch.Tensor:
+    """``scores`` with every lane outside the candidate blocks set to -inf (-1 entries name no block)."""
+    m, n = scores.shape
+    blocks = -(-n // block_size)
+    ids = candidate_blocks.to(torch.int64)
+    ok = (ids >= 0) & (ids < blocks)
+    keep = torch.zeros(m, blocks + 1, dtype=torch.bool, device=scores.device)
+    keep.scatter_(1, torch.where(ok, ids, blocks), True)
+    lane_keep = keep[:, torch.arange(n, device=scores.device) // block_size]
+    return torch.where(lane_keep, scores, NEG_INF)
+
+
+# --- candidate blocks ---------------------------------------------------------------------------------------
+
+
+def block_scores(
+    scores: torch.Tensor, lengths: torch.Tensor, *, block_size: int, pin_newest: bool = True
+) -> torch.Tensor:
+    """Per block of ``block_size`` rows: the max over visible rows (NaN if any is NaN; rows past the visible
+    count are -inf); with ``pin_newest`` the block holding row ``lengths - 1`` is +inf. f32[M, ceil(N / bs)]."""
+    m, n = scores.shape
+    blocks = -(-n // block_size)
+    padded = torch.full((m, blocks * block_size), NEG_INF, dtype=torch.float32, device=scores.device)
+    lanes = torch.arange(n, device=scores.device)
+    lens = lengths.to(torch.int64).unsqueeze(-1)
+    padded[:, :n] = torch.where(lanes < lens, scores, NEG_INF)
+    best = padded.view(m, blocks, block_size).amax(dim=2)
+    if pin_newest:
+        newest = torch.div(lens - 1, block_size, rounding_mode="floor")
+        pinned = (torch.arange(blocks, device=scores.device) == newest) & (lens > 0)
+        best = torch.where(pinned, float("inf"), best)
+    return best
+
+
+def candidate_select(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    topk_blocks: int,
+    pin_newest: bool = True,
+    drop_nan: bool = True,
+    validate: bool = True,
+) -> torch.Tensor:
+    """Kept candidate blocks, ascending, -1 fill: i32[M, topk_blocks] (V4.1 level one, docs/conventions.md)."""
+    v.check_candidates(scores, lengths, block_size, topk_blocks, validate)
+    best = block_scores(scores, lengths, block_size=block_size, pin_newest=pin_newest)
+    counts = -(-lengths.to(torch.int64) // block_size)
+    return topk(
+        best,
+        counts.to(torch.int32),
+        k=topk_blocks,
+        convention="v4.1",
+        drop_neg_inf=True,
+        drop_nan=drop_nan,
+        validate=False,
+    )
+
+
+def candidate_restore(
+    offsets: torch.Tensor,
+    candidate_blocks: torch.Tensor,
+    *,
+    block_size: int,
+    visible: torch.Tensor | None = None,
+    validate: bool = True,
+) -> torch.Tensor:
+    """``o -> candidate_blocks[m, o // bs] * bs + o % bs``; -1, offsets into padding blocks, offsets outside
+    the candidate list and (with ``visible``) rows ``>= visible[m]`` give -1. i32[M, k]."""
+    v.check_restore(offsets, candidate_blocks, block_size, visible, validate)
+    o = offsets.to(torch.int64)
+    span = candidate_blocks.shape[1] * block_size
+    ok = (o >= 0) & (o < span)
+    if span == 0:
+        return torch.full_like(offsets, -1, dtype=torch.int32)
+    block = candidate_blocks.to(torch.int64).gather(1, torch.where(ok, o, 0) // block_size)
+    row = block * block_size + torch.where(ok, o, 0) % block_size
+    ok &= block >= 0
+    if visible is not None:
+        ok &= row < visible.to(torch.int64).unsqueeze(-1)
+    return torch.where(ok, row, -1).to(torch.int32)
+
+
+# --- addresses ----------------------------------------------------------------------------------------------
+
+
+def slot_translation(
+    rows: torch.Tensor,
+    block_table: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    rows_per_block: int,
+    guard: str = "sentinel",
+    validate: bool = True,
+) -> torch.Tensor:
+    """``slot = block_table[m, j // Bc] * Bc + j % Bc`` in int64; lane i is -1 when ``rows[m, i] == -1`` or
+    ``i >= lengths[m]`` (lanes past the count are not read). i64[M, K]."""
+    v.check_slots(rows, block_table, lengths, rows_per_block, guard, validate)
+    j = rows.to(torch.int64)
+    lanes = torch.arange(rows.shape[1], device=rows.device)
+    live = (lanes < lengths.to(torch.int64).unsqueeze(-1)) & (j >= 0)
+    nblocks = block_table.shape[1]
+    live &= j // rows_per_block < nblocks
+    if nblocks == 0:
+        return torch.full(rows.shape, -1, dtype=torch.int64, device=rows.device)
+    safe = torch.where(live, j, 0)
+    block = block_table.to(torch.int64).gather(1, safe // rows_per_block)
+    live &= block >= 0
+    return torch.where(live, block * rows_per_block + safe % rows_per_block, -1)
+
+
+def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+    """Prefill's gathered layout: ``rows[m, i] + offsets[m]`` for row lanes, -1 kept. i64[M, K]."""
+    v.check_gathered(rows, offsets, validate)
+    r = rows.to(torch.int64)
+    return torch.where(r >= 0, r + offsets.to(torch.int64).unsqueeze(-1), -1)
+
+
+# --- window indices -----------------------------------------------------------------------------------------
+
+
+def window_indices(
+    *, window: int, seqlen: int, start_pos: int, order: str, device: str | torch.device = "cpu"
+) -> torch.Tensor:
+    """Prefill (``start_pos == 0``): i32[seqlen, min(window, seqlen)], query i lists positions
+    ``max(0, i - window + 1) .. i`` oldest first, -1 after. Decode: i32[1, window] ring slots of the query at
+    ``start_pos``, oldest first; empty lanes last (``"v4"``) or first (``"v4.1"``)."""
+    w, n, p = v.check_window(window, seqlen, start_pos, order)
+    if p == 0:
+        i = torch.arange(n, device=device).unsqueeze(1)
+        idx = (i - w + 1).clamp_min(0) + torch.arange(min(w, n), device=device)
+        return torch.where(idx > i, -1, idx).to(torch.int32)
+    return decode_window_indices(torch.tensor([p], dtype=torch.int32, device=device), window=w, order=order)
+
+
+def decode_window_indices(positions: torch.Tensor, *, window: int, order: str, validate: bool = True) -> torch.Tensor:
+    """One decode row per request at ``positions[b]`` (>= 0): i32[B, window] (see :func:`window_indices`)."""
+    v.tensor(positions, "positions", v.INDEX_DTYPES, 1)
+    v.check_window(window, 1, 0, order)
+    if validate and positions.numel():
+        v.require(int(positions.min()) >= 0, "positions", f"must be >= 0, got {int(positions.min())}")
+    p = positions.to(torch.int64).unsqueeze(1)
+    c = torch.arange(window, device=positions.device)
+    filled = torch.clamp(p + 1, max=window)
+    empty = window - filled
+    if order == "v4":
+        t = p - filled + 1 + c
+        live = c < filled
+    else:
+        t = p - filled + 1 + (c - empty)
+        live = c >= empty
+    return torch.where(live, t % window, -1).to(torch.int32)

@@ -1,0 +1,480 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""Valid-prefix top-k in Triton: a sampled threshold, one compaction pass, a radix select on the few survivors,
+and a collect pass that writes the chosen rows in ascending index order (docs/indexing-kernels.md).
+
+    topk(scores, lengths, *, k, convention="v4.1", offsets=None, fill=None, block_table=None,
+         rows_per_block=None, candidate_blocks=None, block_size=None, drop_neg_inf=False, drop_nan=False,
+         validate=True, config=None) -> i32[M, lanes] (i64 slots with block_table)
+
+One program per score row. Rows are ranked by a 32-bit order key (:func:`_order_key`): the float's bits made
+monotone, NaN mapped above +inf and -0 onto +0, so equal keys are exactly equal scores. The k-th largest key T
+and the count G of keys above it determine the answer: every key > T, and the first k - G keys == T in index
+order (the lowest index wins a tie). Steps per row of n visible lanes (lanes past n are never loaded):
+
+1. n <= k: every visible lane is chosen (collect with T = 0).
+2. Sample ``min(n, SAMPLE)`` lanes at stride ``n // SAMPLE``; a radix select (four 8-bit histogram passes)
+   gives a key t expected to have about ``OVERSAMPLE * k`` keys >= t in the row.
+3. One pass over the row compacts (key, index) of every key >= t into a per-row buffer, in index order, and
+   counts the keys >= t and > t.
+4. k <= count(>= t) <= CAP: radix select on the buffer, then collect from the buffer.
+   count(> t) < k <= count(>= t): T = t, collect from the row.  Otherwise (a sample that misled): radix
+   select over the whole row (four passes), then collect from the row. Every path gives the same answer.
+5. Collect: prefix sums of the chosen mask give each chosen lane its output position; the lane's row (plus its
+   offset, or translated to a slot through the block table in int64) is stored there. Rank-order conventions
+   then sort the chosen lanes by (key descending, index ascending) with one bitonic sort.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from fast.indexing import validate as v
+
+
+@dataclass(frozen=True)
+class TopKConfig:
+    """Launch constants: lanes per chunk, warps, sample size, the expected candidates per chosen row
+    (``oversample``) and the candidate buffer's size as a multiple of k (``cap_factor``, a power of two)."""
+
+    block: int = 4096
+    num_warps: int = 16
+    sample: int = 4096
+    oversample: int = 2
+    cap_factor: int = 8
+    min_cap: int = 0
+
+
+COMPILED = TopKConfig()
+INTERPRETED = TopKConfig(block=16, num_warps=1, sample=16, oversample=2, cap_factor=4)
+
+
+def default_config() -> TopKConfig:
+    return INTERPRETED if v.interpreted() else COMPILED
+
+
+NAN_KEY = 0xFFFFFFFF
+NEG_INF_KEY = 0x007FFFFF
+
+
+@triton.jit
+def _order_key(x):
+    """float32 -> uint32 key, monotone in torch's ranking order; NaN -> 0xFFFFFFFF, -0.0 -> key of +0.0."""
+    bits = x.to(tl.uint32, bitcast=True)
+    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
+    key = tl.where(x == 0.0, 0x80000000, key)
+    return tl.where(x != x, 0xFFFFFFFF, key)
+
+
+@triton.jit
+def _row_keys(row_ptr, keep_ptr, block_size, idx, valid, HAS_KEEP: tl.constexpr):
+    """Order keys of lanes ``idx`` of one score row (only ``valid`` lanes are loaded); with a keep map, lanes
+    whose candidate block is not kept read as -inf."""
+    x = tl.load(row_ptr + idx, mask=valid, other=0.0)
+    if HAS_KEEP:
+        kept = tl.load(keep_ptr + idx // block_size, mask=valid, other=0)
+        x = tl.where(kept != 0, x, float("-inf"))
+    return _order_key(x)
+
+
+@triton.jit
+def _kth_key(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    count,
+    stride,
+    want,
+    FROM_BUF: tl.constexpr,
+    HAS_KEEP: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """The ``want``-th largest key (1 <= want <= count) among ``count`` keys, and how many keys exceed it.
+
+    Keys come from the buffer (``FROM_BUF``) or from row lanes ``0, stride, 2 * stride, ..``. Four passes of
+    an 8-bit digit histogram, most significant digit first, each over the keys matching the digits so far.
+    """
+    prefix = (want * 0).to(tl.uint32)
+    rem = want
+    bins = tl.arange(0, 256)
+    for p in tl.static_range(4):
+        hist = tl.zeros([256], dtype=tl.int32)
+        for start in range(0, count, BLOCK):
+            i = start + tl.arange(0, BLOCK)
+            valid = i < count
+            if FROM_BUF:
+                key = tl.load(buf_key_ptr + i, mask=valid, other=0).to(tl.uint32, bitcast=True)
+            else:
+                key = _row_keys(row_ptr, keep_ptr, block_size, i.to(tl.int64) * stride, valid, HAS_KEEP)
+            match = valid & ((key & ((0xFFFFFFFF << (32 - 8 * p)) & 0xFFFFFFFF)) == prefix)
+            digit = ((key >> (24 - 8 * p)) & 0xFF).to(tl.int32)
+            hist += tl.histogram(digit, 256, mask=match)
+        at_or_above = tl.cumsum(hist, 0, reverse=True)
+        b = tl.max(tl.where(at_or_above >= rem, bins, -1), 0)
+        rem -= tl.sum(tl.where(bins > b, hist, 0), 0)
+        prefix = prefix | (b.to(tl.uint32) << (24 - 8 * p))
+    return prefix, want - rem
+
+
+@triton.jit
+def _collect(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    buf_idx_ptr,
+    count,
+    threshold,
+    quota,
+    out_ptr,
+    rank_key_ptr,
+    offset,
+    table_ptr,
+    table_width,
+    rows_per_block,
+    FROM_BUF: tl.constexpr,
+    HAS_KEEP: tl.constexpr,
+    TRANSLATE: tl.constexpr,
+    RANK: tl.constexpr,
+    DROP_NEG_INF: tl.constexpr,
+    DROP_NAN: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """Write the chosen lanes in index order: keys > threshold, and the first ``quota`` keys == threshold.
+
+    Returns how many lanes were written. ``RANK`` also writes each lane's key (for the rank-order sort).
+    """
+    taken = quota * 0
+    ties = quota * 0
+    for start in range(0, count, BLOCK):
+        i = start + tl.arange(0, BLOCK)
+        valid = i < count
+        if FROM_BUF:
+            key = tl.load(buf_key_ptr + i, mask=valid, other=0).to(tl.uint32, bitcast=True)
+            idx = tl.load(buf_idx_ptr + i, mask=valid, other=0).to(tl.int64)
+        else:
+            key = _row_keys(row_ptr, keep_ptr, block_size, i, valid, HAS_KEEP)
+            idx = i.to(tl.int64)
+        above = valid & (key > threshold)
+        tie = valid & (key == threshold)
+        tie_rank = ties + tl.cumsum(tie.to(tl.int32), 0) - 1
+        chosen = above | (tie & (tie_rank < quota))
+        if DROP_NEG_INF:
+            chosen = chosen & (key != 0x007FFFFF)
+        if DROP_NAN:
+            chosen = chosen & (key != 0xFFFFFFFF)
+        pos = taken + tl.cumsum(chosen.to(tl.int32), 0) - 1
+        if TRANSLATE:
+            entry = idx // rows_per_block
+            listed = chosen & (entry < table_width)
+            block = tl.load(table_ptr + entry, mask=listed, other=-1).to(tl.int64)
+            value = tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
+        else:
+            value = idx + offset
+        tl.store(out_ptr + pos, value.to(out_ptr.dtype.element_ty), mask=chosen)
+        if RANK:
+            tl.store(rank_key_ptr + pos, key.to(tl.int32, bitcast=True), mask=chosen)
+        taken += tl.sum(chosen.to(tl.int32), 0)
+        ties += tl.sum(tie.to(tl.int32), 0)
+    return taken
+
+
+@triton.jit
+def _topk_kernel(
+    scores_ptr,
+    lengths_ptr,
+    offsets_ptr,
+    keep_ptr,
+    table_ptr,
+    out_ptr,
+    buf_key_ptr,
+    buf_idx_ptr,
+    rank_key_ptr,
+    rank_val_ptr,
+    width,
+    k,
+    lanes,
+    fill,
+    block_size,
+    keep_stride,
+    table_stride,
+    rows_per_block,
+    HAS_OFFSETS: tl.constexpr,
+    HAS_KEEP: tl.constexpr,
+    TRANSLATE: tl.constexpr,
+    RANK: tl.constexpr,
+    DROP_NEG_INF: tl.constexpr,
+    DROP_NAN: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    OVERSAMPLE: tl.constexpr,
+    CAP: tl.constexpr,
+    KPAD: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr = scores_ptr + row * width
+    keep_row = keep_ptr + row * keep_stride
+    table_row = table_ptr + row * table_stride
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
+    offset = tl.load(offsets_ptr + row).to(tl.int64) if HAS_OFFSETS else 0
+    out_row = rank_val_ptr + row * KPAD if RANK else out_ptr + row * lanes
+    rank_keys = rank_key_ptr + row * KPAD
+    buf_key = buf_key_ptr + row * CAP
+    buf_idx = buf_idx_ptr + row * CAP
+    want = tl.minimum(n, k)
+    if n <= k:
+        taken = _collect(
+            row_ptr,
+            keep_row,
+            block_size,
+            buf_key,
+            buf_idx,
+            n,
+            0,
+            n,
+            out_row,
+            rank_keys,
+            offset,
+            table_row,
+            table_stride,
+            rows_per_block,
+            False,
+            HAS_KEEP,
+            TRANSLATE,
+            RANK,
+            DROP_NEG_INF,
+            DROP_NAN,
+            BLOCK,
+        )
+    else:
+        stride = tl.maximum(n // SAMPLE, 1)
+        sampled = tl.minimum(n, SAMPLE)
+        pick = tl.minimum(tl.maximum((OVERSAMPLE * want + stride - 1) // stride, 1), sampled)
+        t, _ = _kth_key(row_ptr, keep_row, block_size, buf_key, sampled, stride, pick, False, HAS_KEEP, BLOCK)
+        at_least = n * 0
+        above_t = n * 0
+        for start in range(0, n, BLOCK):
+            i = start + tl.arange(0, BLOCK)
+            valid = i < n
+            key = _row_keys(row_ptr, keep_row, block_size, i, valid, HAS_KEEP)
+            ge = valid & (key >= t)
+            pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1
+            room = ge & (pos < CAP)
+            tl.store(buf_key + pos, key.to(tl.int32, bitcast=True), mask=room)
+            tl.store(buf_idx + pos, i, mask=room)
+            at_least += tl.sum(ge.to(tl.int32), 0)
+            above_t += tl.sum((valid & (key > t)).to(tl.int32), 0)
+        tl.debug_barrier()
+        if (at_least >= want) & (at_least <= CAP):
+            threshold, above = _kth_key(
+                row_ptr, keep_row, block_size, buf_key, at_least, 1, want, True, HAS_KEEP, BLOCK
+            )
+            taken = _collect(
+                row_ptr,
+                keep_row,
+                block_size,
+                buf_key,
+                buf_idx,
+                at_least,
+                threshold,
+                want - above,
+                out_row,
+                rank_keys,
+                offset,
+                table_row,
+                table_stride,
+                rows_per_block,
+                True,
+                HAS_KEEP,
+                TRANSLATE,
+                RANK,
+                DROP_NEG_INF,
+                DROP_NAN,
+                BLOCK,
+            )
+        elif (above_t < want) & (at_least >= want):
+            taken = _collect(
+                row_ptr,
+                keep_row,
+                block_size,
+                buf_key,
+                buf_idx,
+                n,
+                t,
+                want - above_t,
+                out_row,
+                rank_keys,
+                offset,
+                table_row,
+                table_stride,
+                rows_per_block,
+                False,
+                HAS_KEEP,
+                TRANSLATE,
+                RANK,
+                DROP_NEG_INF,
+                DROP_NAN,
+                BLOCK,
+            )
+        else:
+            threshold, above = _kth_key(row_ptr, keep_row, block_size, buf_key, n, 1, want, False, HAS_KEEP, BLOCK)
+            taken = _collect(
+                row_ptr,
+                keep_row,
+                block_size,
+                buf_key,
+                buf_idx,
+                n,
+                threshold,
+                want - above,
+                out_row,
+                rank_keys,
+                offset,
+                table_row,
+                table_stride,
+                rows_per_block,
+                False,
+                HAS_KEEP,
+                TRANSLATE,
+                RANK,
+                DROP_NEG_INF,
+                DROP_NAN,
+                BLOCK,
+            )
+    dst = out_ptr + row * lanes
+    if RANK:
+        tl.debug_barrier()
+        lane = tl.arange(0, KPAD)
+        held = lane < taken
+        key = tl.load(rank_keys + lane, mask=held, other=0).to(tl.uint32, bitcast=True)
+        composite = (key.to(tl.uint64) << 32) | (KPAD - 1 - lane).to(tl.uint64)
+        composite = tl.where(held, composite, 0)
+        ranked = tl.sort(composite, descending=True)
+        source = KPAD - 1 - (ranked & 0xFFFFFFFF).to(tl.int32)
+        value = tl.load(out_row + source, mask=held, other=0)
+        tl.store(dst + lane, value, mask=held & (lane < lanes))
+    for start in range(0, lanes, BLOCK):
+        j = start + tl.arange(0, BLOCK)
+        empty = tl.zeros([BLOCK], dtype=dst.dtype.element_ty) + fill
+        tl.store(dst + j, empty, mask=(j >= taken) & (j < lanes))
+
+
+def keep_map(candidate_blocks: torch.Tensor, width: int, block_size: int) -> torch.Tensor:
+    """u8[M, ceil(width / bs)]: 1 where the row's candidate list names the block (-1 and ids past the row are
+    ignored)."""
+    m = candidate_blocks.shape[0]
+    blocks = -(-width // block_size)
+    ids = candidate_blocks.to(torch.int64)
+    ok = (ids >= 0) & (ids < blocks)
+    keep = torch.zeros(m, blocks + 1, dtype=torch.uint8, device=candidate_blocks.device)
+    keep.scatter_(1, torch.where(ok, ids, blocks), 1)
+    return keep[:, :blocks].contiguous() if blocks else keep[:, :1].contiguous()
+
+
+def _pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def topk(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    k: int,
+    convention: str = "v4.1",
+    offsets: torch.Tensor | None = None,
+    fill: int | None = None,
+    block_table: torch.Tensor | None = None,
+    rows_per_block: int | None = None,
+    candidate_blocks: torch.Tensor | None = None,
+    block_size: int | None = None,
+    drop_neg_inf: bool = False,
+    drop_nan: bool = False,
+    validate: bool = True,
+    config: TopKConfig | None = None,
+) -> torch.Tensor:
+    """Top-k of each row's first ``lengths[m]`` scores under ``convention``.
+
+    scores: f32[M, N] (lanes at or past ``lengths[m]`` are never read); lengths: i32[M] in [0, N].
+    convention: ``v4.1`` (k lanes, ascending index, -1 fill), ``v4.1-clamped`` (min(k, N) lanes),
+    ``v4-prefill`` / ``v4-decode`` (min(k, N) lanes, rank order, -1 fill; decode needs lengths == N),
+    ``select`` (k lanes, ascending index, fill INT32_MAX), ``select-unsorted`` (select in rank order).
+    offsets: i32|i64[M] added to lanes holding a row (never to fill lanes). fill: overrides the fill value.
+    block_table (+ rows_per_block): the chosen rows are translated to physical slots
+    ``block_table[m, j // Bc] * Bc + j % Bc`` in int64 (output i64, fill lanes keep the fill value).
+    candidate_blocks (+ block_size): lanes outside the row's candidate blocks score -inf (the restricted
+    second-level top-k; -inf lanes stay eligible). drop_neg_inf / drop_nan: chosen lanes scoring -inf / NaN
+    become fill lanes (the kept rule of candidate blocks).
+    """
+    a = v.check_topk(
+        scores,
+        lengths,
+        k=k,
+        convention=convention,
+        offsets=offsets,
+        fill=fill,
+        block_table=block_table,
+        rows_per_block=rows_per_block,
+        candidate_blocks=candidate_blocks,
+        block_size=block_size,
+        validate=validate,
+    )
+    v.backend_for("triton", scores.device)
+    cfg = config or default_config()
+    device = scores.device
+    out = torch.empty(a.rows, a.lanes, dtype=torch.int64 if a.translate else torch.int32, device=device)
+    if a.rows == 0 or a.lanes == 0:
+        return out
+    if a.width == 0 or a.k == 0:
+        return out.fill_(a.fill)
+    kpad = _pow2(min(a.k, a.width))
+    cap = max(_pow2(cfg.cap_factor * kpad), cfg.min_cap)
+    cap = min(cap, max(_pow2(a.width), 1))
+    rank = not a.mode.index_order
+    buf_key = torch.empty(a.rows, cap, dtype=torch.int32, device=device)
+    buf_idx = torch.empty(a.rows, cap, dtype=torch.int32, device=device)
+    rank_key = torch.empty(a.rows, kpad if rank else 1, dtype=torch.int32, device=device)
+    rank_val = torch.empty(a.rows, kpad if rank else 1, dtype=out.dtype, device=device)
+    dummy = torch.zeros(1, dtype=torch.int32, device=device)
+    keep = dummy
+    bs = 1
+    if a.restrict:
+        assert candidate_blocks is not None and block_size is not None
+        keep, bs = keep_map(candidate_blocks, a.width, block_size), block_size
+    table = dummy if block_table is None else block_table
+    _topk_kernel[(a.rows,)](
+        scores,
+        lengths,
+        dummy if offsets is None else offsets,
+        keep,
+        table,
+        out,
+        buf_key,
+        buf_idx,
+        rank_key,
+        rank_val,
+        a.width,
+        min(a.k, a.width),
+        a.lanes,
+        a.fill,
+        bs,
+        keep.shape[-1] if a.restrict else 0,
+        table.shape[1] if block_table is not None else 0,
+        rows_per_block or 1,
+        HAS_OFFSETS=offsets is not None,
+        HAS_KEEP=a.restrict,
+        TRANSLATE=a.translate,
+        RANK=rank,
+        DROP_NEG_INF=drop_neg_inf,
+        DROP_NAN=drop_nan,
+        BLOCK=cfg.block,
+        SAMPLE=cfg.sample,
+        OVERSAMPLE=cfg.oversample,
+        CAP=cap,
+        KPAD=kpad,
+        num_warps=cfg.num_warps,
+    )
+    return out

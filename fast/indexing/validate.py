@@ -1,0 +1,373 @@
+"""Host-side checks shared by the torch and Triton indexing implementations.
+
+Every check runs before any launch and raises ValueError / TypeError whose message starts with the argument's
+name and states the rule. Checks on tensor *values* (lengths in range, block ids inside the table and the
+cache, offsets that keep a lane in int32) reduce on the device and read a few numbers back: one small
+device-to-host copy per call. ``validate=False`` on the public functions skips those value checks (not the
+dtype / shape / device ones); the kernels still never read out of bounds (see docs/indexing-kernels.md).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from reference.checks import fail, require
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+BACKENDS = ("triton", "torch")
+
+
+def interpreted() -> bool:
+    """True when Triton kernels run in its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def tensor(
+    x: object,
+    argument: str,
+    dtypes: tuple[torch.dtype, ...],
+    dims: int,
+    device: torch.device | None = None,
+) -> torch.Tensor:
+    """``x`` as a contiguous tensor of one of ``dtypes`` with ``dims`` dimensions (on ``device`` if given)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{argument}: must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in dtypes:
+        names = " or ".join(str(d) for d in dtypes)
+        raise TypeError(f"{argument}: must have dtype {names}, got {x.dtype}")
+    require(x.dim() == dims, argument, f"must be {dims}-D, got {x.dim()}-D with shape {list(x.shape)}")
+    require(x.is_contiguous(), argument, "must be contiguous")
+    require(device is None or x.device == device, argument, f"must be on {device} like the first input, got {x.device}")
+    return x
+
+
+def shape(x: torch.Tensor, expected: tuple[int, ...], argument: str, what: str) -> None:
+    require(tuple(x.shape) == expected, argument, f"must have shape {list(expected)} ({what}), got {list(x.shape)}")
+
+
+def int_arg(value: object, argument: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{argument}: must be an int, got {type(value).__name__}")
+    require(value >= minimum, argument, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def backend_for(backend: str, device: torch.device) -> str:
+    """``backend`` checked against the device: Triton needs CUDA tensors unless it runs interpreted."""
+    require(backend in BACKENDS, "backend", f"must be one of {BACKENDS}, got {backend!r}")
+    if backend == "triton" and device.type != "cuda" and not interpreted():
+        raise fail("backend", f"triton needs CUDA tensors (or TRITON_INTERPRET=1), got tensors on {device}")
+    return backend
+
+
+def lengths_in_range(lengths: torch.Tensor, limit: int, argument: str = "lengths") -> None:
+    """Every length in ``[0, limit]`` (one device-to-host copy)."""
+    if lengths.numel() == 0:
+        return
+    lo, hi = (int(v) for v in torch.stack([lengths.min(), lengths.max()]).tolist())
+    require(lo >= 0, argument, f"must be >= 0, got a length of {lo}")
+    require(hi <= limit, argument, f"must be <= {limit} (the row width), got a length of {hi}")
+
+
+def table_covers(
+    block_table: torch.Tensor, rows_needed: torch.Tensor, rows_per_block: int, num_blocks: int | None
+) -> None:
+    """Each request's table names a block in ``[0, num_blocks)`` for every row it reads.
+
+    ``rows_needed[b]``: rows ``0 .. rows_needed[b] - 1`` of request ``b`` are read; table entries past
+    ``ceil(rows_needed[b] / rows_per_block)`` are never read and may hold anything (-1 padding).
+    """
+    if rows_needed.numel() == 0:
+        return
+    width = block_table.shape[1]
+    blocks = (rows_needed.to(torch.int64) + rows_per_block - 1) // rows_per_block
+    used = torch.arange(width, device=block_table.device) < blocks.unsqueeze(-1)
+    ids = torch.where(used, block_table.to(torch.int64), torch.zeros((), dtype=torch.int64, device=used.device))
+    zero = torch.zeros(1, dtype=torch.int64, device=used.device)
+    lo_hi = torch.cat([ids.flatten(), zero]).aminmax()
+    lo, hi, need = (int(v) for v in torch.stack([lo_hi.min, lo_hi.max, blocks.max()]).tolist())
+    require(need <= width, "block_table", f"has {width} entries per request, a request needs {need}")
+    require(lo >= 0, "block_table", f"must hold block ids >= 0 for every block read, got {lo}")
+    if num_blocks is not None:
+        require(hi < num_blocks, "block_table", f"names block {hi}, past the cache's {num_blocks} blocks")
+
+
+# --- per-operation argument checks (shared by naive.py and the Triton modules) ----------------------------------
+
+
+@dataclass(frozen=True)
+class TopKMode:
+    """How a top-k convention lays out its lanes (docs/conventions.md): ``index_order`` (ascending index, else
+    rank order), ``fixed`` width (``k`` lanes, else ``min(k, N)``), the ``fill`` of empty lanes, and whether the
+    row must hold exactly the visible rows (V4 decode)."""
+
+    index_order: bool
+    fixed: bool
+    fill: int
+    whole_row: bool = False
+
+
+TOPK_MODES: dict[str, TopKMode] = {
+    "v4.1": TopKMode(True, True, -1),
+    "v4.1-clamped": TopKMode(True, False, -1),
+    "v4-prefill": TopKMode(False, False, -1),
+    "v4-decode": TopKMode(False, False, -1, whole_row=True),
+    "select": TopKMode(True, True, INT32_MAX),
+    "select-unsorted": TopKMode(False, True, INT32_MAX),
+}
+
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+@dataclass(frozen=True)
+class TopKArgs:
+    rows: int
+    width: int
+    k: int
+    lanes: int
+    mode: TopKMode
+    fill: int
+    translate: bool
+    restrict: bool
+
+
+def check_topk(
+    scores: object,
+    lengths: object,
+    *,
+    k: object,
+    convention: str,
+    offsets: object,
+    fill: int | None,
+    block_table: object,
+    rows_per_block: int | None,
+    candidate_blocks: object,
+    block_size: int | None,
+    validate: bool,
+) -> TopKArgs:
+    """Checks of :func:`fast.indexing.topk.topk` (same arguments); returns the lane layout."""
+    if convention not in TOPK_MODES:
+        raise fail("convention", f"must be one of {', '.join(TOPK_MODES)}, got {convention!r}")
+    mode = TOPK_MODES[convention]
+    s = tensor(scores, "scores", (torch.float32,), 2)
+    m, n = (int(v) for v in s.shape)
+    count = int_arg(k, "k", 0)
+    lens = tensor(lengths, "lengths", INDEX_DTYPES, 1, s.device)
+    shape(lens, (m,), "lengths", "one visible count per score row")
+    lanes = count if mode.fixed else min(count, n)
+    empty = mode.fill if fill is None else int_arg(fill, "fill", -(2**31))
+    translate = block_table is not None
+    if translate:
+        require(offsets is None, "offsets", "must be None when rows are translated to slots (no gathered offset)")
+        table = tensor(block_table, "block_table", INDEX_DTYPES, 2, s.device)
+        require(table.shape[0] == m, "block_table", f"must have one row per score row ({m}), got {table.shape[0]}")
+        per_block = int_arg(rows_per_block, "rows_per_block", 1)
+    elif offsets is not None:
+        off = tensor(offsets, "offsets", INDEX_DTYPES, 1, s.device)
+        shape(off, (m,), "offsets", "one offset per score row")
+    restrict = candidate_blocks is not None
+    if restrict:
+        cand = tensor(candidate_blocks, "candidate_blocks", INDEX_DTYPES, 2, s.device)
+        require(cand.shape[0] == m, "candidate_blocks", f"must have one row per score row ({m}), got {cand.shape[0]}")
+        int_arg(block_size, "block_size", 1)
+    if validate and m:
+        lengths_in_range(lens, n)
+        if mode.whole_row:
+            require(bool((lens == n).all()), "lengths", f"v4-decode scores exactly the visible rows: each must be {n}")
+        if translate:
+            table_covers(table, lens, per_block, None)
+        elif offsets is not None:
+            lo, hi = (int(v) for v in torch.stack([off.min(), (off.to(torch.int64) + n).max()]).tolist())
+            require(lo >= 0, "offsets", f"must be >= 0, got {lo}")
+            require(hi <= INT32_MAX, "offsets", f"offset + row width must stay <= {INT32_MAX} (int32 lanes), got {hi}")
+            if empty >= 0:
+                require(empty >= hi, "fill", f"must be negative or >= offset + row width ({hi}) so no row reads as it")
+        if restrict and cand.numel():
+            require(int(cand.min()) >= -1, "candidate_blocks", "must hold block ids >= 0 or -1 (padding)")
+    if not translate and offsets is None and empty >= 0:
+        require(empty >= n, "fill", f"must be negative or >= the row width {n} so no row reads as it, got {empty}")
+    return TopKArgs(m, n, count, lanes, mode, empty, translate, restrict)
+
+
+@dataclass(frozen=True)
+class LogitsArgs:
+    queries: int
+    rows: int
+    heads: int
+    dim: int
+    fp8: bool
+
+
+KEY_DTYPES = (torch.float32, torch.bfloat16)
+FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
+
+
+def check_logits(q: object, weights: object, k: object, lengths: object, k_scale: object, validate: bool) -> LogitsArgs:
+    """Checks of :func:`fast.indexing.logits.index_logits` (same arguments)."""
+    qt = tensor(q, "q", KEY_DTYPES, 3)
+    m, h, d = (int(v) for v in qt.shape)
+    require(h > 0 and d > 0, "q", f"must have at least one head and one dimension, got {list(qt.shape)}")
+    w = tensor(weights, "weights", (torch.float32, torch.bfloat16), 2, qt.device)
+    shape(w, (m, h), "weights", "one weight per query head")
+    fp8 = k_scale is not None
+    kt = tensor(k, "k", FP8_DTYPES if fp8 else (qt.dtype,), 2, qt.device)
+    require(kt.shape[1] == d, "k", f"must have {d} columns (the head dimension of q), got {kt.shape[1]}")
+    if fp8:
+        require(qt.dtype == torch.bfloat16, "q", "must be bfloat16 against FP8 keys")
+        sc = tensor(k_scale, "k_scale", (torch.float32,), 1, qt.device)
+        shape(sc, (kt.shape[0],), "k_scale", "one scale per key row")
+    lens = tensor(lengths, "lengths", INDEX_DTYPES, 1, qt.device)
+    shape(lens, (m,), "lengths", "one visible count per query")
+    if validate:
+        lengths_in_range(lens, int(kt.shape[0]))
+    return LogitsArgs(m, int(kt.shape[0]), h, d, fp8)
+
+
+@dataclass(frozen=True)
+class PagedArgs:
+    requests: int
+    next_n: int
+    heads: int
+    dim: int
+    width: int
+    num_blocks: int
+    fp8: bool
+
+
+def check_paged(
+    q: object,
+    weights: object,
+    cache: object,
+    block_table: object,
+    lengths: object,
+    rows_per_block: object,
+    width: int | None,
+    validate: bool,
+) -> PagedArgs:
+    """Checks of :func:`fast.indexing.logits.paged_index_logits` (same arguments)."""
+    qt = tensor(q, "q", (torch.bfloat16, torch.float32), 4)
+    b, t, h, d = (int(v) for v in qt.shape)
+    require(h > 0 and d > 0 and t > 0, "q", f"must be [B, next_n, H, D] with positive sizes, got {list(qt.shape)}")
+    w = tensor(weights, "weights", (torch.float32, torch.bfloat16), 3, qt.device)
+    shape(w, (b, t, h), "weights", "one weight per query head")
+    per_block = int_arg(rows_per_block, "rows_per_block", 1)
+    if not isinstance(cache, torch.Tensor):
+        raise TypeError(f"cache: must be a torch.Tensor, got {type(cache).__name__}")
+    fp8 = cache.dtype == torch.uint8
+    if fp8:
+        c = tensor(cache, "cache", (torch.uint8,), 2, qt.device)
+        require(qt.dtype == torch.bfloat16, "q", "must be bfloat16 against an FP8 cache")
+        require(d % 4 == 0, "q", f"head dimension must be a multiple of 4 for the FP8 layout, got {d}")
+        row_bytes = d + 4
+        require(
+            c.shape[1] == per_block * row_bytes,
+            "cache",
+            f"must be [num_blocks, {per_block * row_bytes}] (rows_per_block x ({d} e4m3 + 4 scale bytes)), "
+            f"got {list(c.shape)}",
+        )
+    else:
+        c = tensor(cache, "cache", (qt.dtype,), 3, qt.device)
+        require(
+            tuple(c.shape[1:]) == (per_block, d),
+            "cache",
+            f"must be [num_blocks, {per_block}, {d}], got {list(c.shape)}",
+        )
+    table = tensor(block_table, "block_table", INDEX_DTYPES, 2, qt.device)
+    require(table.shape[0] == b, "block_table", f"must have one row per request ({b}), got {table.shape[0]}")
+    lens = tensor(lengths, "lengths", INDEX_DTYPES, 2, qt.device)
+    shape(lens, (b, t), "lengths", "one visible count per query")
+    out_width = int(table.shape[1]) * per_block if width is None else int_arg(width, "width", 0)
+    if validate:
+        lengths_in_range(lens, min(out_width, int(table.shape[1]) * per_block))
+        table_covers(table, lens.amax(dim=1) if t else lens[:, 0], per_block, int(c.shape[0]))
+    return PagedArgs(b, t, h, d, out_width, int(c.shape[0]), fp8)
+
+
+def check_candidates(scores: object, lengths: object, block_size: object, topk_blocks: object, validate: bool) -> int:
+    """Checks of :func:`fast.indexing.candidates.candidate_select`; returns the block count ``ceil(N / bs)``."""
+    s = tensor(scores, "scores", (torch.float32,), 2)
+    lens = tensor(lengths, "lengths", INDEX_DTYPES, 1, s.device)
+    shape(lens, (int(s.shape[0]),), "lengths", "one visible count per score row")
+    size = int_arg(block_size, "block_size", 1)
+    int_arg(topk_blocks, "topk_blocks", 0)
+    if validate:
+        lengths_in_range(lens, int(s.shape[1]))
+    return -(-int(s.shape[1]) // size)
+
+
+def check_restore(
+    offsets: object, candidate_blocks: object, block_size: object, visible: object, validate: bool
+) -> None:
+    """Checks of :func:`fast.indexing.candidates.candidate_restore`."""
+    o = tensor(offsets, "offsets", INDEX_DTYPES, 2)
+    c = tensor(candidate_blocks, "candidate_blocks", INDEX_DTYPES, 2, o.device)
+    require(c.shape[0] == o.shape[0], "candidate_blocks", f"must have one row per offsets row ({o.shape[0]})")
+    size = int_arg(block_size, "block_size", 1)
+    if visible is not None:
+        v = tensor(visible, "visible", INDEX_DTYPES, 1, o.device)
+        shape(v, (int(o.shape[0]),), "visible", "one visible count per row")
+    if validate and o.numel():
+        span = int(c.shape[1]) * size
+        lo, hi = (int(x) for x in torch.stack([o.min(), o.max()]).tolist())
+        require(lo >= -1, "offsets", f"must be -1 or in [0, {span}), got {lo}")
+        require(hi < span, "offsets", f"must be -1 or in [0, {span}) (candidate blocks x block_size), got {hi}")
+    if validate and c.numel():
+        require(int(c.min()) >= -1, "candidate_blocks", "must hold block ids >= 0 or -1 (padding)")
+        require(int(c.max()) * size + size - 1 <= INT32_MAX, "candidate_blocks", "restored rows must fit in int32")
+
+
+def check_slots(
+    rows: object, block_table: object, lengths: object, rows_per_block: object, guard: str, validate: bool
+) -> None:
+    """Checks of :func:`fast.indexing.addressing.slot_translation`."""
+    require(guard in ("sentinel", "count"), "guard", f"must be 'sentinel' or 'count', got {guard!r}")
+    r = tensor(rows, "rows", INDEX_DTYPES, 2)
+    table = tensor(block_table, "block_table", INDEX_DTYPES, 2, r.device)
+    lens = tensor(lengths, "lengths", INDEX_DTYPES, 1, r.device)
+    m, lanes = (int(v) for v in r.shape)
+    require(table.shape[0] == m, "block_table", f"must have one row per request ({m}), got {table.shape[0]}")
+    shape(lens, (m,), "lengths", "one valid-lane count per request")
+    per_block = int_arg(rows_per_block, "rows_per_block", 1)
+    if not validate or m == 0:
+        return
+    lengths_in_range(lens, lanes)
+    live = torch.arange(lanes, device=r.device) < lens.to(torch.int64).unsqueeze(-1)
+    rr = r.to(torch.int64)
+    if guard == "count":
+        bad = live & (rr < 0)
+        require(not bool(bad.any()), "rows", "a lane below lengths (the count guard) must hold a row >= 0")
+    else:
+        bad = live & (rr < -1)
+        require(not bool(bad.any()), "rows", "must hold rows >= 0 or -1 (no row)")
+    read = live & (rr >= 0)
+    need = torch.where(read, rr + 1, torch.zeros_like(rr)).amax(dim=1) if lanes else lens.to(torch.int64) * 0
+    table_covers(table, need, per_block, None)
+    if table.numel():
+        top = int(table.to(torch.int64).max()) * per_block + per_block - 1
+        require(top <= INT64_MAX, "block_table", "slots must fit in int64")
+
+
+def check_gathered(rows: object, offsets: object, validate: bool) -> None:
+    """Checks of :func:`fast.indexing.addressing.gathered_rows`."""
+    r = tensor(rows, "rows", INDEX_DTYPES, 2)
+    o = tensor(offsets, "offsets", INDEX_DTYPES, 1, r.device)
+    shape(o, (int(r.shape[0]),), "offsets", "one offset per request")
+    if validate and r.numel():
+        require(int(r.min()) >= -1, "rows", "must hold rows >= 0 or -1 (no row)")
+    if validate and o.numel():
+        require(int(o.min()) >= 0, "offsets", "must be >= 0")
+
+
+def check_window(window: object, seqlen: object, start_pos: object, order: str) -> tuple[int, int, int]:
+    """Checks of :func:`fast.indexing.window.window_indices`; returns ``(window, seqlen, start_pos)``."""
+    require(order in ("v4", "v4.1"), "order", f"must be 'v4' or 'v4.1', got {order!r}")
+    w = int_arg(window, "window", 1)
+    n = int_arg(seqlen, "seqlen", 0)
+    p = int_arg(start_pos, "start_pos", 0)
+    require(p == 0 or n == 1, "seqlen", f"a decode step (start_pos > 0) has one query, got {n}")
+    require(p <= INT32_MAX, "start_pos", f"must fit int32, got {p}")
+    return w, n, p
