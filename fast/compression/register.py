@@ -1,7 +1,7 @@
 """Compression's fast implementations, registered with the contract (``properties.contract``) on import.
 
-Prefill and decode, in torch and Triton (f32 rows; Triton also bf16 rows, to check its rounding); the Triton
-ones only where Triton is installed.
+Prefill and decode, in torch and Triton (f32 rows; on CUDA, Triton also with bf16 rows, to check its
+rounding); the Triton ones only where Triton is installed.
 Each adapter has the contract's signature and returns ``(rows, store_rows)``: without a block table the store
 slot of a row is its compressed row index ``j`` (-1 for a placeholder), as the contract asks.
 
@@ -67,9 +67,15 @@ VARIANTS = (("torch", torch.float32), ("triton", torch.float32), ("triton", torc
 
 
 def register() -> None:
+    """torch and Triton with f32 rows; Triton with bf16 rows only where it compiles (CUDA), since the rounding
+    routine is the same code in both modes (tests/test_fast_compression.py checks it bit for bit) and the
+    interpreter is slow."""
     has_triton = importlib.util.find_spec("triton") is not None
+    compiled = os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
     for backend, dtype in VARIANTS:
         if backend == "triton" and not has_triton:
+            continue
+        if dtype == torch.bfloat16 and not compiled:
             continue
         name = backend if dtype == torch.float32 else f"{backend}_bf16"
         for decode in (False, True):

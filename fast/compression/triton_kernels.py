@@ -98,17 +98,15 @@ def _window_mean(
             half = tl.zeros_like(e)
             t = group[:, None] * R + offset[None, :]
         present = valid[:, None] & in_window[None, :] & (t >= 0)
-        from_input = present & (t >= start[:, None])
-        from_ring = present & (t < start[:, None])
+        from_ring = t < start[:, None]
         in_row = (cu0[:, None] + t - start[:, None]).to(tl.int64) * C + half[None, :]
         ring_row = ((ring_base[:, None] + tl.where(t >= 0, t, 0) % S) * 2) * C + half[None, :]
-        m_in = from_input[:, :, None] & col_ok[None, None, :]
-        m_ring = from_ring[:, :, None] & col_ok[None, None, :]
-        c3 = cols[None, None, :]
-        x = tl.load(score_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
-        v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
-        x = tl.where(m_ring, tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=0.0), x)
-        v = tl.where(m_ring, tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=0.0), v)
+        # one load per tensor: each entry's row pointer is the ring slot or the input row
+        x_row = tl.where(from_ring, state_ptr + ring_row, score_ptr + in_row)
+        v_row = tl.where(from_ring, state_ptr + (ring_row + C), latent_ptr + in_row)
+        mask = present[:, :, None] & col_ok[None, None, :]
+        x = tl.load(x_row[:, :, None] + cols[None, None, :], mask=mask, other=0.0)
+        v = tl.load(v_row[:, :, None] + cols[None, None, :], mask=mask, other=0.0)
         if HAS_APE:
             a = tl.load(
                 ape_ptr + (offset * C + half)[:, None] + cols[None, :],
@@ -258,19 +256,21 @@ def _copy_to_ring(
     slot,
     local,
     live,
-    cols,
-    col_ok,
+    channels,
+    channel_ok,
     C: tl.constexpr,
     S: tl.constexpr,
 ):
-    """state[slot, (start + local) % S] = (score, latent) of input row cu0 + local, for channels ``cols``."""
+    """state[slot, (start + local) % S] = (score, latent) of input row cu0 + local, for ``channels``
+    ([H, BLOCK_C] offsets): [BLOCK_P] rows x channels in one load and one store per tensor."""
     src = (cu0 + local).to(tl.int64) * C
     dst = (slot.to(tl.int64) * S + (start + local) % S) * (2 * C)
-    mask = live[:, None] & col_ok[None, :]
-    x = tl.load(score_ptr + src[:, None] + cols[None, :], mask=mask)
-    v = tl.load(latent_ptr + src[:, None] + cols[None, :], mask=mask)
-    tl.store(state_ptr + dst[:, None] + cols[None, :], x, mask=mask)
-    tl.store(state_ptr + dst[:, None] + C + cols[None, :], v, mask=mask)
+    mask = live[:, None, None] & channel_ok[None, :, :]
+    ch = channels[None, :, :]
+    x = tl.load(score_ptr + src[:, None, None] + ch, mask=mask)
+    v = tl.load(latent_ptr + src[:, None, None] + ch, mask=mask)
+    tl.store(state_ptr + dst[:, None, None] + ch, x, mask=mask)
+    tl.store(state_ptr + dst[:, None, None] + C + ch, v, mask=mask)
 
 
 @triton.jit
@@ -301,8 +301,9 @@ def _keep_kernel(
     for p0 in range(0, kept, BLOCK_P):
         i = p0 + tl.arange(0, BLOCK_P)
         _copy_to_ring(
-            score_ptr, latent_ptr, state_ptr, cu0, start, slot, length - kept + i, i < kept, cols, col_ok, C, S
-        )
+            score_ptr, latent_ptr, state_ptr, cu0, start, slot, length - kept + i, i < kept, cols[None, :],
+            col_ok[None, :], C, S,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -366,14 +367,15 @@ def _decode_kernel(
     if WRITE_RING:
         tl.debug_barrier()  # every ring read of this program happens before any of its ring writes
         kept = tl.minimum(length, S)
+        halves = tl.arange(0, 2 if OVERLAP else 1)  # the channels this program read: cols, and D + cols
+        channels = halves[:, None] * D + cols[None, :]
+        channel_ok = (halves[:, None] >= 0) & col_ok[None, :]
         for r0 in range(0, kept, BLOCK_R):
             i = r0 + tl.arange(0, BLOCK_R)
-            local = length - kept + i
-            _copy_to_ring(score_ptr, latent_ptr, state_ptr, cu0, start, slot, local, i < kept, cols, col_ok, C, S)
-            if OVERLAP:
-                _copy_to_ring(
-                    score_ptr, latent_ptr, state_ptr, cu0, start, slot, local, i < kept, cols + D, col_ok, C, S
-                )
+            _copy_to_ring(
+                score_ptr, latent_ptr, state_ptr, cu0, start, slot, length - kept + i, i < kept, channels,
+                channel_ok, C, S,
+            )  # fmt: skip
 
 
 @dataclass(frozen=True)
