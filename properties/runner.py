@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException
 
@@ -71,8 +71,10 @@ def run_property(
     max_examples: int | None = None,
     seed: int | None = None,
     derandomize: bool | None = None,
+    shrink: bool = True,
 ) -> Outcome:
-    """Run ``prop`` on ``impl`` outside pytest; the failing example returned is the shrunk one."""
+    """Run ``prop`` on ``impl`` outside pytest; the failing example returned is the shrunk one (with
+    ``shrink=False`` the first failing example: enough to know that a property fails, and much faster)."""
     record: list[Any] = []
     test = hypothesis_test(prop, impl, record)
     overrides: dict[str, Any] = {}
@@ -80,6 +82,8 @@ def run_property(
         overrides["max_examples"] = max_examples
     if derandomize is not None:
         overrides["derandomize"] = derandomize
+    if not shrink:
+        overrides["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     overrides["database"] = None
     overrides["print_blob"] = False
     test = settings(settings.default, **overrides)(test)
