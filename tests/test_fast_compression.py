@@ -660,3 +660,20 @@ def test_registered_adapters_follow_the_contract() -> None:
             f32 = call.run("triton", call.fresh_state())
             assert torch.equal(bits(rows), bits(f32.rows.to(torch.bfloat16))), impl.id
         assert torch.equal(bits(state), bits(call.expected_state(before))), impl.id
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU every test above runs the compiled kernels")
+def test_kernels_compile_for_sm90_with_vector_loads() -> None:
+    """The interpreter does not compile: lower every kernel to a sm_90 cubin here (Triton ships ptxas) and
+    require 128-bit loads and no spills (fast.compression.compile_check)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    run = subprocess.run(
+        [sys.executable, "-m", "fast.compression.compile_check"], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count("128-bit") == 7, run.stdout

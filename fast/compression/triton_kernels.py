@@ -30,7 +30,7 @@ import triton.language as tl
 from fast.compression.naive import CompressionResult
 from fast.compression.plan import Mode, Plan
 
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)  # a jit function may read only constexpr globals
 
 
 @triton.jit
@@ -88,11 +88,11 @@ def _window_mean(
     for k0 in tl.static_range(0, W, BLOCK_K):
         e = k0 + entry
         in_window = e < W
-        if OVERLAP:
-            current = e < R
-            offset = tl.where(current, e, e - R)
-            half = tl.where(current, D, 0)
-            t = (group[:, None] - tl.where(current, 0, 1)[None, :]) * R + offset[None, :]
+        if OVERLAP:  # arithmetic, not selects, so the channel offset keeps its known divisibility by D
+            previous = (e >= R).to(tl.int32)
+            offset = e - previous * R
+            half = (1 - previous) * D
+            t = (group[:, None] - previous[None, :]) * R + offset[None, :]
         else:
             offset = e
             half = tl.zeros_like(e)
@@ -101,12 +101,15 @@ def _window_mean(
         from_ring = t < start[:, None]
         in_row = (cu0[:, None] + t - start[:, None]).to(tl.int64) * C + half[None, :]
         ring_row = ((ring_base[:, None] + tl.where(t >= 0, t, 0) % S) * 2) * C + half[None, :]
-        # one load per tensor: each entry's row pointer is the ring slot or the input row
-        x_row = tl.where(from_ring, state_ptr + ring_row, score_ptr + in_row)
-        v_row = tl.where(from_ring, state_ptr + (ring_row + C), latent_ptr + in_row)
-        mask = present[:, :, None] & col_ok[None, None, :]
-        x = tl.load(x_row[:, :, None] + cols[None, None, :], mask=mask, other=0.0)
-        v = tl.load(v_row[:, :, None] + cols[None, None, :], mask=mask, other=0.0)
+        # two masked loads per tensor (input rows, ring slots): a pointer chosen per lane would hide the
+        # alignment the compiler needs for 128-bit loads
+        m_in = (present & ~from_ring)[:, :, None] & col_ok[None, None, :]
+        m_ring = (present & from_ring)[:, :, None] & col_ok[None, None, :]
+        c3 = cols[None, None, :]
+        x = tl.load(score_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
+        v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
+        x = tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=x)
+        v = tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=v)
         if HAS_APE:
             a = tl.load(
                 ape_ptr + (offset * C + half)[:, None] + cols[None, :],
@@ -220,7 +223,7 @@ def _prefill_rows_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
-    num_cb = tl.cdiv(D, BLOCK_C)
+    num_cb = (D + BLOCK_C - 1) // BLOCK_C
     pid = tl.program_id(0)
     pid_c = pid % num_cb
     rows = (pid // num_cb) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -287,7 +290,7 @@ def _keep_kernel(
     BLOCK_C: tl.constexpr,
 ):
     """Prefill: the newest min(n, S) positions of each request into its ring (all C channels)."""
-    num_cb = tl.cdiv(C, BLOCK_C)
+    num_cb = (C + BLOCK_C - 1) // BLOCK_C
     pid = tl.program_id(0)
     pid_c = pid % num_cb
     request = pid // num_cb
@@ -338,7 +341,7 @@ def _decode_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
-    num_cb = tl.cdiv(D, BLOCK_C)
+    num_cb = (D + BLOCK_C - 1) // BLOCK_C
     pid = tl.program_id(0)
     pid_c = pid % num_cb
     request = pid // num_cb
@@ -367,7 +370,10 @@ def _decode_kernel(
     if WRITE_RING:
         tl.debug_barrier()  # every ring read of this program happens before any of its ring writes
         kept = tl.minimum(length, S)
-        halves = tl.arange(0, 2 if OVERLAP else 1)  # the channels this program read: cols, and D + cols
+        if OVERLAP:  # the channels this program read: cols, and D + cols
+            halves = tl.arange(0, 2)
+        else:
+            halves = tl.arange(0, 1)
         channels = halves[:, None] * D + cols[None, :]
         channel_ok = (halves[:, None] >= 0) & col_ok[None, :]
         for r0 in range(0, kept, BLOCK_R):
