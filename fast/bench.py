@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import triton
+import triton.language as tl
 
 DEVICE = "cuda"
 FLUSH_BYTES = 256 * 2**20
@@ -112,23 +114,19 @@ def copy_bandwidth() -> dict[str, Any]:
     return {"bytes": 2 * COPY_BYTES, **timing, "gbs": 2 * COPY_BYTES / timing["ms"] / 1e6}
 
 
+@triton.jit
+def _nothing(x_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    i = tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.zeros([BLOCK], dtype=tl.float32), mask=i < n)
+
+
 def empty_kernel() -> dict[str, Any]:
-    """A Triton kernel that does nothing, one program: the floor of a launch as timed here."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def _nothing(x_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-        i = tl.arange(0, BLOCK)
-        tl.store(x_ptr + i, tl.zeros([BLOCK], dtype=tl.float32), mask=i < n)
-
+    """A Triton kernel that stores nothing (n = 0), one program: the floor of a launch as timed here."""
     x = torch.empty(1, device=DEVICE)
     return time_ms(lambda: _nothing[(1,)](x, 0, BLOCK=16))
 
 
 def machine() -> dict[str, Any]:
-    import triton
-
     props = torch.cuda.get_device_properties(0)
     return {
         "gpu": props.name,
