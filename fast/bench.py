@@ -319,4 +319,8 @@ def _json_default(x: object) -> object:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the importable module, so that case modules registering with ``fast.bench`` and this run
+    # share one CASES list (under ``python -m`` this file is also ``__main__``, a second module object).
+    from fast import bench
+
+    sys.exit(bench.main())
