@@ -49,6 +49,7 @@ def cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
          flags(4, True, True, 9, (16, 8, 64), OUT_BF16=False, HAS_TABLE=True, WRITE_CACHE=True), 8),
         ("decode V4 overlap", tk._decode_kernel, DECODE_ARGS, flags(4, True, True, 12, (8, 8, 64), WRITE_RING=True), 4),
         ("decode C2", tk._decode_kernel, DECODE_ARGS, flags(2, False, False, 6, (8, 2, 128), WRITE_RING=True), 4),
+        ("decode r128", tk._decode_kernel, DECODE_ARGS, flags(128, False, True, 140, (1, 32, 128), WRITE_RING=True), 4),
         ("keep", tk._keep_kernel, KEEP_ARGS, dict(C=1024, S=9, BLOCK_P=8, BLOCK_C=256), 4),
     ]  # fmt: skip
 

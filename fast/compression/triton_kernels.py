@@ -352,6 +352,20 @@ def _decode_kernel(
     cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < D
     zero = tl.zeros([BLOCK_R], dtype=tl.int32)
+    if WRITE_RING:  # load the first tile of positions to keep now, while the rows' loads are in flight
+        kept = tl.minimum(length, S)
+        if OVERLAP:  # the channels this program reads: cols, and D + cols
+            halves = tl.arange(0, 2)
+        else:
+            halves = tl.arange(0, 1)
+        channels = halves[:, None] * D + cols[None, :]
+        channel_ok = (halves[:, None] >= 0) & col_ok[None, :]
+        first = tl.arange(0, BLOCK_R)
+        keep_local = length - kept + first
+        keep_mask = (first < kept)[:, None, None] & channel_ok[None, :, :]
+        keep_src = (cu0 + keep_local).to(tl.int64)[:, None, None] * C + channels[None, :, :]
+        keep_x = tl.load(score_ptr + keep_src, mask=keep_mask)
+        keep_v = tl.load(latent_ptr + keep_src, mask=keep_mask)
     for r0 in range(0, length, BLOCK_R):
         local = r0 + tl.arange(0, BLOCK_R)
         live = local < length
@@ -369,14 +383,10 @@ def _decode_kernel(
         )  # fmt: skip
     if WRITE_RING:
         tl.debug_barrier()  # every ring read of this program happens before any of its ring writes
-        kept = tl.minimum(length, S)
-        if OVERLAP:  # the channels this program read: cols, and D + cols
-            halves = tl.arange(0, 2)
-        else:
-            halves = tl.arange(0, 1)
-        channels = halves[:, None] * D + cols[None, :]
-        channel_ok = (halves[:, None] >= 0) & col_ok[None, :]
-        for r0 in range(0, kept, BLOCK_R):
+        keep_dst = ((slot.to(tl.int64) * S + (start + keep_local) % S) * (2 * C))[:, None, None] + channels[None, :, :]
+        tl.store(state_ptr + keep_dst, keep_x, mask=keep_mask)
+        tl.store(state_ptr + keep_dst + C, keep_v, mask=keep_mask)
+        for r0 in range(BLOCK_R, kept, BLOCK_R):  # more than one tile to keep (long steps, r = 128 tiles)
             i = r0 + tl.arange(0, BLOCK_R)
             _copy_to_ring(
                 score_ptr, latent_ptr, state_ptr, cu0, start, slot, length - kept + i, i < kept, channels,
