@@ -5,8 +5,9 @@ rounding); the Triton ones only where Triton is installed.
 Each adapter has the contract's signature and returns ``(rows, store_rows)``: without a block table the store
 slot of a row is its compressed row index ``j`` (-1 for a placeholder), as the contract asks.
 
-The property suite builds CPU tensors. On a CUDA machine the Triton adapters copy the inputs to the GPU, run
-there, and copy the results and the state (modified in place) back, so the suite checks the compiled kernels.
+The property suite builds CPU tensors. On a CUDA machine the Triton adapters check the call as given, copy the
+inputs to the GPU, run there, and copy the results and the state (modified in place) back, so the suite checks
+the compiled kernels.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from fast.compression import compress_decode, compress_prefill
+from fast.compression import Mode, compress_decode, compress_prefill, prepare
 from properties.registry import REGISTRY, Implementation
 
 Adapter = Callable[..., tuple[torch.Tensor, torch.Tensor]]
@@ -48,10 +49,13 @@ def compression_adapter(decode: bool, backend: str, out_dtype: torch.dtype) -> A
         ape: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         device = _device_for(backend)
-        if device is None or state.device == device:
-            result = fn(score, latent, cu_seqlens, start_pos, state, state_index, ratio=ratio, overlap=overlap,
-                        ape=ape, out_dtype=out_dtype, backend=backend)  # fmt: skip
+        args = (score, latent, cu_seqlens, start_pos, state, state_index)
+        if device is None or not isinstance(state, torch.Tensor) or state.device == device:
+            result = fn(*args, ratio=ratio, overlap=overlap, ape=ape, out_dtype=out_dtype, backend=backend)
             return result.rows, result.store_slots
+        # check the call as given (mixed devices, strides, dtypes), then run it on the GPU
+        prepare(Mode.DECODE if decode else Mode.PREFILL, *args, ratio=ratio, overlap=overlap, ape=ape,
+                out_dtype=out_dtype)  # fmt: skip
         move: Callable[[Any], Any] = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
         on_device = move(state)
         result = fn(move(score), move(latent), move(cu_seqlens), move(start_pos), on_device, move(state_index),
