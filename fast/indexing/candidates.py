@@ -28,26 +28,32 @@ def _block_scores_kernel(
     scores_ptr,
     lengths_ptr,
     out_ptr,
+    rows,
     width,
     blocks,
     block_size,
     PIN: tl.constexpr,
+    R: tl.constexpr,
     TILE: tl.constexpr,
     BSP: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    """``R`` rows x ``TILE`` blocks x ``BSP`` (>= block_size) lanes per program."""
+    r = tl.program_id(0) * R + tl.arange(0, R)
     b = tl.program_id(1) * TILE + tl.arange(0, TILE)
     c = tl.arange(0, BSP)
-    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
-    lane = b[:, None] * block_size + c[None, :]
-    seen = (c[None, :] < block_size) & (lane < n)
-    x = tl.load(scores_ptr + row * width + lane, mask=seen, other=float("-inf"))
-    best = tl.max(x, 1)
-    has_nan = tl.max((x != x).to(tl.int32), 1) > 0
+    here = r < rows
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + r, mask=here, other=0).to(tl.int32), 0), width)
+    lane = b[None, :, None] * block_size + c[None, None, :]
+    seen = here[:, None, None] & (c[None, None, :] < block_size) & (lane < n[:, None, None])
+    x = tl.load(scores_ptr + r.to(tl.int64)[:, None, None] * width + lane, mask=seen, other=float("-inf"))
+    best = tl.max(x, 2)
+    has_nan = tl.max((x != x).to(tl.int32), 2) > 0
     best = tl.where(has_nan, float("nan"), best)
     if PIN:
-        best = tl.where((n > 0) & (b == (n - 1) // block_size), float("inf"), best)
-    tl.store(out_ptr + row * blocks + b, best, mask=b < blocks)
+        newest = (n[:, None] > 0) & (b[None, :] == (n[:, None] - 1) // block_size)
+        best = tl.where(newest, float("inf"), best)
+    at = r.to(tl.int64)[:, None] * blocks + b[None, :]
+    tl.store(out_ptr + at, best, mask=here[:, None] & (b < blocks)[None, :])
 
 
 @triton.jit
@@ -94,15 +100,20 @@ def block_scores(
     if out.numel() == 0:
         return out
     bsp = _pow2(block_size)
-    tile = max(1, min(_pow2(blocks), 4096 // bsp if not v.interpreted() else 8))
-    _block_scores_kernel[(scores.shape[0], -(-blocks // tile))](
+    if v.interpreted():
+        per_program, tile = min(_pow2(out.shape[0]), 8), min(_pow2(blocks), 64)
+    else:
+        per_program, tile = 1, max(1, min(_pow2(blocks), 4096 // bsp))
+    _block_scores_kernel[(-(-out.shape[0] // per_program), -(-blocks // tile))](
         scores,
         lengths,
         out,
+        out.shape[0],
         scores.shape[1],
         blocks,
         block_size,
         PIN=pin_newest,
+        R=per_program,
         TILE=tile,
         BSP=bsp,
         num_warps=4,

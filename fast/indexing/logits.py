@@ -245,6 +245,7 @@ def index_logits(
     k_scale: torch.Tensor | None = None,
     validate: bool = True,
     config: LogitsConfig | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Gathered (prefill) index logits: f32[M, N], -inf at ``j >= lengths[m]``.
 
@@ -254,7 +255,7 @@ def index_logits(
     a = v.check_logits(q, weights, k, lengths, k_scale, validate)
     v.backend_for("triton", q.device)
     cfg = config or default_config()
-    out = torch.empty(a.queries, a.rows, dtype=torch.float32, device=q.device)
+    out = v.output(out, (a.queries, a.rows), torch.float32, q.device)
     if a.queries == 0 or a.rows == 0:
         return out
     bq, hp, dp = _tile(a.heads, a.dim, a.queries, cfg)
@@ -298,6 +299,7 @@ def paged_index_logits(
     width: int | None = None,
     validate: bool = True,
     config: LogitsConfig | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Paged (decode) index logits: f32[B * next_n, W], query ``(b, t)`` at row ``b * next_n + t``.
 
@@ -308,7 +310,7 @@ def paged_index_logits(
     a = v.check_paged(q, weights, cache, block_table, lengths, rows_per_block, width, validate)
     v.backend_for("triton", q.device)
     cfg = config or default_config()
-    out = torch.empty(a.requests * a.next_n, a.width, dtype=torch.float32, device=q.device)
+    out = v.output(out, (a.requests * a.next_n, a.width), torch.float32, q.device)
     if out.numel() == 0:
         return out
     hp, dp = _pow2(a.heads, 16), _pow2(a.dim, 16)

@@ -6,7 +6,7 @@ and a collect pass that writes the chosen rows in ascending index order (docs/in
          rows_per_block=None, candidate_blocks=None, block_size=None, drop_neg_inf=False, drop_nan=False,
          validate=True, config=None) -> i32[M, lanes] (i64 slots with block_table)
 
-One program per score row. Rows are ranked by a 32-bit order key (:func:`_order_key`): the float's bits made
+One program per score row. Rows are ranked by a 32-bit order key (computed in :func:`_keys`): the float's bits made
 monotone, NaN mapped above +inf and -0 onto +0, so equal keys are exactly equal scores. The k-th largest key T
 and the count G of keys above it determine the answer: every key > T, and the first k - G keys == T in index
 order (the lowest index wins a tie). Steps per row of n visible lanes (lanes past n are never loaded):
@@ -46,10 +46,13 @@ class TopKConfig:
     oversample: int = 2
     cap_factor: int = 8
     min_cap: int = 0
+    direct: int = 4096
+    pairwise: int = 0
 
 
 COMPILED = TopKConfig()
-INTERPRETED = TopKConfig(block=16, num_warps=1, sample=16, oversample=2, cap_factor=4)
+INTERPRETED = TopKConfig(block=64, num_warps=1, sample=16, oversample=2, cap_factor=4, direct=64, pairwise=64)
+"""The interpreter pays per operation, not per element: rows up to 64 lanes take the pairwise-rank path."""
 
 
 def default_config() -> TopKConfig:
@@ -61,23 +64,25 @@ NEG_INF_KEY = 0x007FFFFF
 
 
 @triton.jit
-def _order_key(x):
-    """float32 -> uint32 key, monotone in torch's ranking order; NaN -> 0xFFFFFFFF, -0.0 -> key of +0.0."""
-    bits = x.to(tl.uint32, bitcast=True)
-    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
-    key = tl.where(x == 0.0, 0x80000000, key)
-    return tl.where(x != x, 0xFFFFFFFF, key)
-
-
-@triton.jit
-def _row_keys(row_ptr, keep_ptr, block_size, idx, valid, HAS_KEEP: tl.constexpr):
-    """Order keys of lanes ``idx`` of one score row (only ``valid`` lanes are loaded); with a keep map, lanes
-    whose candidate block is not kept read as -inf."""
-    x = tl.load(row_ptr + idx, mask=valid, other=0.0)
+def _keys(row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, i, valid, stride, from_buf, HAS_KEEP: tl.constexpr):
+    """Order keys and row indices of items ``i``: buffer entries (``from_buf``) or row lanes ``i * stride``
+    (with a keep map, lanes outside the kept candidate blocks read as -inf). Only the chosen source is loaded.
+    Written out in one function: the interpreter pays for every nested call."""
+    use_buf = (i * 0 + from_buf) != 0  # block-shaped: the interpreter mishandles a scalar bool in a mask
+    in_buf = valid & use_buf
+    in_row = valid & (use_buf == 0)
+    lane = i.to(tl.int64) * stride
+    x = tl.load(row_ptr + lane, mask=in_row, other=0.0)
     if HAS_KEEP:
-        kept = tl.load(keep_ptr + idx // block_size, mask=valid, other=0)
+        kept = tl.load(keep_ptr + lane // block_size, mask=in_row, other=0)
         x = tl.where(kept != 0, x, float("-inf"))
-    return _order_key(x)
+    bits = x.to(tl.uint32, bitcast=True)
+    row_key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
+    row_key = tl.where(x == 0.0, 0x80000000, row_key)
+    row_key = tl.where(x != x, 0xFFFFFFFF, row_key)
+    buf_key = tl.load(buf_key_ptr + i, mask=in_buf, other=0).to(tl.uint32, bitcast=True)
+    buf_idx = tl.load(buf_idx_ptr + i, mask=in_buf, other=0).to(tl.int64)
+    return tl.where(in_buf, buf_key, row_key), tl.where(in_buf, buf_idx, lane)
 
 
 @triton.jit
@@ -86,18 +91,17 @@ def _kth_key(
     keep_ptr,
     block_size,
     buf_key_ptr,
+    buf_idx_ptr,
     count,
     stride,
+    from_buf,
     want,
-    FROM_BUF: tl.constexpr,
     HAS_KEEP: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """The ``want``-th largest key (1 <= want <= count) among ``count`` keys, and how many keys exceed it.
-
-    Keys come from the buffer (``FROM_BUF``) or from row lanes ``0, stride, 2 * stride, ..``. Four passes of
-    an 8-bit digit histogram, most significant digit first, each over the keys matching the digits so far.
-    """
+    """The ``want``-th largest key (1 <= want <= count) among ``count`` items (see :func:`_keys`), and how
+    many keys exceed it. Four passes of an 8-bit digit histogram, most significant digit first, each over the
+    keys that match the digits found so far."""
     prefix = (want * 0).to(tl.uint32)
     rem = want
     bins = tl.arange(0, 256)
@@ -106,10 +110,9 @@ def _kth_key(
         for start in range(0, count, BLOCK):
             i = start + tl.arange(0, BLOCK)
             valid = i < count
-            if FROM_BUF:
-                key = tl.load(buf_key_ptr + i, mask=valid, other=0).to(tl.uint32, bitcast=True)
-            else:
-                key = _row_keys(row_ptr, keep_ptr, block_size, i.to(tl.int64) * stride, valid, HAS_KEEP)
+            key, _ = _keys(
+                row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, i, valid, stride, from_buf, HAS_KEEP
+            )
             match = valid & ((key & ((0xFFFFFFFF << (32 - 8 * p)) & 0xFFFFFFFF)) == prefix)
             digit = ((key >> (24 - 8 * p)) & 0xFF).to(tl.int32)
             hist += tl.histogram(digit, 256, mask=match)
@@ -118,69 +121,6 @@ def _kth_key(
         rem -= tl.sum(tl.where(bins > b, hist, 0), 0)
         prefix = prefix | (b.to(tl.uint32) << (24 - 8 * p))
     return prefix, want - rem
-
-
-@triton.jit
-def _collect(
-    row_ptr,
-    keep_ptr,
-    block_size,
-    buf_key_ptr,
-    buf_idx_ptr,
-    count,
-    threshold,
-    quota,
-    out_ptr,
-    rank_key_ptr,
-    offset,
-    table_ptr,
-    table_width,
-    rows_per_block,
-    FROM_BUF: tl.constexpr,
-    HAS_KEEP: tl.constexpr,
-    TRANSLATE: tl.constexpr,
-    RANK: tl.constexpr,
-    DROP_NEG_INF: tl.constexpr,
-    DROP_NAN: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    """Write the chosen lanes in index order: keys > threshold, and the first ``quota`` keys == threshold.
-
-    Returns how many lanes were written. ``RANK`` also writes each lane's key (for the rank-order sort).
-    """
-    taken = quota * 0
-    ties = quota * 0
-    for start in range(0, count, BLOCK):
-        i = start + tl.arange(0, BLOCK)
-        valid = i < count
-        if FROM_BUF:
-            key = tl.load(buf_key_ptr + i, mask=valid, other=0).to(tl.uint32, bitcast=True)
-            idx = tl.load(buf_idx_ptr + i, mask=valid, other=0).to(tl.int64)
-        else:
-            key = _row_keys(row_ptr, keep_ptr, block_size, i, valid, HAS_KEEP)
-            idx = i.to(tl.int64)
-        above = valid & (key > threshold)
-        tie = valid & (key == threshold)
-        tie_rank = ties + tl.cumsum(tie.to(tl.int32), 0) - 1
-        chosen = above | (tie & (tie_rank < quota))
-        if DROP_NEG_INF:
-            chosen = chosen & (key != 0x007FFFFF)
-        if DROP_NAN:
-            chosen = chosen & (key != 0xFFFFFFFF)
-        pos = taken + tl.cumsum(chosen.to(tl.int32), 0) - 1
-        if TRANSLATE:
-            entry = idx // rows_per_block
-            listed = chosen & (entry < table_width)
-            block = tl.load(table_ptr + entry, mask=listed, other=-1).to(tl.int64)
-            value = tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
-        else:
-            value = idx + offset
-        tl.store(out_ptr + pos, value.to(out_ptr.dtype.element_ty), mask=chosen)
-        if RANK:
-            tl.store(rank_key_ptr + pos, key.to(tl.int32, bitcast=True), mask=chosen)
-        taken += tl.sum(chosen.to(tl.int32), 0)
-        ties += tl.sum(tie.to(tl.int32), 0)
-    return taken
 
 
 @triton.jit
@@ -201,7 +141,7 @@ def _topk_kernel(
     fill,
     block_size,
     keep_stride,
-    table_stride,
+    table_width,
     rows_per_block,
     HAS_OFFSETS: tl.constexpr,
     HAS_KEEP: tl.constexpr,
@@ -212,155 +152,191 @@ def _topk_kernel(
     BLOCK: tl.constexpr,
     SAMPLE: tl.constexpr,
     OVERSAMPLE: tl.constexpr,
+    DIRECT: tl.constexpr,
     CAP: tl.constexpr,
     KPAD: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     row_ptr = scores_ptr + row * width
     keep_row = keep_ptr + row * keep_stride
-    table_row = table_ptr + row * table_stride
-    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
-    offset = tl.load(offsets_ptr + row).to(tl.int64) if HAS_OFFSETS else 0
-    out_row = rank_val_ptr + row * KPAD if RANK else out_ptr + row * lanes
-    rank_keys = rank_key_ptr + row * KPAD
+    table_row = table_ptr + row * table_width
     buf_key = buf_key_ptr + row * CAP
     buf_idx = buf_idx_ptr + row * CAP
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
     want = tl.minimum(n, k)
-    if n <= k:
-        taken = _collect(
-            row_ptr,
-            keep_row,
-            block_size,
-            buf_key,
-            buf_idx,
-            n,
-            0,
-            n,
-            out_row,
-            rank_keys,
-            offset,
-            table_row,
-            table_stride,
-            rows_per_block,
-            False,
-            HAS_KEEP,
-            TRANSLATE,
-            RANK,
-            DROP_NEG_INF,
-            DROP_NAN,
-            BLOCK,
-        )
-    else:
-        stride = tl.maximum(n // SAMPLE, 1)
-        sampled = tl.minimum(n, SAMPLE)
-        pick = tl.minimum(tl.maximum((OVERSAMPLE * want + stride - 1) // stride, 1), sampled)
-        t, _ = _kth_key(row_ptr, keep_row, block_size, buf_key, sampled, stride, pick, False, HAS_KEEP, BLOCK)
-        at_least = n * 0
-        above_t = n * 0
-        for start in range(0, n, BLOCK):
-            i = start + tl.arange(0, BLOCK)
-            valid = i < n
-            key = _row_keys(row_ptr, keep_row, block_size, i, valid, HAS_KEEP)
-            ge = valid & (key >= t)
-            pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1
-            room = ge & (pos < CAP)
-            tl.store(buf_key + pos, key.to(tl.int32, bitcast=True), mask=room)
-            tl.store(buf_idx + pos, i, mask=room)
-            at_least += tl.sum(ge.to(tl.int32), 0)
-            above_t += tl.sum((valid & (key > t)).to(tl.int32), 0)
-        tl.debug_barrier()
-        if (at_least >= want) & (at_least <= CAP):
+    out_row = out_ptr + row * lanes
+    offset = tl.load(offsets_ptr + row).to(tl.int64) if HAS_OFFSETS else 0
+    taken = n * 0
+    # Which keys to collect from (the row, or the buffer of survivors), the threshold and its tie quota.
+    # n <= k: every visible lane (threshold 0 is below every key).
+    count = n
+    from_buf = n * 0
+    threshold = (n * 0).to(tl.uint32)
+    quota = n
+    if n > k:
+        if n <= DIRECT:
             threshold, above = _kth_key(
-                row_ptr, keep_row, block_size, buf_key, at_least, 1, want, True, HAS_KEEP, BLOCK
+                row_ptr, keep_row, block_size, buf_key, buf_idx, n, 1, from_buf, want, HAS_KEEP, BLOCK
             )
-            taken = _collect(
-                row_ptr,
-                keep_row,
-                block_size,
-                buf_key,
-                buf_idx,
-                at_least,
-                threshold,
-                want - above,
-                out_row,
-                rank_keys,
-                offset,
-                table_row,
-                table_stride,
-                rows_per_block,
-                True,
-                HAS_KEEP,
-                TRANSLATE,
-                RANK,
-                DROP_NEG_INF,
-                DROP_NAN,
-                BLOCK,
-            )
-        elif (above_t < want) & (at_least >= want):
-            taken = _collect(
-                row_ptr,
-                keep_row,
-                block_size,
-                buf_key,
-                buf_idx,
-                n,
-                t,
-                want - above_t,
-                out_row,
-                rank_keys,
-                offset,
-                table_row,
-                table_stride,
-                rows_per_block,
-                False,
-                HAS_KEEP,
-                TRANSLATE,
-                RANK,
-                DROP_NEG_INF,
-                DROP_NAN,
-                BLOCK,
-            )
+            quota = want - above
         else:
-            threshold, above = _kth_key(row_ptr, keep_row, block_size, buf_key, n, 1, want, False, HAS_KEEP, BLOCK)
-            taken = _collect(
-                row_ptr,
-                keep_row,
-                block_size,
-                buf_key,
-                buf_idx,
-                n,
-                threshold,
-                want - above,
-                out_row,
-                rank_keys,
-                offset,
-                table_row,
-                table_stride,
-                rows_per_block,
-                False,
-                HAS_KEEP,
-                TRANSLATE,
-                RANK,
-                DROP_NEG_INF,
-                DROP_NAN,
-                BLOCK,
+            stride = tl.maximum(n // SAMPLE, 1)
+            sampled = tl.minimum(n, SAMPLE)
+            pick = tl.minimum(tl.maximum((OVERSAMPLE * want + stride - 1) // stride, 1), sampled)
+            t, _above_t = _kth_key(
+                row_ptr, keep_row, block_size, buf_key, buf_idx, sampled, stride, from_buf, pick, HAS_KEEP, BLOCK
             )
-    dst = out_ptr + row * lanes
+            at_least = n * 0
+            above_t = n * 0
+            for start in range(0, n, BLOCK):
+                i = start + tl.arange(0, BLOCK)
+                valid = i < n
+                key, _lane = _keys(row_ptr, keep_row, block_size, buf_key, buf_idx, i, valid, 1, n * 0, HAS_KEEP)
+                ge = valid & (key >= t)
+                pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1
+                room = ge & (pos < CAP)
+                tl.store(buf_key + pos, key.to(tl.int32, bitcast=True), mask=room)
+                tl.store(buf_idx + pos, i, mask=room)
+                at_least += tl.sum(ge.to(tl.int32), 0)
+                above_t += tl.sum((valid & (key > t)).to(tl.int32), 0)
+            tl.debug_barrier()
+            if (at_least >= want) & (at_least <= CAP):
+                # the survivors hold the answer: select among them, collect from the buffer
+                count = at_least
+                from_buf = n * 0 + 1
+                threshold, above = _kth_key(
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, count, 1, from_buf, want, HAS_KEEP, BLOCK
+                )
+                quota = want - above
+            elif (above_t < want) & (at_least >= want):
+                # t itself is the k-th largest key (too many ties at t to buffer)
+                threshold = t
+                quota = want - above_t
+            else:
+                # the sample misled: exact select over the whole row
+                threshold, above = _kth_key(
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, n, 1, from_buf, want, HAS_KEEP, BLOCK
+                )
+                quota = want - above
+    # Collect: chosen lanes in index order; their output positions are prefix sums of the chosen mask.
+    dst = rank_val_ptr + row * KPAD if RANK else out_ptr + row * lanes
+    rank_keys = rank_key_ptr + row * KPAD
+    ties = n * 0
+    for start in range(0, count, BLOCK):
+        i = start + tl.arange(0, BLOCK)
+        valid = i < count
+        key, idx = _keys(row_ptr, keep_row, block_size, buf_key, buf_idx, i, valid, 1, from_buf, HAS_KEEP)
+        tie = valid & (key == threshold)
+        tie_rank = ties + tl.cumsum(tie.to(tl.int32), 0) - 1
+        chosen = (valid & (key > threshold)) | (tie & (tie_rank < quota))
+        if DROP_NEG_INF:
+            chosen = chosen & (key != 0x007FFFFF)
+        if DROP_NAN:
+            chosen = chosen & (key != 0xFFFFFFFF)
+        pos = taken + tl.cumsum(chosen.to(tl.int32), 0) - 1
+        if TRANSLATE:
+            entry = idx // rows_per_block
+            listed = chosen & (entry < table_width)
+            block = tl.load(table_row + entry, mask=listed, other=-1).to(tl.int64)
+            value = tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
+        else:
+            value = idx + offset
+        tl.store(dst + pos, value.to(dst.dtype.element_ty), mask=chosen)
+        if RANK:
+            tl.store(rank_keys + pos, key.to(tl.int32, bitcast=True), mask=chosen)
+        taken += tl.sum(chosen.to(tl.int32), 0)
+        ties += tl.sum(tie.to(tl.int32), 0)
     if RANK:
+        # rank order: sort the collected lanes by (key descending, position = index ascending)
         tl.debug_barrier()
         lane = tl.arange(0, KPAD)
         held = lane < taken
         key = tl.load(rank_keys + lane, mask=held, other=0).to(tl.uint32, bitcast=True)
         composite = (key.to(tl.uint64) << 32) | (KPAD - 1 - lane).to(tl.uint64)
-        composite = tl.where(held, composite, 0)
-        ranked = tl.sort(composite, descending=True)
+        ranked = tl.sort(tl.where(held, composite, 0), descending=True)
         source = KPAD - 1 - (ranked & 0xFFFFFFFF).to(tl.int32)
-        value = tl.load(out_row + source, mask=held, other=0)
-        tl.store(dst + lane, value, mask=held & (lane < lanes))
+        value = tl.load(dst + source, mask=held, other=0)
+        tl.store(out_row + lane, value, mask=held & (lane < lanes))
     for start in range(0, lanes, BLOCK):
         j = start + tl.arange(0, BLOCK)
-        empty = tl.zeros([BLOCK], dtype=dst.dtype.element_ty) + fill
-        tl.store(dst + j, empty, mask=(j >= taken) & (j < lanes))
+        empty = tl.zeros([BLOCK], dtype=out_row.dtype.element_ty) + fill
+        tl.store(out_row + j, empty, mask=(j >= taken) & (j < lanes))
+
+
+@triton.jit
+def _topk_small_kernel(
+    scores_ptr,
+    lengths_ptr,
+    offsets_ptr,
+    keep_ptr,
+    table_ptr,
+    out_ptr,
+    rows,
+    width,
+    k,
+    lanes,
+    fill,
+    block_size,
+    keep_stride,
+    table_width,
+    rows_per_block,
+    HAS_OFFSETS: tl.constexpr,
+    HAS_KEEP: tl.constexpr,
+    TRANSLATE: tl.constexpr,
+    RANK: tl.constexpr,
+    DROP_NEG_INF: tl.constexpr,
+    DROP_NAN: tl.constexpr,
+    R: tl.constexpr,
+    P: tl.constexpr,
+    L: tl.constexpr,
+):
+    """Rows of at most ``P`` lanes, ``R`` rows per program: each lane's rank by pairwise comparison (key
+    descending, index ascending), the chosen lanes are those ranked below k. Meant for the interpreter, which
+    pays per operation rather than per element."""
+    r = tl.program_id(0) * R + tl.arange(0, R)[:, None]
+    here = r < rows
+    row = r.to(tl.int64)
+    i = tl.arange(0, P)[None, :]
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + r, mask=here, other=0).to(tl.int32), 0), width)
+    want = tl.minimum(n, k)
+    valid = here & (i < n)
+    x = tl.load(scores_ptr + row * width + i, mask=valid, other=0.0)
+    if HAS_KEEP:
+        kept = tl.load(keep_ptr + row * keep_stride + i // block_size, mask=valid, other=0)
+        x = tl.where(kept != 0, x, float("-inf"))
+    bits = x.to(tl.uint32, bitcast=True)
+    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
+    key = tl.where(x == 0.0, 0x80000000, key)
+    key = tl.where(x != x, 0xFFFFFFFF, key)
+    mine = key[:, :, None]
+    other = key[:, None, :]
+    lane = tl.arange(0, P)
+    better = (other > mine) | ((other == mine) & (lane[None, None, :] < lane[None, :, None]))
+    rank = tl.sum((better & valid[:, None, :]).to(tl.int32), 2)
+    chosen = valid & (rank < want)
+    if DROP_NEG_INF:
+        chosen = chosen & (key != 0x007FFFFF)
+    if DROP_NAN:
+        chosen = chosen & (key != 0xFFFFFFFF)
+    if RANK:
+        pos = tl.sum((chosen[:, None, :] & (rank[:, None, :] < rank[:, :, None])).to(tl.int32), 2)
+    else:
+        pos = tl.cumsum(chosen.to(tl.int32), 1) - 1
+    idx = i.to(tl.int64) + row * 0
+    if TRANSLATE:
+        entry = idx // rows_per_block
+        listed = chosen & (entry < table_width)
+        block = tl.load(table_ptr + row * table_width + entry, mask=listed, other=-1).to(tl.int64)
+        value = tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
+    elif HAS_OFFSETS:
+        value = idx + tl.load(offsets_ptr + r, mask=here, other=0).to(tl.int64)
+    else:
+        value = idx
+    tl.store(out_ptr + row * lanes + pos, value.to(out_ptr.dtype.element_ty), mask=chosen)
+    taken = tl.sum(chosen.to(tl.int32), 1)[:, None]
+    j = tl.arange(0, L)[None, :]
+    empty = tl.zeros([R, L], dtype=out_ptr.dtype.element_ty) + fill
+    tl.store(out_ptr + row * lanes + j, empty, mask=here & (j >= taken) & (j < lanes))
 
 
 def keep_map(candidate_blocks: torch.Tensor, width: int, block_size: int) -> torch.Tensor:
@@ -379,6 +355,53 @@ def _pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+def _small(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    offsets: torch.Tensor | None,
+    keep: torch.Tensor | None,
+    block_size: int,
+    block_table: torch.Tensor | None,
+    rows_per_block: int | None,
+    out: torch.Tensor,
+    a: v.TopKArgs,
+    rank: bool,
+    drop_neg_inf: bool,
+    drop_nan: bool,
+) -> torch.Tensor:
+    """Launch :func:`_topk_small_kernel` (rows of at most ``TopKConfig.pairwise`` lanes)."""
+    dummy = torch.zeros(1, dtype=torch.int32, device=scores.device)
+    per_program = min(_pow2(a.rows), 8)
+    _topk_small_kernel[(-(-a.rows // per_program),)](
+        scores,
+        lengths,
+        dummy if offsets is None else offsets,
+        dummy if keep is None else keep,
+        dummy if block_table is None else block_table,
+        out,
+        a.rows,
+        a.width,
+        min(a.k, a.width),
+        a.lanes,
+        a.fill,
+        block_size,
+        keep.shape[-1] if keep is not None else 0,
+        block_table.shape[1] if block_table is not None else 0,
+        rows_per_block or 1,
+        HAS_OFFSETS=offsets is not None,
+        HAS_KEEP=keep is not None,
+        TRANSLATE=a.translate,
+        RANK=rank,
+        DROP_NEG_INF=drop_neg_inf,
+        DROP_NAN=drop_nan,
+        R=per_program,
+        P=max(2, _pow2(a.width)),
+        L=max(2, _pow2(a.lanes)),
+        num_warps=1,
+    )
+    return out
+
+
 def topk(
     scores: torch.Tensor,
     lengths: torch.Tensor,
@@ -395,6 +418,7 @@ def topk(
     drop_nan: bool = False,
     validate: bool = True,
     config: TopKConfig | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Top-k of each row's first ``lengths[m]`` scores under ``convention``.
 
@@ -407,7 +431,7 @@ def topk(
     ``block_table[m, j // Bc] * Bc + j % Bc`` in int64 (output i64, fill lanes keep the fill value).
     candidate_blocks (+ block_size): lanes outside the row's candidate blocks score -inf (the restricted
     second-level top-k; -inf lanes stay eligible). drop_neg_inf / drop_nan: chosen lanes scoring -inf / NaN
-    become fill lanes (the kept rule of candidate blocks).
+    become fill lanes (the kept rule of candidate blocks). out: written in place when given.
     """
     a = v.check_topk(
         scores,
@@ -425,7 +449,7 @@ def topk(
     v.backend_for("triton", scores.device)
     cfg = config or default_config()
     device = scores.device
-    out = torch.empty(a.rows, a.lanes, dtype=torch.int64 if a.translate else torch.int32, device=device)
+    out = v.output(out, (a.rows, a.lanes), torch.int64 if a.translate else torch.int32, device)
     if a.rows == 0 or a.lanes == 0:
         return out
     if a.width == 0 or a.k == 0:
@@ -434,16 +458,17 @@ def topk(
     cap = max(_pow2(cfg.cap_factor * kpad), cfg.min_cap)
     cap = min(cap, max(_pow2(a.width), 1))
     rank = not a.mode.index_order
+    keep, bs = (keep_map(candidate_blocks, a.width, block_size), block_size) if a.restrict else (None, 1)
+    if cfg.pairwise and a.width <= cfg.pairwise:
+        return _small(
+            scores, lengths, offsets, keep, bs, block_table, rows_per_block, out, a, rank, drop_neg_inf, drop_nan
+        )
     buf_key = torch.empty(a.rows, cap, dtype=torch.int32, device=device)
     buf_idx = torch.empty(a.rows, cap, dtype=torch.int32, device=device)
     rank_key = torch.empty(a.rows, kpad if rank else 1, dtype=torch.int32, device=device)
     rank_val = torch.empty(a.rows, kpad if rank else 1, dtype=out.dtype, device=device)
     dummy = torch.zeros(1, dtype=torch.int32, device=device)
-    keep = dummy
-    bs = 1
-    if a.restrict:
-        assert candidate_blocks is not None and block_size is not None
-        keep, bs = keep_map(candidate_blocks, a.width, block_size), block_size
+    keep = dummy if keep is None else keep
     table = dummy if block_table is None else block_table
     _topk_kernel[(a.rows,)](
         scores,
@@ -473,6 +498,7 @@ def topk(
         BLOCK=cfg.block,
         SAMPLE=cfg.sample,
         OVERSAMPLE=cfg.oversample,
+        DIRECT=cfg.direct,
         CAP=cap,
         KPAD=kpad,
         num_warps=cfg.num_warps,

@@ -371,3 +371,12 @@ def check_window(window: object, seqlen: object, start_pos: object, order: str) 
     require(p == 0 or n == 1, "seqlen", f"a decode step (start_pos > 0) has one query, got {n}")
     require(p <= INT32_MAX, "start_pos", f"must fit int32, got {p}")
     return w, n, p
+
+
+def output(out: torch.Tensor | None, shape_: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``out`` checked to be a contiguous ``dtype`` tensor of ``shape_`` on ``device``, or a new empty one."""
+    if out is None:
+        return torch.empty(shape_, dtype=dtype, device=device)
+    tensor(out, "out", (dtype,), len(shape_), device)
+    shape(out, shape_, "out", "the result's shape")
+    return out

@@ -1,0 +1,495 @@
+"""fast.indexing: every Triton kernel against its torch twin and the exact reference, on small cases.
+
+Inputs sit on grids where float32 arithmetic is exact, so logits compare bit for bit with the exact reference
+rounded to float32, and top-k lanes compare exactly. Storage past every valid end holds NaN / inf / huge values.
+On the CPU the kernels run in Triton's interpreter (slow: the cases are small, and each top-k selection path is
+forced by its own configuration). The tests marked ``cuda`` run the compiled kernels on realistic sizes and are
+skipped without a GPU.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import torch
+
+from fast.indexing import addressing, candidates, logits, naive, window
+from fast.indexing import topk as tk
+from reference import addressing as ref_addr
+from reference import candidates as ref_cand
+from reference import indexing as ref_index
+from reference import topk as ref_topk
+from reference import window as ref_window
+from reference.grids import FP32, e4m3_decode, round_to
+from reference.score_values import NAN, NEG_INF, POS_INF, Score
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+GARBAGE = (float("nan"), float("inf"), 3.0e38, -3.0e38, float("-inf"))
+
+REF_CONVENTIONS: dict[str, ref_topk.TopKConvention] = {
+    "v4.1": ref_topk.V41TopK(width=ref_topk.Width.FIXED),
+    "v4.1-clamped": ref_topk.V41TopK(width=ref_topk.Width.CLAMPED),
+    "v4-prefill": ref_topk.V4TopK(ref_topk.Phase.PREFILL),
+    "v4-decode": ref_topk.V4TopK(ref_topk.Phase.DECODE),
+    "select": ref_topk.SelectTopK(),
+    "select-unsorted": ref_topk.SelectTopK(sorted_index=False),
+}
+
+# One configuration per selection path of the top-k kernel (see fast/indexing/topk.py).
+PATHS = {
+    "pairwise": tk.INTERPRETED,
+    "direct": tk.TopKConfig(block=32, num_warps=1, sample=8, direct=64, pairwise=0),
+    "sampled": tk.TopKConfig(block=32, num_warps=1, sample=8, oversample=2, cap_factor=4, direct=0, pairwise=0),
+    "fallback": tk.TopKConfig(block=32, num_warps=1, sample=8, cap_factor=0, direct=0, pairwise=0),
+}
+
+
+def exact(value: float) -> Score:
+    if value != value:
+        return NAN
+    if value in (float("inf"), float("-inf")):
+        return POS_INF if value > 0 else NEG_INF
+    return Fraction(value)
+
+
+def visible(row: list[float], n: int) -> list[Score | None]:
+    """The valid prefix as exact scores, None past it (the reference raises if it ever reads a None)."""
+    return [exact(x) for x in row[:n]] + [None] * (len(row) - n)
+
+
+def score_rows(
+    seed: int, rows: int, width: int, ties: bool = True, specials: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Score rows on a coarse grid (many ties) with -inf/+inf/NaN/-0.0 sprinkled in, garbage past each length;
+    lengths include 0 and the full width."""
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randint(-6, 7, (rows, width), generator=g).float() / (2 if ties else 64)
+    if specials:
+        pick = torch.rand(rows, width, generator=g)
+        scores[pick < 0.06] = float("nan")
+        scores[(pick >= 0.06) & (pick < 0.12)] = float("-inf")
+        scores[(pick >= 0.12) & (pick < 0.16)] = float("inf")
+        scores[(pick >= 0.16) & (pick < 0.22)] = -0.0
+    lengths = torch.randint(0, width + 1, (rows,), generator=g, dtype=torch.int32)
+    lengths[0], lengths[-1] = width, width
+    if rows > 2:
+        lengths[1] = 0
+    for r in range(rows):
+        n = int(lengths[r])
+        scores[r, n:] = torch.tensor([GARBAGE[(r + j) % len(GARBAGE)] for j in range(width - n)])
+    return scores, lengths
+
+
+def reference_topk(
+    scores: torch.Tensor, lengths: torch.Tensor, k: int, convention: str, offsets: torch.Tensor
+) -> list[list[int]]:
+    conv = REF_CONVENTIONS[convention]
+    return [
+        list(ref_topk.topk(visible(row, n), n, k, conv, off))
+        for row, n, off in zip(scores.tolist(), lengths.tolist(), offsets.tolist(), strict=True)
+    ]
+
+
+# --- top-k ---------------------------------------------------------------------------------------------------------
+
+
+TOPK_CASES = [(p, c) for p in ("pairwise", "sampled") for c in sorted(REF_CONVENTIONS)]
+TOPK_CASES += [(p, c) for p in ("direct", "fallback") for c in ("v4.1", "select-unsorted")]
+
+
+@pytest.mark.parametrize(("path", "convention"), TOPK_CASES)
+def test_topk_equals_twin_and_reference(path: str, convention: str) -> None:
+    seed = sorted(REF_CONVENTIONS).index(convention) + 7 * sorted(PATHS).index(path)
+    scores, lengths = score_rows(seed, 4, 44)
+    if convention == "v4-decode":
+        lengths.fill_(scores.shape[1])
+        scores = torch.where(scores.abs() > 1e30, 0.5, scores)
+    offsets = torch.tensor([0, 5, 2**31 - 100, 17], dtype=torch.int32)
+    for k in (3, 9) if path == "pairwise" else (5,):
+        expected = reference_topk(scores, lengths, k, convention, offsets)
+        twin = naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
+        lanes = len(expected[0])
+        guarded = torch.full((4 * lanes + 8,), -7, dtype=torch.int32)  # a write past the last row shows here
+        out = guarded[: 4 * lanes].view(4, lanes)
+        got = tk.topk(scores, lengths, k=k, convention=convention, offsets=offsets, config=PATHS[path], out=out)
+        assert twin.tolist() == expected
+        assert got.dtype == torch.int32 and got.tolist() == expected, (path, convention, k)
+        assert (guarded[4 * lanes :] == -7).all()
+
+
+def test_topk_tie_path_and_large_k() -> None:
+    """Most visible lanes tie at the k-th score: too many to buffer, so the kernel collects from the row with the
+    sampled key as threshold; k past the row width takes every visible lane."""
+    scores = torch.full((3, 48), 1.0)
+    scores[:, 5] = 4.0
+    scores[:, 30] = 2.0
+    scores[1, 47] = float("nan")
+    scores[2, 40:] = float("inf")  # garbage past the length of row 2
+    lengths = torch.tensor([48, 48, 40], dtype=torch.int32)
+    offsets = torch.zeros(3, dtype=torch.int32)
+    cfg = tk.TopKConfig(block=32, num_warps=1, sample=8, cap_factor=1, direct=0, pairwise=0)
+    for k, convention in ((5, "v4-prefill"), (60, "v4.1-clamped")):
+        expected = reference_topk(scores, lengths, k, convention, offsets)
+        assert tk.topk(scores, lengths, k=k, convention=convention, config=cfg).tolist() == expected
+
+
+def test_topk_edge_shapes() -> None:
+    """k = 0, an empty row width, all rows invalid: only fill lanes (or nothing)."""
+    empty = torch.empty(2, 0)
+    none = torch.zeros(2, dtype=torch.int32)
+    assert tk.topk(empty, none, k=3).tolist() == [[-1] * 3] * 2
+    assert tk.topk(empty, none, k=3, convention="v4.1-clamped").shape == (2, 0)
+    assert tk.topk(torch.randn(2, 5), none, k=0).shape == (2, 0)
+    assert tk.topk(torch.randn(2, 5), none, k=4, convention="select").tolist() == [[2**31 - 1] * 4] * 2
+
+
+def test_topk_writes_every_lane() -> None:
+    scores, lengths = score_rows(3, 4, 40)
+    expected = naive.topk(scores, lengths, k=6)
+    for path in ("pairwise", "sampled"):
+        out = torch.full((4, 6), -7, dtype=torch.int32)
+        tk.topk(scores, lengths, k=6, out=out, config=PATHS[path])
+        assert torch.equal(out, expected)
+
+
+def test_topk_fused_slot_translation() -> None:
+    """The epilogue's slots equal the standalone translation of the same rows and the reference's, in int64
+    for block ids whose slots pass 2**31."""
+    scores, lengths = score_rows(11, 3, 40, specials=False)
+    per_block = 4
+    big = 2**31 // per_block + 5
+    table = torch.tensor([[big + i for i in range(10)], [3, 1, 4, 0, 9, 2, 6, 5, 8, 7], [20 + i for i in range(10)]])
+    table = table.to(torch.int32) if int(table.max()) < 2**31 else table
+    for path in ("pairwise", "sampled"):
+        rows = tk.topk(scores, lengths, k=6, config=PATHS[path])
+        fused = tk.topk(scores, lengths, k=6, block_table=table, rows_per_block=per_block, config=PATHS[path])
+        alone = addressing.slot_translation(
+            rows, table, torch.full((3,), 6, dtype=torch.int32), rows_per_block=per_block
+        )
+        expected = [
+            list(ref_addr.rows_to_slots(r, t, per_block * 2, 2))
+            for r, t in zip(rows.tolist(), table.tolist(), strict=True)
+        ]
+        assert fused.dtype == torch.int64 and fused.tolist() == alone.tolist() == expected
+        assert int(fused.max()) > 2**31
+
+
+def test_topk_within_candidate_blocks() -> None:
+    """The restricted second level: lanes outside the kept blocks rank as -inf (and stay eligible)."""
+    scores, lengths = score_rows(5, 3, 40, specials=False)
+    kept = torch.tensor([[0, 3, -1], [1, 2, 4], [-1, -1, -1]], dtype=torch.int32)
+    for path in ("pairwise", "sampled"):
+        got = tk.topk(scores, lengths, k=7, candidate_blocks=kept, block_size=8, config=PATHS[path])
+        expected = [
+            list(
+                ref_cand.topk_within_blocks(visible(r, n), n, 7, [b for b in kb if b >= 0], 8, REF_CONVENTIONS["v4.1"])
+            )
+            for r, n, kb in zip(scores.tolist(), lengths.tolist(), kept.tolist(), strict=True)
+        ]
+        assert got.tolist() == expected
+        assert naive.topk(scores, lengths, k=7, candidate_blocks=kept, block_size=8).tolist() == expected
+
+
+# --- candidate blocks, restoration, addresses, windows ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("pin", "drop"), [(True, True), (False, True), (True, False), (False, False)])
+def test_candidate_select_equals_reference(pin: bool, drop: bool) -> None:
+    scores, lengths = score_rows(21 + 2 * pin + drop, 4, 40)
+    scores[1, 8:12] = float("nan")
+    rule = ref_cand.CandidateRule(pin, ref_cand.NanPolicy.DROP if drop else ref_cand.NanPolicy.PROPAGATE)
+    for size, slots in ((4, 3), (3, 20)):
+        expected = []
+        for row, n in zip(scores.tolist(), lengths.tolist(), strict=True):
+            kept = list(ref_cand.kept_blocks(visible(row, n), n, slots, size, rule))
+            expected.append(kept + [-1] * (slots - len(kept)))
+        kw = dict(block_size=size, topk_blocks=slots, pin_newest=pin, drop_nan=drop)
+        assert candidates.candidate_select(scores, lengths, **kw).tolist() == expected
+        assert naive.candidate_select(scores, lengths, **kw).tolist() == expected
+
+
+def test_candidate_restore_equals_reference() -> None:
+    blocks = torch.tensor([[4, -1, 0], [7, 2, 5]], dtype=torch.int32)
+    offsets = torch.tensor([[0, 3, 4, 8, 11, -1], [0, 5, 9, 11, -1, 6]], dtype=torch.int32)
+    seen = torch.tensor([17, 21], dtype=torch.int32)
+    for vis in (None, seen):
+        got = candidates.candidate_restore(offsets, blocks, block_size=4, visible=vis)
+        expected = [
+            list(ref_cand.restore_offsets(o, b, 4, None if vis is None else int(s)))
+            for o, b, s in zip(offsets.tolist(), blocks.tolist(), seen.tolist(), strict=True)
+        ]
+        assert got.tolist() == expected
+        assert naive.candidate_restore(offsets, blocks, block_size=4, visible=vis).tolist() == expected
+
+
+@pytest.mark.parametrize("guard", ["sentinel", "count"])
+def test_slot_translation_equals_reference(guard: str) -> None:
+    per_block, block_size, ratio = 4, 8, 2
+    table = torch.tensor([[2**31 // per_block - 1, 7, 2**31 // per_block + 3], [5, 0, 9]], dtype=torch.int64)
+    rows = torch.tensor([[0, 5, 11, -1, 3, 99], [2, 6, -1, 9, 1, -5]], dtype=torch.int32)
+    lengths = (
+        torch.tensor([6, 2], dtype=torch.int32) if guard == "sentinel" else torch.tensor([3, 2], dtype=torch.int32)
+    )
+    if guard == "sentinel":
+        rows[0, 5] = -1  # below lengths, the sentinel guard translates every lane that is not -1
+    got = addressing.slot_translation(rows, table, lengths, rows_per_block=per_block, guard=guard)
+    expected = []
+    for r, t, n in zip(rows.tolist(), table.tolist(), lengths.tolist(), strict=True):
+        if guard == "count":
+            expected.append(list(ref_addr.rows_to_slots(r, t, block_size, ratio, valid_lanes=n)))
+        else:
+            expected.append(list(ref_addr.rows_to_slots(r[:n] + [-1] * (len(r) - n), t, block_size, ratio)))
+    assert got.dtype == torch.int64 and got.tolist() == expected
+    assert naive.slot_translation(rows, table, lengths, rows_per_block=per_block, guard=guard).tolist() == expected
+    assert max(max(e) for e in expected) > 2**31
+
+
+def test_gathered_rows_equals_reference() -> None:
+    rows = torch.tensor([[0, -1, 7], [3, 4, -1]], dtype=torch.int32)
+    offsets = torch.tensor([10, 2**33], dtype=torch.int64)
+    expected = [list(ref_addr.gathered_rows(r, o)) for r, o in zip(rows.tolist(), offsets.tolist(), strict=True)]
+    assert addressing.gathered_rows(rows, offsets).tolist() == expected == naive.gathered_rows(rows, offsets).tolist()
+
+
+def test_window_indices_equal_reference() -> None:
+    for w, n in ((4, 7), (6, 3), (1, 2), (5, 0)):
+        expected = [list(r) for r in ref_window.prefill_window(w, n)]
+        for order in ("v4", "v4.1"):
+            assert window.window_indices(window=w, seqlen=n, start_pos=0, order=order).tolist() == expected
+    positions = torch.tensor([1, 2, 3, 9, 40], dtype=torch.int32)
+    for order, ref_order in (("v4", ref_window.WindowOrder.V4), ("v4.1", ref_window.WindowOrder.V41)):
+        expected = [list(ref_window.decode_window(4, p, ref_order)) for p in positions.tolist()]
+        assert window.decode_window_indices(positions, window=4, order=order).tolist() == expected
+        assert naive.decode_window_indices(positions, window=4, order=order).tolist() == expected
+        one = window.window_indices(window=4, seqlen=1, start_pos=2, order=order)
+        assert one.tolist() == [list(ref_window.decode_window(4, 2, ref_order))]
+
+
+# --- index logits ---------------------------------------------------------------------------------------------
+
+
+def grid(g: torch.Generator, *shape: int) -> torch.Tensor:
+    """n / 16 for |n| <= 63: exact in bfloat16; a head's dot product over <= 16 dims needs <= 16 significant
+    bits, so with the weights' grid (:func:`weight_grid`) and a few heads every logit is exact in float32."""
+    return torch.randint(-63, 64, shape, generator=g).float() / 16
+
+
+def weight_grid(g: torch.Generator, *shape: int) -> torch.Tensor:
+    """n / 4 for |n| <= 8."""
+    return torch.randint(-8, 9, shape, generator=g).float() / 4
+
+
+def exact_logits(
+    q: torch.Tensor, w: torch.Tensor, keys: list[list[Fraction]], lengths: list[int], width: int
+) -> list[list[float]]:
+    """The exact reference (on ``keys[:n]`` only) rounded to float32, -inf from each length up to ``width``."""
+    out = []
+    for heads, weights, n in zip(q.tolist(), w.tolist(), lengths, strict=True):
+        qf = [[Fraction(x) for x in h] for h in heads]
+        values = ref_index.index_scores(qf, [Fraction(x) for x in weights], keys[:n])
+        out.append([float(round_to(FP32, s)) for s in values] + [float("-inf")] * (width - n))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_index_logits_exact(dtype: torch.dtype) -> None:
+    g = torch.Generator().manual_seed(1 if dtype == torch.float32 else 2)
+    m, n, h, d = 5, 37, 3, 8
+    q, w, k = grid(g, m, h, d).to(dtype), weight_grid(g, m, h), grid(g, n, d).to(dtype)
+    lengths = torch.tensor([30, 0, 12, 30, 1], dtype=torch.int32)
+    k[30:] = float("nan")  # no query sees these rows
+    keys = [[Fraction(x) for x in row] for row in k[:30].float().tolist()]
+    expected = exact_logits(q.float(), w, keys, lengths.tolist(), n)
+    out = torch.full((m, n), float("nan"))
+    got = logits.index_logits(q, w, k, lengths, out=out)
+    assert got.tolist() == expected
+    assert naive.index_logits(q, w, k, lengths).tolist() == expected
+
+
+def test_index_logits_never_reads_past_lengths() -> None:
+    """NaN key rows past the longest length change nothing."""
+    g = torch.Generator().manual_seed(3)
+    q, w, k = grid(g, 3, 2, 16).bfloat16(), weight_grid(g, 3, 2), grid(g, 20, 16).bfloat16()
+    lengths = torch.tensor([9, 4, 11], dtype=torch.int32)
+    before = logits.index_logits(q, w, k, lengths)
+    k[11:] = float("nan")
+    assert torch.equal(logits.index_logits(q, w, k, lengths), before)
+    assert torch.isinf(before[1, 4:]).all() and not before[:, :4].isnan().any()
+
+
+def fp8_keys(g: torch.Generator, rows: int, dim: int) -> tuple[torch.Tensor, torch.Tensor, list[list[Fraction]]]:
+    """e4m3 codes with exponent fields 6..8 (magnitudes in [2**-1, 2**2), so float32 sums stay exact), power-of-two
+    scales, and the exact key rows they stand for."""
+    sign = torch.randint(0, 2, (rows, dim), generator=g) << 7
+    codes = (
+        sign | (torch.randint(6, 9, (rows, dim), generator=g) << 3) | torch.randint(0, 8, (rows, dim), generator=g)
+    ).to(torch.uint8)
+    scales = 2.0 ** torch.randint(-3, 3, (rows,), generator=g).float()
+    keys = [[e4m3_decode(c) * Fraction(s) for c in row] for row, s in zip(codes.tolist(), scales.tolist(), strict=True)]
+    return codes, scales, keys
+
+
+def test_index_logits_fp8_keys_exact() -> None:
+    g = torch.Generator().manual_seed(4)
+    m, n, h, d = 4, 21, 2, 8
+    q, w = grid(g, m, h, d).bfloat16(), weight_grid(g, m, h)
+    codes, scales, keys = fp8_keys(g, n, d)
+    lengths = torch.tensor([21, 5, 0, 13], dtype=torch.int32)
+    expected = exact_logits(q.float(), w, keys, lengths.tolist(), n)
+    assert logits.index_logits(q, w, codes, lengths, k_scale=scales).tolist() == expected
+    assert logits.index_logits(q, w, codes.view(torch.float8_e4m3fn), lengths, k_scale=scales).tolist() == expected
+    assert naive.index_logits(q, w, codes, lengths, k_scale=scales).tolist() == expected
+
+
+def paged_case(fp8: bool, seed: int):  # type: ignore[no-untyped-def]
+    """Two requests x next_n = 2 over a shuffled cache of 4-row blocks; -1 table padding past each request."""
+    g = torch.Generator().manual_seed(seed)
+    b, t, h, d, per_block, num_blocks = 2, 2, 2, 16, 4, 9
+    q, w = grid(g, b, t, h, d).bfloat16(), weight_grid(g, b, t, h)
+    lengths = torch.tensor([[13, 14], [0, 5]], dtype=torch.int32)
+    table = torch.tensor([[6, 2, 8, 0, -1], [3, 5, -1, -1, -1]], dtype=torch.int32)
+    if fp8:
+        codes, scales, keys = fp8_keys(g, num_blocks * per_block, d)
+        cache = torch.cat(
+            [codes.view(num_blocks, per_block * d), scales.view(torch.uint8).view(num_blocks, per_block * 4)], 1
+        ).contiguous()
+    else:
+        values = grid(g, num_blocks * per_block, d).bfloat16()
+        cache = values.view(num_blocks, per_block, d)
+        keys = [[Fraction(x) for x in row] for row in values.float().tolist()]
+    per_request = []
+    for r in range(b):
+        ids = [x for x in table[r].tolist() if x >= 0]
+        per_request.append([keys[blk * per_block + i] for blk in ids for i in range(per_block)])
+    return q, w, cache, table, lengths, per_request, per_block
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_paged_logits_exact(fp8: bool) -> None:
+    q, w, cache, table, lengths, per_request, per_block = paged_case(fp8, 5 + fp8)
+    width = table.shape[1] * per_block
+    got = logits.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
+    twin = naive.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
+    expected = []
+    for r in range(q.shape[0]):
+        for t in range(q.shape[1]):
+            expected += exact_logits(
+                q[r, t : t + 1].float(), w[r, t : t + 1], per_request[r], [int(lengths[r, t])], width
+            )
+    assert got.tolist() == expected
+    assert twin.tolist() == expected
+
+
+def test_paged_logits_block_outside_cache() -> None:
+    """Checked: ValueError naming block_table. Unchecked: the block is never dereferenced, its rows are NaN."""
+    q, w, cache, table, lengths, _, per_block = paged_case(False, 7)
+    table[0, 1] = 1000
+    with pytest.raises(ValueError, match=r"^block_table"):
+        logits.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
+    got = logits.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block, validate=False)
+    assert got[0, 4:8].isnan().all() and got[1, 4:8].isnan().all() and not got[0, :4].isnan().any()
+
+
+# --- bad input ------------------------------------------------------------------------------------------------------
+
+
+def _bad_calls():  # type: ignore[no-untyped-def]
+    s = torch.zeros(2, 8)
+    lens = torch.tensor([3, 8], dtype=torch.int32)
+    q, w, k = torch.zeros(2, 2, 16, dtype=torch.bfloat16), torch.zeros(2, 2), torch.zeros(8, 16, dtype=torch.bfloat16)
+    rows = torch.zeros(2, 3, dtype=torch.int32)
+    table = torch.zeros(2, 2, dtype=torch.int32)
+    return [
+        ("lengths", ValueError, lambda: tk.topk(s, torch.tensor([-1, 2], dtype=torch.int32), k=2)),
+        ("lengths", ValueError, lambda: tk.topk(s, torch.tensor([9, 2], dtype=torch.int32), k=2)),
+        ("k", ValueError, lambda: tk.topk(s, lens, k=-1)),
+        ("k", TypeError, lambda: tk.topk(s, lens, k=2.0)),
+        ("scores", TypeError, lambda: tk.topk(s.double(), lens, k=2)),
+        ("scores", ValueError, lambda: tk.topk(s.t(), lens, k=2)),
+        ("lengths", ValueError, lambda: tk.topk(s, lens[:1], k=2)),
+        ("convention", ValueError, lambda: tk.topk(s, lens, k=2, convention="v5")),
+        ("offsets", ValueError, lambda: tk.topk(s, lens, k=2, offsets=torch.tensor([2**31 - 4, 0]))),
+        ("lengths", ValueError, lambda: tk.topk(s, lens, k=2, convention="v4-decode")),
+        ("block_table", ValueError, lambda: tk.topk(s, lens, k=2, block_table=table, rows_per_block=1)),
+        ("block_table", ValueError, lambda: tk.topk(s, lens, k=2, block_table=-table - 1, rows_per_block=4)),
+        ("lengths", ValueError, lambda: logits.index_logits(q, w, k, torch.tensor([9, 1], dtype=torch.int32))),
+        ("k", TypeError, lambda: logits.index_logits(q, w, k.float(), lens)),
+        ("weights", ValueError, lambda: logits.index_logits(q, w[:, :1].contiguous(), k, lens)),
+        (
+            "k_scale",
+            ValueError,
+            lambda: logits.index_logits(q, w, k.view(torch.uint8)[:, :16].contiguous(), lens, k_scale=torch.ones(3)),
+        ),
+        (
+            "block_table",
+            ValueError,
+            lambda: addressing.slot_translation(rows + 5, table, torch.tensor([3, 3]), rows_per_block=2),
+        ),
+        (
+            "rows",
+            ValueError,
+            lambda: addressing.slot_translation(rows - 1, table, torch.tensor([3, 3]), rows_per_block=2, guard="count"),
+        ),
+        ("offsets", ValueError, lambda: candidates.candidate_restore(rows + 4, rows[:, :2].contiguous(), block_size=2)),
+        ("block_size", ValueError, lambda: candidates.candidate_select(s, lens, block_size=0, topk_blocks=2)),
+        ("topk_blocks", ValueError, lambda: candidates.candidate_select(s, lens, block_size=2, topk_blocks=-1)),
+        ("seqlen", ValueError, lambda: window.window_indices(window=4, seqlen=2, start_pos=3, order="v4")),
+        ("order", ValueError, lambda: window.window_indices(window=4, seqlen=2, start_pos=0, order="v5")),
+        ("positions", ValueError, lambda: window.decode_window_indices(torch.tensor([-2]), window=4, order="v4")),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_calls())))
+def test_bad_input_is_refused_before_launch(case: int) -> None:
+    argument, error, call = _bad_calls()[case]
+    with pytest.raises(error, match=f"^{argument}: "):
+        call()
+
+
+# --- compiled kernels (GPU only) -----------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")
+def test_cuda_logits_match_float32_twin() -> None:
+    """bf16 and FP8 keys at 64 heads x 128 dims: within a few float32 rounding steps of the float32 twin."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    m, n, h, d = 300, 3000, 64, 128
+    q = torch.randn(m, h, d, device="cuda", generator=g).bfloat16()
+    w = torch.randn(m, h, device="cuda", generator=g)
+    k = torch.randn(n, d, device="cuda", generator=g).bfloat16()
+    lengths = torch.randint(0, n + 1, (m,), device="cuda", generator=g, dtype=torch.int32)
+    codes = torch.randn(n, d, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    scales = 2.0 ** torch.randint(-4, 4, (n,), device="cuda", generator=g).float()
+    for key, scale in ((k, None), (codes, scales)):
+        got = logits.index_logits(q, w, key, lengths, k_scale=scale)
+        twin = naive.index_logits(q, w, key, lengths, k_scale=scale)
+        live = torch.isfinite(twin)
+        assert torch.equal(live, torch.isfinite(got))
+        magnitude = naive.index_logits(
+            q.abs(), w.abs(), key.abs() if scale is None else key.view(torch.uint8) & 0x7F, lengths, k_scale=scale
+        )
+        assert ((got - twin).abs()[live] <= 3e-5 * magnitude[live] + 1e-30).all()
+
+
+@pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")
+def test_cuda_topk_matches_twin_on_large_rows() -> None:
+    """Every selection path at realistic sizes: random rows, rows with huge ties, rows sorted ascending (the
+    sample misleads), and the rank-order and translated conventions."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    m, n = 24, 70000
+    scores = torch.randn(m, n, device="cuda", generator=g)
+    scores[4:8] = scores[4:8].round()  # heavy ties
+    scores[8:12] = torch.arange(n, device="cuda").float()  # ascending: the top rows are all at the end
+    scores[12:14] = 0.0
+    scores[14, ::7] = float("nan")
+    lengths = torch.randint(0, n + 1, (m,), device="cuda", generator=g, dtype=torch.int32)
+    lengths[0], lengths[1] = n, 3000
+    for k in (512, 2048):
+        for convention in ("v4.1", "v4-prefill", "select-unsorted"):
+            want = naive.topk(scores, lengths, k=k, convention=convention)
+            assert torch.equal(tk.topk(scores, lengths, k=k, convention=convention), want), (k, convention)
+    blocks = torch.arange(m * 1100, device="cuda").view(m, 1100).int() * 3 + 2**29
+    fused = tk.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64)
+    assert torch.equal(fused, naive.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64))
