@@ -77,53 +77,77 @@ OPERATIONS: dict[str, Operation] = {
         ),
         _op(
             "index_scores",
-            "I[m, j] = sum_h w[m, h] * relu(q[m, h] . k[j]) over each query's valid prefix",
-            "q, weights, k, lengths;",
-            """fn(q: f32|bf16[M, H, D], weights: f32[M, H], k: f32|bf16[N, D], lengths: i32[M]) -> f32[M, N];
-            lanes j >= lengths[m] are not compared and must not be read""",
+            "I[m, j] = sum_h w[m, h] * relu(q[m, h] . k[j]) over the floor((p_m + 1) / r) rows query m sees",
+            "q, weights, k, positions; ratio",
+            """fn(q: f32|bf16[M, H, D], weights: f32[M, H], k: f32|bf16[N, D], positions: i32[M], *, ratio: int)
+            -> f32[M, N]; query m at original position positions[m] sees rows j < (positions[m] + 1) // ratio
+            (prefill: consecutive positions of one chunk; decode: one position per request); lanes past that
+            are not compared, and key rows past it may hold NaN or inf""",
             (),
-            "within twice the error of the same-precision torch einsum",
+            "lanes j < (p + 1) // r within twice the error of the same-precision torch einsum (ulp floor)",
         ),
         _op(
             "topk",
             "top-k over the valid prefix of each score row",
             "scores, lengths, offsets; k",
-            """fn(scores: f32[M, N], lengths: i32[M], offsets: i32[M], *, k: int) -> i32[M, k]; scores at or
-            past lengths[m] hold garbage (NaN, +inf) and must never influence the result""",
-            ("v4.1", "v4", "select"),
-            "exact: the set of chosen lanes, their order and fill per convention; ties: lowest index wins",
+            """fn(scores: f32[M, N], lengths: i32[M], offsets: i32[M], *, k: int) -> i32[M, W]; scores at or
+            past lengths[m] hold garbage (NaN, +inf, huge) and must never influence the result; the chosen
+            rows are the first min(k, lengths[m]) by descending score (NaN > +inf > numbers > -inf, -0 == +0),
+            ties to the lowest index; offsets[m] is added to lanes holding a row, never to fill lanes.
+            v4.1: W = k, ascending index, -1 fill; v4.1-clamped: W = min(k, N), else as v4.1;
+            v4-prefill: W = min(k, N), rank order, -1 fill; v4-decode: lengths[m] == N, W = min(k, N), rank
+            order, no fill; select: W = k, ascending index, fill INT32_MAX; select-unsorted: select in rank order""",
+            ("v4.1", "v4.1-clamped", "v4-prefill", "v4-decode", "select", "select-unsorted"),
+            "exact: the chosen rows, their order, the fill lanes and the offsets per convention",
         ),
         _op(
             "candidate_select",
             "V4.1 first-level candidate blocks: block max, newest block pinned, top blocks with score > -inf",
             "scores, lengths; block_size, topk_blocks",
             """fn(scores: f32[M, N], lengths: i32[M], *, block_size: int, topk_blocks: int) -> i32[M, topk_blocks]
-            (kept block ids ascending, -1 fill)""",
+            (kept block ids ascending, -1 fill); rows at or past lengths[m] count as -inf whatever they hold;
+            pinned: the block holding row lengths[m] - 1 scores +inf; blocks ranked NaN > +inf > numbers > -inf,
+            ties to the lowest block; a block in a slot is kept unless it scores -inf (drop_nan: or NaN)""",
             ("pinned+drop_nan", "unpinned+drop_nan", "pinned+propagate_nan", "unpinned+propagate_nan"),
             "exact",
         ),
         _op(
             "candidate_restore",
             "candidate-relative offsets back to logical compressed rows",
-            "offsets, kept_blocks; block_size",
-            "fn(offsets: i32[M, k], kept_blocks: i32[M, nb], *, block_size: int) -> i32[M, k], -1 kept",
+            "offsets, candidate_blocks; block_size",
+            """fn(offsets: i32[M, k], candidate_blocks: i32[M, nb], *, block_size: int) -> i32[M, k];
+            o -> candidate_blocks[m, o // block_size] * block_size + o % block_size; -1 stays -1, and an
+            offset into a padding block (-1) restores to -1""",
             (),
             "exact",
         ),
         _op(
             "slot_translation",
             "logical compressed row -> paged physical slot through a block table",
-            "rows, block_table; rows_per_block",
-            """fn(rows: i32[M, k], block_table: i32[M, nblocks], *, rows_per_block: int) -> i64[M, k];
-            slot = block_table[m, j // Bc] * Bc + j % Bc, -1 kept""",
+            "rows, block_table, lengths; block_size, ratio",
+            """fn(rows: i32[M, K], block_table: i32[M, nblocks], lengths: i32[M], *, block_size: int, ratio: int)
+            -> i64[M, K]; Bc = block_size // ratio, slot = block_table[m, j // Bc] * Bc + j % Bc, computed in
+            int64; lane i is -1 when rows[m, i] == -1 or i >= lengths[m]. sentinel: lengths[m] == K and -1 lanes
+            anywhere; count: lanes below lengths[m] hold rows, lanes at or past it hold garbage and are not read""",
+            ("sentinel", "count"),
+            "exact, int64",
+        ),
+        _op(
+            "gathered_rows",
+            "prefill's gathered layout: each request's offset added to its row lanes",
+            "rows, offsets;",
+            "fn(rows: i32[M, K], offsets: i64[M]) -> i64[M, K]; rows[m, i] + offsets[m], -1 stays -1",
             (),
-            "exact",
+            "exact, int64",
         ),
         _op(
             "window_indices",
             "sliding-window ring slots each query attends to",
             "; window, seqlen, start_pos",
-            "fn(*, window: int, seqlen: int, start_pos: int) -> i32[seqlen or 1, min(window, ...)] with -1 empty",
+            """fn(*, window: int, seqlen: int, start_pos: int) -> i32[R, W]; start_pos == 0: prefill, R = seqlen,
+            W = min(window, seqlen), query i lists positions max(0, i - window + 1) .. i oldest first, -1 after;
+            start_pos > 0: decode of the one query at start_pos (seqlen == 1), R = 1, W = window ring slots
+            oldest first; -1 lanes last (v4) or first (v4.1) while the ring fills""",
             ("v4", "v4.1"),
             "exact",
         ),
