@@ -210,6 +210,24 @@ def test_candidate_select_equals_reference(pin: bool, drop: bool) -> None:
         assert naive.candidate_select(scores, lengths, **kw).tolist() == expected
 
 
+def test_candidate_blocks_in_two_launches() -> None:
+    """The compiled composition (block scores, then the top-k kernel with -inf / NaN blocks dropped) equals the
+    reference; the interpreter's one-launch path is checked above."""
+    scores, lengths = score_rows(31, 4, 40)
+    scores[2, 4:8] = float("nan")
+    rule = ref_cand.CandidateRule(True, ref_cand.NanPolicy.DROP)
+    best = candidates.block_scores(scores, lengths, block_size=3)
+    twin = naive.block_scores(scores, lengths, block_size=3)
+    assert torch.equal(best.isnan(), twin.isnan()) and torch.equal(best.nan_to_num(), twin.nan_to_num())
+    counts = (lengths + 2) // 3
+    got = tk.topk(best, counts, k=5, drop_neg_inf=True, drop_nan=True, config=PATHS["sampled"])
+    expected = []
+    for row, n in zip(scores.tolist(), lengths.tolist(), strict=True):
+        kept = list(ref_cand.kept_blocks(visible(row, n), n, 5, 3, rule))
+        expected.append(kept + [-1] * (5 - len(kept)))
+    assert got.tolist() == expected
+
+
 def test_candidate_restore_equals_reference() -> None:
     blocks = torch.tensor([[4, -1, 0], [7, 2, 5]], dtype=torch.int32)
     offsets = torch.tensor([[0, 3, 4, 8, 11, -1], [0, 5, 9, 11, -1, 6]], dtype=torch.int32)

@@ -19,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from fast.indexing import topk as tk
 from fast.indexing import validate as v
 from fast.indexing.topk import topk
 
@@ -137,7 +138,13 @@ def candidate_select(
     block in a slot is kept unless it scores -inf (or NaN, with ``drop_nan``: the public reference's
     ``score > -inf``).
     """
-    v.check_candidates(scores, lengths, block_size, topk_blocks, validate)
+    blocks = v.check_candidates(scores, lengths, block_size, topk_blocks, validate)
+    v.backend_for("triton", scores.device)
+    small = tk.default_config().pairwise
+    if small and blocks <= small and scores.shape[1]:
+        return tk.small_candidates(
+            scores, lengths, block_size=block_size, topk_blocks=topk_blocks, pin_newest=pin_newest, drop_nan=drop_nan
+        )
     best = block_scores(scores, lengths, block_size=block_size, pin_newest=pin_newest, validate=False)
     counts = (lengths.to(torch.int64).clamp(0, scores.shape[1]) + block_size - 1) // block_size
     return topk(best, counts, k=topk_blocks, convention="v4.1", drop_neg_inf=True, drop_nan=drop_nan, validate=False)

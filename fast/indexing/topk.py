@@ -86,6 +86,48 @@ def _keys(row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, i, valid, str
 
 
 @triton.jit
+def _compact(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    buf_idx_ptr,
+    start,
+    n,
+    t,
+    at_least,
+    above_t,
+    MASKED: tl.constexpr,
+    HAS_KEEP: tl.constexpr,
+    CAP: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """One chunk of the compaction pass: append (key, lane) of every key >= t to the buffer in lane order and
+    count the keys >= t and > t. ``MASKED`` only for the last chunk (a mask on a run-time bound would stop the
+    loads from being vectorized)."""
+    i = start + tl.arange(0, BLOCK)
+    if MASKED:
+        valid = i < n
+        x = tl.load(row_ptr + i, mask=valid, other=0.0)
+    else:
+        valid = i >= 0
+        x = tl.load(row_ptr + i)
+    if HAS_KEEP:
+        kept = tl.load(keep_ptr + i // block_size, mask=valid, other=0)
+        x = tl.where(kept != 0, x, float("-inf"))
+    bits = x.to(tl.uint32, bitcast=True)
+    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
+    key = tl.where(x == 0.0, 0x80000000, key)
+    key = tl.where(x != x, 0xFFFFFFFF, key)
+    ge = valid & (key >= t)
+    pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1
+    room = ge & (pos < CAP)
+    tl.store(buf_key_ptr + pos, key.to(tl.int32, bitcast=True), mask=room)
+    tl.store(buf_idx_ptr + pos, i, mask=room)
+    return at_least + tl.sum(ge.to(tl.int32), 0), above_t + tl.sum((valid & (key > t)).to(tl.int32), 0)
+
+
+@triton.jit
 def _kth_key(
     row_ptr,
     keep_ptr,
@@ -188,17 +230,41 @@ def _topk_kernel(
             )
             at_least = n * 0
             above_t = n * 0
-            for start in range(0, n, BLOCK):
-                i = start + tl.arange(0, BLOCK)
-                valid = i < n
-                key, _lane = _keys(row_ptr, keep_row, block_size, buf_key, buf_idx, i, valid, 1, n * 0, HAS_KEEP)
-                ge = valid & (key >= t)
-                pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1
-                room = ge & (pos < CAP)
-                tl.store(buf_key + pos, key.to(tl.int32, bitcast=True), mask=room)
-                tl.store(buf_idx + pos, i, mask=room)
-                at_least += tl.sum(ge.to(tl.int32), 0)
-                above_t += tl.sum((valid & (key > t)).to(tl.int32), 0)
+            full = n // BLOCK * BLOCK
+            for start in range(0, full, BLOCK):  # whole chunks: unmasked, vectorized loads
+                at_least, above_t = _compact(
+                    row_ptr,
+                    keep_row,
+                    block_size,
+                    buf_key,
+                    buf_idx,
+                    start,
+                    n,
+                    t,
+                    at_least,
+                    above_t,
+                    False,
+                    HAS_KEEP,
+                    CAP,
+                    BLOCK,
+                )
+            if full < n:  # the last, partial chunk: lanes past n are not loaded
+                at_least, above_t = _compact(
+                    row_ptr,
+                    keep_row,
+                    block_size,
+                    buf_key,
+                    buf_idx,
+                    full,
+                    n,
+                    t,
+                    at_least,
+                    above_t,
+                    True,
+                    HAS_KEEP,
+                    CAP,
+                    BLOCK,
+                )
             tl.debug_barrier()
             if (at_least >= want) & (at_least <= CAP):
                 # the survivors hold the answer: select among them, collect from the buffer
@@ -289,18 +355,36 @@ def _topk_small_kernel(
     R: tl.constexpr,
     P: tl.constexpr,
     L: tl.constexpr,
+    BSP: tl.constexpr,
+    PIN: tl.constexpr,
 ):
     """Rows of at most ``P`` lanes, ``R`` rows per program: each lane's rank by pairwise comparison (key
     descending, index ascending), the chosen lanes are those ranked below k. Meant for the interpreter, which
-    pays per operation rather than per element."""
+    pays per operation rather than per element.
+
+    ``BSP > 0``: the lanes are candidate blocks of ``block_size`` score rows (``BSP`` >= block_size): each
+    lane's score is its block's maximum over the visible rows (NaN if one is NaN), the newest visible block
+    +inf when ``PIN``; ``lengths`` then counts score rows, ``width`` score-row width (one launch for
+    ``candidates.candidate_select``)."""
     r = tl.program_id(0) * R + tl.arange(0, R)[:, None]
     here = r < rows
     row = r.to(tl.int64)
     i = tl.arange(0, P)[None, :]
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + r, mask=here, other=0).to(tl.int32), 0), width)
+    if BSP > 0:
+        c = tl.arange(0, BSP)[None, None, :]
+        lane = i[:, :, None] * block_size + c
+        seen = here[:, :, None] & (c < block_size) & (lane < n[:, :, None])
+        rows_x = tl.load(scores_ptr + row[:, :, None] * width + lane, mask=seen, other=float("-inf"))
+        x = tl.max(rows_x, 2)
+        x = tl.where(tl.max((rows_x != rows_x).to(tl.int32), 2) > 0, float("nan"), x)
+        n = (n + block_size - 1) // block_size
+        if PIN:
+            x = tl.where(i == n - 1, float("inf"), x)
     want = tl.minimum(n, k)
     valid = here & (i < n)
-    x = tl.load(scores_ptr + row * width + i, mask=valid, other=0.0)
+    if BSP == 0:
+        x = tl.load(scores_ptr + row * width + i, mask=valid, other=0.0)
     if HAS_KEEP:
         kept = tl.load(keep_ptr + row * keep_stride + i // block_size, mask=valid, other=0)
         x = tl.where(kept != 0, x, float("-inf"))
@@ -397,6 +481,57 @@ def _small(
         R=per_program,
         P=max(2, _pow2(a.width)),
         L=max(2, _pow2(a.lanes)),
+        BSP=0,
+        PIN=False,
+        num_warps=1,
+    )
+    return out
+
+
+def small_candidates(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    topk_blocks: int,
+    pin_newest: bool,
+    drop_nan: bool,
+) -> torch.Tensor:
+    """Candidate blocks in one launch of :func:`_topk_small_kernel` (interpreter; rows of few blocks)."""
+    rows, width = scores.shape
+    blocks = -(-width // block_size)
+    out = torch.empty(rows, topk_blocks, dtype=torch.int32, device=scores.device)
+    if out.numel() == 0:
+        return out
+    dummy = torch.zeros(1, dtype=torch.int32, device=scores.device)
+    per_program = min(_pow2(rows), 8)
+    _topk_small_kernel[(-(-rows // per_program),)](
+        scores,
+        lengths,
+        dummy,
+        dummy,
+        dummy,
+        out,
+        rows,
+        width,
+        min(topk_blocks, blocks),
+        topk_blocks,
+        -1,
+        block_size,
+        0,
+        0,
+        1,
+        HAS_OFFSETS=False,
+        HAS_KEEP=False,
+        TRANSLATE=False,
+        RANK=False,
+        DROP_NEG_INF=True,
+        DROP_NAN=drop_nan,
+        R=per_program,
+        P=max(2, _pow2(blocks)),
+        L=max(2, _pow2(topk_blocks)),
+        BSP=_pow2(block_size),
+        PIN=pin_newest,
         num_warps=1,
     )
     return out
