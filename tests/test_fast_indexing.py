@@ -9,7 +9,9 @@ skipped without a GPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import pytest
 import torch
@@ -27,6 +29,43 @@ from reference.score_values import NAN, NEG_INF, POS_INF, Score
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
 GARBAGE = (float("nan"), float("inf"), 3.0e38, -3.0e38, float("-inf"))
+
+
+def on_device(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``fn`` with its tensor arguments moved to the test device (the GPU when there is one, where the kernels
+    run compiled) and its result brought back to the CPU; an ``out`` buffer is written back in place."""
+
+    def call(*args: Any, **kwargs: Any) -> torch.Tensor:
+        if DEVICE == "cpu":
+            return fn(*args, **kwargs)
+        move: Callable[[Any], Any] = lambda t: t.to(DEVICE) if isinstance(t, torch.Tensor) else t  # noqa: E731
+        host_out = kwargs.get("out")
+        result = fn(*(move(a) for a in args), **{key: move(x) for key, x in kwargs.items()})
+        if host_out is not None:
+            host_out.copy_(result.cpu())
+            return host_out
+        return result.cpu()
+
+    return call
+
+
+class K:
+    """The Triton functions, run on the test device."""
+
+    topk = staticmethod(on_device(tk.topk))
+    index_logits = staticmethod(on_device(logits.index_logits))
+    paged_index_logits = staticmethod(on_device(logits.paged_index_logits))
+    candidate_select = staticmethod(on_device(candidates.candidate_select))
+    block_scores = staticmethod(on_device(candidates.block_scores))
+    candidate_restore = staticmethod(on_device(candidates.candidate_restore))
+    slot_translation = staticmethod(on_device(addressing.slot_translation))
+    gathered_rows = staticmethod(on_device(addressing.gathered_rows))
+    decode_window_indices = staticmethod(on_device(window.decode_window_indices))
+
+    @staticmethod
+    def window_indices(**kwargs: Any) -> torch.Tensor:
+        return window.window_indices(device=DEVICE, **kwargs).cpu()
+
 
 REF_CONVENTIONS: dict[str, ref_topk.TopKConvention] = {
     "v4.1": ref_topk.V41TopK(width=ref_topk.Width.FIXED),
@@ -111,9 +150,10 @@ def test_topk_equals_twin_and_reference(path: str, convention: str) -> None:
         expected = reference_topk(scores, lengths, k, convention, offsets)
         twin = naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
         lanes = len(expected[0])
-        guarded = torch.full((4 * lanes + 8,), -7, dtype=torch.int32)  # a write past the last row shows here
+        guarded = torch.full((4 * lanes + 8,), -7, dtype=torch.int32, device=DEVICE)  # writes past the last row
         out = guarded[: 4 * lanes].view(4, lanes)
-        got = tk.topk(scores, lengths, k=k, convention=convention, offsets=offsets, config=PATHS[path], out=out)
+        dev = [t.to(DEVICE) for t in (scores, lengths, offsets)]
+        got = tk.topk(*dev[:2], k=k, convention=convention, offsets=dev[2], config=PATHS[path], out=out)
         assert twin.tolist() == expected
         assert got.dtype == torch.int32 and got.tolist() == expected, (path, convention, k)
         assert (guarded[4 * lanes :] == -7).all()
@@ -132,17 +172,17 @@ def test_topk_tie_path_and_large_k() -> None:
     cfg = tk.TopKConfig(block=32, num_warps=1, sample=8, cap_factor=1, direct=0, pairwise=0)
     for k, convention in ((5, "v4-prefill"), (60, "v4.1-clamped")):
         expected = reference_topk(scores, lengths, k, convention, offsets)
-        assert tk.topk(scores, lengths, k=k, convention=convention, config=cfg).tolist() == expected
+        assert K.topk(scores, lengths, k=k, convention=convention, config=cfg).tolist() == expected
 
 
 def test_topk_edge_shapes() -> None:
     """k = 0, an empty row width, all rows invalid: only fill lanes (or nothing)."""
     empty = torch.empty(2, 0)
     none = torch.zeros(2, dtype=torch.int32)
-    assert tk.topk(empty, none, k=3).tolist() == [[-1] * 3] * 2
-    assert tk.topk(empty, none, k=3, convention="v4.1-clamped").shape == (2, 0)
-    assert tk.topk(torch.randn(2, 5), none, k=0).shape == (2, 0)
-    assert tk.topk(torch.randn(2, 5), none, k=4, convention="select").tolist() == [[2**31 - 1] * 4] * 2
+    assert K.topk(empty, none, k=3).tolist() == [[-1] * 3] * 2
+    assert K.topk(empty, none, k=3, convention="v4.1-clamped").shape == (2, 0)
+    assert K.topk(torch.randn(2, 5), none, k=0).shape == (2, 0)
+    assert K.topk(torch.randn(2, 5), none, k=4, convention="select").tolist() == [[2**31 - 1] * 4] * 2
 
 
 def test_topk_writes_every_lane() -> None:
@@ -150,7 +190,7 @@ def test_topk_writes_every_lane() -> None:
     expected = naive.topk(scores, lengths, k=6)
     for path in ("pairwise", "sampled"):
         out = torch.full((4, 6), -7, dtype=torch.int32)
-        tk.topk(scores, lengths, k=6, out=out, config=PATHS[path])
+        K.topk(scores, lengths, k=6, out=out, config=PATHS[path])
         assert torch.equal(out, expected)
 
 
@@ -163,11 +203,9 @@ def test_topk_fused_slot_translation() -> None:
     table = torch.tensor([[big + i for i in range(10)], [3, 1, 4, 0, 9, 2, 6, 5, 8, 7], [20 + i for i in range(10)]])
     table = table.to(torch.int32) if int(table.max()) < 2**31 else table
     for path in ("pairwise", "sampled"):
-        rows = tk.topk(scores, lengths, k=6, config=PATHS[path])
-        fused = tk.topk(scores, lengths, k=6, block_table=table, rows_per_block=per_block, config=PATHS[path])
-        alone = addressing.slot_translation(
-            rows, table, torch.full((3,), 6, dtype=torch.int32), rows_per_block=per_block
-        )
+        rows = K.topk(scores, lengths, k=6, config=PATHS[path])
+        fused = K.topk(scores, lengths, k=6, block_table=table, rows_per_block=per_block, config=PATHS[path])
+        alone = K.slot_translation(rows, table, torch.full((3,), 6, dtype=torch.int32), rows_per_block=per_block)
         expected = [
             list(ref_addr.rows_to_slots(r, t, per_block * 2, 2))
             for r, t in zip(rows.tolist(), table.tolist(), strict=True)
@@ -181,7 +219,7 @@ def test_topk_within_candidate_blocks() -> None:
     scores, lengths = score_rows(5, 3, 40, specials=False)
     kept = torch.tensor([[0, 3, -1], [1, 2, 4], [-1, -1, -1]], dtype=torch.int32)
     for path in ("pairwise", "sampled"):
-        got = tk.topk(scores, lengths, k=7, candidate_blocks=kept, block_size=8, config=PATHS[path])
+        got = K.topk(scores, lengths, k=7, candidate_blocks=kept, block_size=8, config=PATHS[path])
         expected = [
             list(
                 ref_cand.topk_within_blocks(visible(r, n), n, 7, [b for b in kb if b >= 0], 8, REF_CONVENTIONS["v4.1"])
@@ -205,9 +243,12 @@ def test_candidate_select_equals_reference(pin: bool, drop: bool) -> None:
         for row, n in zip(scores.tolist(), lengths.tolist(), strict=True):
             kept = list(ref_cand.kept_blocks(visible(row, n), n, slots, size, rule))
             expected.append(kept + [-1] * (slots - len(kept)))
-        kw = dict(block_size=size, topk_blocks=slots, pin_newest=pin, drop_nan=drop)
-        assert candidates.candidate_select(scores, lengths, **kw).tolist() == expected
-        assert naive.candidate_select(scores, lengths, **kw).tolist() == expected
+        got = K.candidate_select(scores, lengths, block_size=size, topk_blocks=slots, pin_newest=pin, drop_nan=drop)
+        twin = naive.candidate_select(
+            scores, lengths, block_size=size, topk_blocks=slots, pin_newest=pin, drop_nan=drop
+        )
+        assert got.tolist() == expected
+        assert twin.tolist() == expected
 
 
 def test_candidate_blocks_in_two_launches() -> None:
@@ -216,11 +257,11 @@ def test_candidate_blocks_in_two_launches() -> None:
     scores, lengths = score_rows(31, 4, 40)
     scores[2, 4:8] = float("nan")
     rule = ref_cand.CandidateRule(True, ref_cand.NanPolicy.DROP)
-    best = candidates.block_scores(scores, lengths, block_size=3)
+    best = K.block_scores(scores, lengths, block_size=3)
     twin = naive.block_scores(scores, lengths, block_size=3)
     assert torch.equal(best.isnan(), twin.isnan()) and torch.equal(best.nan_to_num(), twin.nan_to_num())
     counts = (lengths + 2) // 3
-    got = tk.topk(best, counts, k=5, drop_neg_inf=True, drop_nan=True, config=PATHS["sampled"])
+    got = K.topk(best, counts, k=5, drop_neg_inf=True, drop_nan=True, config=PATHS["sampled"])
     expected = []
     for row, n in zip(scores.tolist(), lengths.tolist(), strict=True):
         kept = list(ref_cand.kept_blocks(visible(row, n), n, 5, 3, rule))
@@ -233,7 +274,7 @@ def test_candidate_restore_equals_reference() -> None:
     offsets = torch.tensor([[0, 3, 4, 8, 11, -1], [0, 5, 9, 11, -1, 6]], dtype=torch.int32)
     seen = torch.tensor([17, 21], dtype=torch.int32)
     for vis in (None, seen):
-        got = candidates.candidate_restore(offsets, blocks, block_size=4, visible=vis)
+        got = K.candidate_restore(offsets, blocks, block_size=4, visible=vis)
         expected = [
             list(ref_cand.restore_offsets(o, b, 4, None if vis is None else int(s)))
             for o, b, s in zip(offsets.tolist(), blocks.tolist(), seen.tolist(), strict=True)
@@ -252,7 +293,7 @@ def test_slot_translation_equals_reference(guard: str) -> None:
     )
     if guard == "sentinel":
         rows[0, 5] = -1  # below lengths, the sentinel guard translates every lane that is not -1
-    got = addressing.slot_translation(rows, table, lengths, rows_per_block=per_block, guard=guard)
+    got = K.slot_translation(rows, table, lengths, rows_per_block=per_block, guard=guard)
     expected = []
     for r, t, n in zip(rows.tolist(), table.tolist(), lengths.tolist(), strict=True):
         if guard == "count":
@@ -268,20 +309,20 @@ def test_gathered_rows_equals_reference() -> None:
     rows = torch.tensor([[0, -1, 7], [3, 4, -1]], dtype=torch.int32)
     offsets = torch.tensor([10, 2**33], dtype=torch.int64)
     expected = [list(ref_addr.gathered_rows(r, o)) for r, o in zip(rows.tolist(), offsets.tolist(), strict=True)]
-    assert addressing.gathered_rows(rows, offsets).tolist() == expected == naive.gathered_rows(rows, offsets).tolist()
+    assert K.gathered_rows(rows, offsets).tolist() == expected == naive.gathered_rows(rows, offsets).tolist()
 
 
 def test_window_indices_equal_reference() -> None:
     for w, n in ((4, 7), (6, 3), (1, 2), (5, 0)):
         expected = [list(r) for r in ref_window.prefill_window(w, n)]
         for order in ("v4", "v4.1"):
-            assert window.window_indices(window=w, seqlen=n, start_pos=0, order=order).tolist() == expected
+            assert K.window_indices(window=w, seqlen=n, start_pos=0, order=order).tolist() == expected
     positions = torch.tensor([1, 2, 3, 9, 40], dtype=torch.int32)
     for order, ref_order in (("v4", ref_window.WindowOrder.V4), ("v4.1", ref_window.WindowOrder.V41)):
         expected = [list(ref_window.decode_window(4, p, ref_order)) for p in positions.tolist()]
-        assert window.decode_window_indices(positions, window=4, order=order).tolist() == expected
+        assert K.decode_window_indices(positions, window=4, order=order).tolist() == expected
         assert naive.decode_window_indices(positions, window=4, order=order).tolist() == expected
-        one = window.window_indices(window=4, seqlen=1, start_pos=2, order=order)
+        one = K.window_indices(window=4, seqlen=1, start_pos=2, order=order)
         assert one.tolist() == [list(ref_window.decode_window(4, 2, ref_order))]
 
 
@@ -321,7 +362,7 @@ def test_index_logits_exact(dtype: torch.dtype) -> None:
     keys = [[Fraction(x) for x in row] for row in k[:30].float().tolist()]
     expected = exact_logits(q.float(), w, keys, lengths.tolist(), n)
     out = torch.full((m, n), float("nan"))
-    got = logits.index_logits(q, w, k, lengths, out=out)
+    got = K.index_logits(q, w, k, lengths, out=out)
     assert got.tolist() == expected
     assert naive.index_logits(q, w, k, lengths).tolist() == expected
 
@@ -331,9 +372,9 @@ def test_index_logits_never_reads_past_lengths() -> None:
     g = torch.Generator().manual_seed(3)
     q, w, k = grid(g, 3, 2, 16).bfloat16(), weight_grid(g, 3, 2), grid(g, 20, 16).bfloat16()
     lengths = torch.tensor([9, 4, 11], dtype=torch.int32)
-    before = logits.index_logits(q, w, k, lengths)
+    before = K.index_logits(q, w, k, lengths)
     k[11:] = float("nan")
-    assert torch.equal(logits.index_logits(q, w, k, lengths), before)
+    assert torch.equal(K.index_logits(q, w, k, lengths), before)
     assert torch.isinf(before[1, 4:]).all() and not before[:, :4].isnan().any()
 
 
@@ -356,8 +397,8 @@ def test_index_logits_fp8_keys_exact() -> None:
     codes, scales, keys = fp8_keys(g, n, d)
     lengths = torch.tensor([21, 5, 0, 13], dtype=torch.int32)
     expected = exact_logits(q.float(), w, keys, lengths.tolist(), n)
-    assert logits.index_logits(q, w, codes, lengths, k_scale=scales).tolist() == expected
-    assert logits.index_logits(q, w, codes.view(torch.float8_e4m3fn), lengths, k_scale=scales).tolist() == expected
+    assert K.index_logits(q, w, codes, lengths, k_scale=scales).tolist() == expected
+    assert K.index_logits(q, w, codes.view(torch.float8_e4m3fn), lengths, k_scale=scales).tolist() == expected
     assert naive.index_logits(q, w, codes, lengths, k_scale=scales).tolist() == expected
 
 
@@ -388,7 +429,7 @@ def paged_case(fp8: bool, seed: int):  # type: ignore[no-untyped-def]
 def test_paged_logits_exact(fp8: bool) -> None:
     q, w, cache, table, lengths, per_request, per_block = paged_case(fp8, 5 + fp8)
     width = table.shape[1] * per_block
-    got = logits.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
+    got = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
     twin = naive.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
     expected = []
     for r in range(q.shape[0]):
@@ -405,8 +446,8 @@ def test_paged_logits_block_outside_cache() -> None:
     q, w, cache, table, lengths, _, per_block = paged_case(False, 7)
     table[0, 1] = 1000
     with pytest.raises(ValueError, match=r"^block_table"):
-        logits.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
-    got = logits.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block, validate=False)
+        K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
+    got = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block, validate=False)
     assert got[0, 4:8].isnan().all() and got[1, 4:8].isnan().all() and not got[0, :4].isnan().any()
 
 
@@ -420,42 +461,42 @@ def _bad_calls():  # type: ignore[no-untyped-def]
     rows = torch.zeros(2, 3, dtype=torch.int32)
     table = torch.zeros(2, 2, dtype=torch.int32)
     return [
-        ("lengths", ValueError, lambda: tk.topk(s, torch.tensor([-1, 2], dtype=torch.int32), k=2)),
-        ("lengths", ValueError, lambda: tk.topk(s, torch.tensor([9, 2], dtype=torch.int32), k=2)),
-        ("k", ValueError, lambda: tk.topk(s, lens, k=-1)),
-        ("k", TypeError, lambda: tk.topk(s, lens, k=2.0)),
-        ("scores", TypeError, lambda: tk.topk(s.double(), lens, k=2)),
-        ("scores", ValueError, lambda: tk.topk(s.t(), lens, k=2)),
-        ("lengths", ValueError, lambda: tk.topk(s, lens[:1], k=2)),
-        ("convention", ValueError, lambda: tk.topk(s, lens, k=2, convention="v5")),
-        ("offsets", ValueError, lambda: tk.topk(s, lens, k=2, offsets=torch.tensor([2**31 - 4, 0]))),
-        ("lengths", ValueError, lambda: tk.topk(s, lens, k=2, convention="v4-decode")),
-        ("block_table", ValueError, lambda: tk.topk(s, lens, k=2, block_table=table, rows_per_block=1)),
-        ("block_table", ValueError, lambda: tk.topk(s, lens, k=2, block_table=-table - 1, rows_per_block=4)),
-        ("lengths", ValueError, lambda: logits.index_logits(q, w, k, torch.tensor([9, 1], dtype=torch.int32))),
-        ("k", TypeError, lambda: logits.index_logits(q, w, k.float(), lens)),
-        ("weights", ValueError, lambda: logits.index_logits(q, w[:, :1].contiguous(), k, lens)),
+        ("lengths", ValueError, lambda: K.topk(s, torch.tensor([-1, 2], dtype=torch.int32), k=2)),
+        ("lengths", ValueError, lambda: K.topk(s, torch.tensor([9, 2], dtype=torch.int32), k=2)),
+        ("k", ValueError, lambda: K.topk(s, lens, k=-1)),
+        ("k", TypeError, lambda: K.topk(s, lens, k=2.0)),
+        ("scores", TypeError, lambda: K.topk(s.double(), lens, k=2)),
+        ("scores", ValueError, lambda: K.topk(s.t(), lens, k=2)),
+        ("lengths", ValueError, lambda: K.topk(s, lens[:1], k=2)),
+        ("convention", ValueError, lambda: K.topk(s, lens, k=2, convention="v5")),
+        ("offsets", ValueError, lambda: K.topk(s, lens, k=2, offsets=torch.tensor([2**31 - 4, 0]))),
+        ("lengths", ValueError, lambda: K.topk(s, lens, k=2, convention="v4-decode")),
+        ("block_table", ValueError, lambda: K.topk(s, lens, k=2, block_table=table, rows_per_block=1)),
+        ("block_table", ValueError, lambda: K.topk(s, lens, k=2, block_table=-table - 1, rows_per_block=4)),
+        ("lengths", ValueError, lambda: K.index_logits(q, w, k, torch.tensor([9, 1], dtype=torch.int32))),
+        ("k", TypeError, lambda: K.index_logits(q, w, k.float(), lens)),
+        ("weights", ValueError, lambda: K.index_logits(q, w[:, :1].contiguous(), k, lens)),
         (
             "k_scale",
             ValueError,
-            lambda: logits.index_logits(q, w, k.view(torch.uint8)[:, :16].contiguous(), lens, k_scale=torch.ones(3)),
+            lambda: K.index_logits(q, w, k.view(torch.uint8)[:, :16].contiguous(), lens, k_scale=torch.ones(3)),
         ),
         (
             "block_table",
             ValueError,
-            lambda: addressing.slot_translation(rows + 5, table, torch.tensor([3, 3]), rows_per_block=2),
+            lambda: K.slot_translation(rows + 5, table, torch.tensor([3, 3]), rows_per_block=2),
         ),
         (
             "rows",
             ValueError,
-            lambda: addressing.slot_translation(rows - 1, table, torch.tensor([3, 3]), rows_per_block=2, guard="count"),
+            lambda: K.slot_translation(rows - 1, table, torch.tensor([3, 3]), rows_per_block=2, guard="count"),
         ),
-        ("offsets", ValueError, lambda: candidates.candidate_restore(rows + 4, rows[:, :2].contiguous(), block_size=2)),
-        ("block_size", ValueError, lambda: candidates.candidate_select(s, lens, block_size=0, topk_blocks=2)),
-        ("topk_blocks", ValueError, lambda: candidates.candidate_select(s, lens, block_size=2, topk_blocks=-1)),
-        ("seqlen", ValueError, lambda: window.window_indices(window=4, seqlen=2, start_pos=3, order="v4")),
-        ("order", ValueError, lambda: window.window_indices(window=4, seqlen=2, start_pos=0, order="v5")),
-        ("positions", ValueError, lambda: window.decode_window_indices(torch.tensor([-2]), window=4, order="v4")),
+        ("offsets", ValueError, lambda: K.candidate_restore(rows + 4, rows[:, :2].contiguous(), block_size=2)),
+        ("block_size", ValueError, lambda: K.candidate_select(s, lens, block_size=0, topk_blocks=2)),
+        ("topk_blocks", ValueError, lambda: K.candidate_select(s, lens, block_size=2, topk_blocks=-1)),
+        ("seqlen", ValueError, lambda: K.window_indices(window=4, seqlen=2, start_pos=3, order="v4")),
+        ("order", ValueError, lambda: K.window_indices(window=4, seqlen=2, start_pos=0, order="v5")),
+        ("positions", ValueError, lambda: K.decode_window_indices(torch.tensor([-2]), window=4, order="v4")),
     ]
 
 
@@ -493,8 +534,8 @@ def test_cuda_logits_match_float32_twin() -> None:
 
 @pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")
 def test_cuda_topk_matches_twin_on_large_rows() -> None:
-    """Every selection path at realistic sizes: random rows, rows with huge ties, rows sorted ascending (the
-    sample misleads), and the rank-order and translated conventions."""
+    """Realistic sizes: random rows, rows with huge ties, ascending rows, NaN; the rank-order and translated
+    conventions; and the fallback (no room to buffer) and direct (radix over the row) paths forced."""
     g = torch.Generator(device="cuda").manual_seed(1)
     m, n = 24, 70000
     scores = torch.randn(m, n, device="cuda", generator=g)
@@ -508,6 +549,9 @@ def test_cuda_topk_matches_twin_on_large_rows() -> None:
         for convention in ("v4.1", "v4-prefill", "select-unsorted"):
             want = naive.topk(scores, lengths, k=k, convention=convention)
             assert torch.equal(tk.topk(scores, lengths, k=k, convention=convention), want), (k, convention)
+    for cfg in (tk.TopKConfig(cap_factor=0), tk.TopKConfig(direct=1 << 20), tk.TopKConfig(block=1024, num_warps=4)):
+        want = naive.topk(scores, lengths, k=2048)
+        assert torch.equal(tk.topk(scores, lengths, k=2048, config=cfg), want), cfg
     blocks = torch.arange(m * 1100, device="cuda").view(m, 1100).int() * 3 + 2**29
     fused = tk.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64)
     assert torch.equal(fused, naive.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64))

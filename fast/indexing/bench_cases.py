@@ -13,6 +13,7 @@ lists this module).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -186,7 +187,7 @@ def _logits_case(queries: int, rows: int, fp8: bool, causal: bool, compile_it: b
                 (64, 128, 4, 4),
             ):
                 cfg = logits.LogitsConfig(columns=cols, block_k=bk, num_warps=warps, num_stages=stages)
-                variants[f"cols{cols}_bk{bk}_w{warps}_s{stages}"] = lambda cfg=cfg: run(cfg)
+                variants[f"cols{cols}_bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
         note = f"default tile {logits.default_config()}; TFLOP/s counts 2 * H * D per visible (query, row)"
         return Built(impls, moved, flops, check=check, sweep=variants, notes=[note])
 
@@ -314,7 +315,7 @@ def _topk_case(rows: int, width: int, k: int, convention: str, compile_it: bool,
         if sweep:
             for block, warps in ((2048, 8), (4096, 8), (8192, 16), (1024, 4)):
                 cfg = tk.TopKConfig(block=block, num_warps=warps)
-                variants[f"block{block}_w{warps}"] = lambda cfg=cfg: run(cfg)
+                variants[f"block{block}_w{warps}"] = functools.partial(run, cfg)
             variants["oversample4"] = lambda: run(tk.TopKConfig(oversample=4))
         return Built(
             impls,

@@ -593,7 +593,10 @@ def topk(
     cap = max(_pow2(cfg.cap_factor * kpad), cfg.min_cap)
     cap = min(cap, max(_pow2(a.width), 1))
     rank = not a.mode.index_order
-    keep, bs = (keep_map(candidate_blocks, a.width, block_size), block_size) if a.restrict else (None, 1)
+    keep: torch.Tensor | None = None
+    bs = 1
+    if candidate_blocks is not None and block_size is not None:
+        keep, bs = keep_map(candidate_blocks, a.width, block_size), block_size
     if cfg.pairwise and a.width <= cfg.pairwise:
         return _small(
             scores, lengths, offsets, keep, bs, block_table, rows_per_block, out, a, rank, drop_neg_inf, drop_nan

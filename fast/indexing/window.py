@@ -77,11 +77,11 @@ def decode_window_indices(positions: torch.Tensor, *, window: int, order: str, v
     """One row of ``window`` ring slots per request at ``positions[b]`` (>= 0): i32[B, window]."""
     pos = v.tensor(positions, "positions", v.INDEX_DTYPES, 1)
     v.check_window(window, 1, 0, order)
-    v.backend_for("triton", pos.device)
     if validate and pos.numel():
         lo, hi = (int(x) for x in torch.stack([pos.min(), pos.max()]).tolist())
         v.require(lo >= 0, "positions", f"must be >= 0, got {lo}")
         v.require(hi <= v.INT32_MAX, "positions", f"must fit int32, got {hi}")
+    v.backend_for("triton", pos.device)
     out = torch.empty(pos.shape[0], window, dtype=torch.int32, device=pos.device)
     if out.numel() == 0:
         return out
