@@ -178,17 +178,18 @@ def _logits_case(queries: int, rows: int, fp8: bool, causal: bool, compile_it: b
         variants: dict[str, Callable[[], object]] = {}
         if sweep:
             for cols, bk, warps, stages in (
+                (256, 64, 8, 2),
+                (256, 64, 8, 3),
                 (256, 64, 4, 3),
-                (256, 64, 4, 2),
                 (256, 128, 8, 3),
+                (128, 64, 8, 3),
                 (128, 64, 4, 4),
-                (128, 128, 4, 3),
                 (128, 128, 8, 3),
                 (64, 128, 4, 4),
             ):
                 cfg = logits.LogitsConfig(columns=cols, block_k=bk, num_warps=warps, num_stages=stages)
                 variants[f"cols{cols}_bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
-        note = f"default tile {logits.default_config()}; TFLOP/s counts 2 * H * D per visible (query, row)"
+        note = f"default tile {logits.default_config(fp8)}; TFLOP/s counts 2 * H * D per visible (query, row)"
         return Built(impls, moved, flops, check=check, sweep=variants, notes=[note])
 
     register(
