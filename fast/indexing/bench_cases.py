@@ -97,6 +97,19 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return torch.compile(fn, dynamic=False)
 
 
+LOGITS_TILES = (
+    (256, 64, 8, 2),
+    (128, 64, 8, 3),
+    (256, 64, 8, 3),
+    (256, 64, 4, 3),
+    (256, 128, 8, 3),
+    (128, 64, 4, 4),
+    (128, 128, 8, 3),
+    (64, 128, 4, 4),
+)
+"""(columns, BK, warps, stages) swept on the headline logits shapes."""
+
+
 # --- index logits (gathered) --------------------------------------------------------------------------------
 
 
@@ -176,17 +189,9 @@ def _logits_case(queries: int, rows: int, fp8: bool, causal: bool, compile_it: b
             return f"ok (max relative difference to the float32 twin {err:.1e})" if err < 1e-3 else f"rel {err:.1e}"
 
         variants: dict[str, Callable[[], object]] = {}
+        tiles = LOGITS_TILES if not fp8 else (*LOGITS_TILES[:2], (128, 64, 8, 2), (256, 64, 8, 3))
         if sweep:
-            for cols, bk, warps, stages in (
-                (256, 64, 8, 2),
-                (256, 64, 8, 3),
-                (256, 64, 4, 3),
-                (256, 128, 8, 3),
-                (128, 64, 8, 3),
-                (128, 64, 4, 4),
-                (128, 128, 8, 3),
-                (64, 128, 4, 4),
-            ):
+            for cols, bk, warps, stages in tiles:
                 cfg = logits.LogitsConfig(columns=cols, block_k=bk, num_warps=warps, num_stages=stages)
                 variants[f"cols{cols}_bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
         note = f"default tile {logits.default_config(fp8)}; TFLOP/s counts 2 * H * D per visible (query, row)"
@@ -314,7 +319,7 @@ def _topk_case(rows: int, width: int, k: int, convention: str, compile_it: bool,
 
         variants: dict[str, Callable[[], object]] = {}
         if sweep:
-            for block, warps in ((2048, 8), (4096, 8), (8192, 16), (1024, 4)):
+            for block, warps in ((2048, 8), (8192, 16)):
                 cfg = tk.TopKConfig(block=block, num_warps=warps)
                 variants[f"block{block}_w{warps}"] = functools.partial(run, cfg)
             variants["oversample4"] = lambda: run(tk.TopKConfig(oversample=4))
@@ -469,19 +474,19 @@ def _candidate_case(rows: int, width: int, block_size: int, topk_blocks: int) ->
 
 
 _logits_case(4096, 16384, fp8=False, causal=False, compile_it=True, sweep=True)
+_topk_case(128, 262144, 2048, "v4.1", compile_it=True, sweep=True)
+_fused_case(128, 262144, 2048, compile_it=False)
 _logits_case(4096, 16384, fp8=True, causal=False, compile_it=False, sweep=True)
+_paged_case(128, 2, 32768, fp8=False, compile_it=True)
+_paged_case(128, 2, 32768, fp8=True, compile_it=False)
+_paged_case(64, 1, 8192, fp8=False, compile_it=False)
+_paged_case(64, 2, 8192, fp8=True, compile_it=False)
 _logits_case(2048, 4096, fp8=False, causal=False, compile_it=False, sweep=False)
 _logits_case(2048, 65536, fp8=False, causal=False, compile_it=False, sweep=False)
 _logits_case(4096, 16384, fp8=False, causal=True, compile_it=False, sweep=False)
-_paged_case(64, 1, 8192, fp8=False, compile_it=False)
-_paged_case(128, 2, 32768, fp8=False, compile_it=True)
-_paged_case(64, 2, 8192, fp8=True, compile_it=False)
-_paged_case(128, 2, 32768, fp8=True, compile_it=False)
-_topk_case(128, 262144, 2048, "v4.1", compile_it=True, sweep=True)
 _topk_case(128, 262144, 2048, "v4-prefill", compile_it=False, sweep=False)
 _topk_case(6, 262144, 2048, "v4.1", compile_it=False, sweep=False)
 _topk_case(4096, 16384, 2048, "v4.1", compile_it=False, sweep=False)
 _topk_case(64, 65536, 512, "select", compile_it=False, sweep=False)
-_fused_case(128, 262144, 2048, compile_it=False)
 _slots_case(128, 2048)
 _candidate_case(128, 262144, 16, 64)
