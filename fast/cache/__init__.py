@@ -1,11 +1,11 @@
 """Paged-cache kernels: quantize-and-store, gather-and-dequantize, sparse attention with a sink (Triton and torch).
 
-    quantize_store(rows, slots, cache, *, fmt, rows_per_block=None, backend="triton", check_slots=True)
+    quantize_store(rows, slots, cache, *, fmt, rows_per_block=None, backend="triton", validate=True)
     gather_dequantize(cache, slots, *, fmt, rows_per_block=None, backend="triton", out=None, fill=0.0,
-                      check_slots=True) -> f32[R, d]
+                      validate=True) -> f32[R, d]
     sparse_attention(q, kv, indices, sink, *, scale, dv, empty_row="zero", invalid="out_of_range",
-                     kv_format=None, rows_per_block=None, backend="triton", out=None, lse=None, config=None)
-        -> (out: f32[M, H, dv], lse: f32[M, H])
+                     kv_format=None, rows_per_block=None, precision="f32", backend="triton", out=None,
+                     lse=None, config=None) -> (out: f32[M, H, dv], lse: f32[M, H])
 
 Every argument is checked on the host before anything is launched (``fast.cache.checks``): a wrong type or
 dtype is a ``TypeError``, anything else a ``ValueError`` whose message starts with the argument's name. Layouts
@@ -23,6 +23,7 @@ __all__ = ["FORMATS", "CacheFormat", "cache_format", "gather_dequantize", "quant
 
 EMPTY_ROW = {"zero": False, "empty_zero": False, "nan": True, "empty_nan": True}
 INVALID = ("out_of_range", "minus_one_only")
+PRECISIONS = ("f32", "bf16", "f64")
 
 
 def _cache(
@@ -55,13 +56,15 @@ def quantize_store(
     fmt: str,
     rows_per_block: int | None = None,
     backend: str = "triton",
-    check_slots: bool = True,
+    validate: bool = True,
 ) -> None:
     """Quantize ``rows`` (f32[R, d]) and store row ``i`` at physical slot ``slots[i]`` (i64[R]) of ``cache``
-    (u8[num_blocks, block_bytes], in place) in ``fmt``'s public layout; slot -1 is skipped.
+    (u8[num_blocks, block_bytes], in place) in ``fmt``'s public layout; slot -1 is skipped (its row is not read).
 
-    ``check_slots`` (one small device-to-host copy): every slot is -1 or inside the cache, no slot twice.
-    Without it the kernel still never writes outside the cache (such rows are skipped), and duplicates race.
+    ``validate`` (one small device-to-host copy, before any byte is written): every slot is -1 or inside the
+    cache, no slot twice, every stored row finite with its RoPE tail inside the bf16 range (``ValueError``
+    otherwise). Without it the kernel still never writes outside the cache (such rows are skipped), duplicate
+    slots race, and a group holding NaN or infinity is stored as a NaN group (docs/cache-kernels.md).
     """
     f = cache_format(fmt)
     c, rpb = _cache(cache, f, rows_per_block)
@@ -72,8 +75,8 @@ def quantize_store(
     checks.contiguous(r, "rows")
     s = _slots(slots, r.shape[0], c.device)
     b = checks.backend(backend, c.device)
-    if check_slots:
-        checks.slots(s, c.shape[0] * rpb, "slots", unique=True)
+    if validate:
+        checks.store_inputs(r, s, c.shape[0] * rpb, f.groups * f.group_size)
     if b == "torch":
         from fast.cache import quantize_naive
 
@@ -93,12 +96,13 @@ def gather_dequantize(
     backend: str = "triton",
     out: torch.Tensor | None = None,
     fill: float = 0.0,
-    check_slots: bool = True,
+    validate: bool = True,
 ) -> torch.Tensor:
     """The rows at ``slots`` (i64[R]) of ``cache``, dequantized to f32[R, d]; ``fill`` for slot -1.
 
     ``out`` (f32[R, d], contiguous) receives the rows if given. ``check_slots``: every slot is -1 or inside the
-    cache (one small device-to-host copy); without it a slot outside the cache also reads as ``fill``.
+    cache (``validate``: one small device-to-host copy); without it a slot outside the cache reads as ``fill``.
+    NaN codes (never written by ``quantize_store`` with ``validate``) read as NaN.
     """
     f = cache_format(fmt)
     c, rpb = _cache(cache, f, rows_per_block)
@@ -114,8 +118,8 @@ def gather_dequantize(
         checks.contiguous(out, "out")
         if tuple(out.shape) != (s.shape[0], f.dims):
             raise ValueError(f"out: must have shape {(s.shape[0], f.dims)}, got {tuple(out.shape)}")
-    if check_slots:
-        checks.slots(s, c.shape[0] * rpb, "slots", unique=False)
+    if validate:
+        checks.slots(s, c.shape[0] * rpb, "slots")
     if b == "torch":
         from fast.cache import quantize_naive
 
@@ -132,8 +136,7 @@ def _output(x: torch.Tensor | None, name: str, shape: tuple[int, ...], device: t
     checks.same_device(x, name, device, "q")
     if tuple(x.shape) != shape:
         raise ValueError(f"{name}: must have shape {shape}, got {tuple(x.shape)}")
-    if x.stride(-1) != 1:
-        raise ValueError(f"{name}: its last dimension must be contiguous, got strides {tuple(x.stride())}")
+    checks.contiguous(x, name)
     return x
 
 
@@ -149,6 +152,7 @@ def sparse_attention(
     invalid: str = "out_of_range",
     kv_format: str | None = None,
     rows_per_block: int | None = None,
+    precision: str = "f32",
     backend: str = "triton",
     out: torch.Tensor | None = None,
     lse: torch.Tensor | None = None,
@@ -161,6 +165,9 @@ def sparse_attention(
     sink: f32[H] or None. ``empty_row``: "zero" (output 0, lse +inf) or "nan" (both NaN) for a row without a
     valid lane; ``invalid``: "out_of_range" skips every lane outside [0, N), "minus_one_only" skips -1 and
     refuses any other such lane (ValueError, one device-to-host copy). lse = ln sum_j e^{s_j}, sink excluded.
+    ``precision``: "f32" (f32 accumulators; bf16 probabilities kept at f32 precision in ``p @ v``), "bf16"
+    (probabilities rounded to bf16 once, as bf16 production kernels do; torch backend: bf16 matmuls), "f64"
+    (float64 throughout from the inputs' values, rounded once to f32: what the property suite checks).
     """
     qt = checks.tensor(q, "q", (torch.float32, torch.bfloat16), 3)
     checks.contiguous(qt, "q")
@@ -170,6 +177,8 @@ def sparse_attention(
         raise ValueError(f"empty_row: must be one of {', '.join(EMPTY_ROW)}, got {empty_row!r}")
     if invalid not in INVALID:
         raise ValueError(f"invalid: must be one of {', '.join(INVALID)}, got {invalid!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     kv_cache: tuple[int, int] | None = None
     if kv_format is None:
         kvt = checks.tensor(kv, "kv", (qt.dtype,), 2)
@@ -215,10 +224,10 @@ def sparse_attention(
         from fast.cache import attention_naive
 
         return attention_naive.sparse_attention(qt, kvt, it, sink, float(scale), dv, EMPTY_ROW[empty_row], o, lo,
-                                                kv_cache)  # fmt: skip
+                                                kv_cache, precision)  # fmt: skip
     from fast.cache import attention
 
     if config is not None and not isinstance(config, attention.Config):
         raise TypeError(f"config: must be a fast.cache.attention.Config, got {type(config).__name__}")
     return attention.sparse_attention(qt, kvt, it, sink, float(scale), dv, EMPTY_ROW[empty_row], o, lo, kv_cache,
-                                      config)  # fmt: skip
+                                      config, precision)  # fmt: skip

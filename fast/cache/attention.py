@@ -2,7 +2,7 @@
 """Triton sparse MQA attention with a sink over selected lanes (twin: ``attention_naive.py``).
 
     sparse_attention(q: f32|bf16[M, H, D], kv, indices: i32[M, K], sink: f32[H] | None, scale, dv,
-                     empty_nan, out: f32[M, H, dv], lse: f32[M, H], kv_cache=None, config=None)
+                     empty_nan, out: f32[M, H, dv], lse: f32[M, H], kv_cache=None, config=None, precision)
 
 ``kv`` is ``f32|bf16[N, D]`` (the dtype of ``q``), or, with ``kv_cache`` = rows per block, a V4 cache
 ``u8[num_blocks, block_bytes]`` in the 584-byte layout (448 e4m3 NoPE dims with a UE8M0 scale per 64, then 64
@@ -12,7 +12,10 @@ BF16 RoPE dims; D = 512), dequantized in the kernel. A lane is read only if ``0 
 One program per (query row, block of heads), head blocks fastest so the programs of one query run together.
 A program walks the row's lanes in tiles of ``BLOCK_N``: it gathers the tile's KV rows once, computes the scores
 of all its heads with one ``tl.dot`` (heads are the M dimension), and folds them into a running maximum, sum
-and f32 accumulator (online softmax in base 2). The sink enters once, in the final denominator; lse excludes it.
+and f32 accumulator (online softmax; scores and maxima in natural units, as a torch softmax rounds them). The
+sink enters once, in the final denominator; lse excludes it. At f32 precision (f32 inputs, or ``pv_f32``) the
+compiled kernel takes ``exp`` and ``log`` from libdevice (within 1 ulp, as torch's); the bf16 mode uses the
+hardware's approximate ``ex2``.
 A tile with no valid lane leaves the state unchanged (the running maximum stays -inf and is read as 0).
 Under the interpreter, whose ``tl.dot`` cannot multiply bf16, the bf16 operands are widened to f32 first: the
 products of bf16 values are exact in f32, so only the order of the f32 sums can differ from the GPU.
@@ -26,10 +29,10 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from fast.cache import rounding as rd
 
-LOG2E = 1.4426950408889634
 V4_NOPE = 448
 V4_GROUP = 64
 
@@ -42,6 +45,24 @@ class Config:
     block_n: int = 64
     num_warps: int = 8
     num_stages: int = 2
+
+
+@triton.jit
+def _exp(x, LIBDEVICE: tl.constexpr):
+    """e^x: libdevice's correctly rounded-to-1-ulp ``exp`` where accuracy is asked for on the GPU, else
+    ``tl.exp`` (the fast ``ex2.approx`` when compiled, numpy's ``exp`` under the interpreter)."""
+    if LIBDEVICE:
+        return libdevice.exp(x)
+    else:
+        return tl.exp(x)
+
+
+@triton.jit
+def _log(x, LIBDEVICE: tl.constexpr):
+    if LIBDEVICE:
+        return libdevice.log(x)
+    else:
+        return tl.log(x)
 
 
 @triton.jit
@@ -75,14 +96,8 @@ def _sparse_attention_kernel(
     H,
     N,
     K,
-    scale_log2,
-    stride_qm,
-    stride_qh,
-    stride_kv,
-    stride_im,
-    stride_om,
-    stride_oh,
-    stride_lm,
+    scale_hi,
+    scale_lo,
     rows_per_block,
     block_bytes,
     scale_base,
@@ -96,8 +111,11 @@ def _sparse_attention_kernel(
     SEPARATE_V: tl.constexpr,
     HAS_SINK: tl.constexpr,
     EMPTY_NAN: tl.constexpr,
-    IEEE: tl.constexpr,
-    UPCAST: tl.constexpr,
+    MODE: tl.constexpr,
+    ACC: tl.constexpr,
+    IS_F32: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+    LIBDEVICE: tl.constexpr,
 ):
     hb = tl.program_id(0)
     m = tl.program_id(1).to(tl.int64)
@@ -105,55 +123,78 @@ def _sparse_attention_kernel(
     h_ok = h < H
     d = tl.arange(0, BLOCK_D)
     dv = tl.arange(0, BLOCK_DV)
-    q = tl.load(q_ptr + m * stride_qm + h[:, None] * stride_qh + d[None, :], mask=h_ok[:, None] & (d[None, :] < D))
+    q = tl.load(q_ptr + (m * H + h)[:, None] * D + d[None, :], mask=h_ok[:, None] & (d[None, :] < D))
     dtype = q.dtype
-    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_H], tl.float32)
-    acc = tl.zeros([BLOCK_H, BLOCK_DV], tl.float32)
+    if MODE == 0:
+        q = q.to(tl.float64)
+        scale = tl.cast(scale_hi, tl.float64) + tl.cast(scale_lo, tl.float64)
+    else:
+        scale = scale_hi
+    m_i = tl.full([BLOCK_H], float("-inf"), ACC)
+    l_i = tl.zeros([BLOCK_H], ACC)
+    acc = tl.zeros([BLOCK_H, BLOCK_DV], ACC)
     n_valid = tl.zeros([BLOCK_H], tl.int32)
     for start in range(0, K, BLOCK_N):
         lane = start + tl.arange(0, BLOCK_N)
-        idx = tl.load(idx_ptr + m * stride_im + lane, mask=lane < K, other=-1)
+        idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)
         row = tl.where(valid, idx, 0).to(tl.int64)
         if FP8_V4:
             k = _fp8_v4_tile(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d)
             k = k.to(dtype)
         else:
-            k = tl.load(kv_ptr + row[:, None] * stride_kv + d[None, :], mask=valid[:, None] & (d[None, :] < D), other=0)
-        if IEEE:
+            k = tl.load(kv_ptr + row[:, None] * D + d[None, :], mask=valid[:, None] & (d[None, :] < D), other=0)
+        if MODE == 0:
+            k = k.to(tl.float64)
+            s = tl.dot(q, tl.trans(k))
+        elif IS_F32:
             s = tl.dot(q, tl.trans(k), input_precision="ieee")
-        elif UPCAST:
+        elif INTERPRETED:
             s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
         else:
             s = tl.dot(q, tl.trans(k))
-        s = tl.where(valid[None, :], s * scale_log2, float("-inf"))
+        s = tl.where(valid[None, :], s * scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_use)
-        p = tl.exp2(s - m_use[:, None])
+        alpha = _exp(m_i - m_use, LIBDEVICE)
+        p = _exp(s - m_use[:, None], LIBDEVICE)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         if SEPARATE_V:
-            v = tl.load(
-                kv_ptr + row[:, None] * stride_kv + dv[None, :], mask=valid[:, None] & (dv[None, :] < DV), other=0
-            )
+            v = tl.load(kv_ptr + row[:, None] * D + dv[None, :], mask=valid[:, None] & (dv[None, :] < DV), other=0)
+            if MODE == 0:
+                v = v.to(tl.float64)
         else:
             v = k
-        if IEEE:
-            acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
-        elif UPCAST:
-            acc = acc * alpha[:, None] + tl.dot(p.to(dtype).to(tl.float32), v.to(tl.float32))
+        if MODE == 0:
+            pv = tl.dot(p, v)
+        elif IS_F32:
+            pv = tl.dot(p, v, input_precision="ieee")
+        elif INTERPRETED:
+            if MODE == 1:
+                pv = tl.dot(p, v.to(tl.float32))
+            else:
+                pv = tl.dot(p.to(dtype).to(tl.float32), v.to(tl.float32))
+        elif MODE == 1:
+            # p = hi + mid + lo to f32 precision, each piece bf16: three exact-product tensor-core passes
+            hi = p.to(dtype)
+            rest = p - hi.to(tl.float32)
+            mid = rest.to(dtype)
+            lo = (rest - mid.to(tl.float32)).to(dtype)
+            pv = tl.dot(hi, v)
+            pv = tl.dot(mid, v, pv)
+            pv = tl.dot(lo, v, pv)
         else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(dtype), v)
+            pv = tl.dot(p.to(dtype), v)
+        acc = acc * alpha[:, None] + pv
         m_i = m_new
         n_valid += tl.sum(valid.to(tl.int32), axis=0)
     m_use = tl.where(m_i == float("-inf"), 0.0, m_i)
     denominator = l_i
     if HAS_SINK:
-        sink = tl.load(sink_ptr + h, mask=h_ok, other=0.0)
-        denominator = l_i + tl.exp2(sink * 1.4426950408889634 - m_use)
-    out = acc / denominator[:, None]
-    lse = (m_i + tl.log2(tl.where(l_i == 0.0, 1.0, l_i))) * 0.6931471805599453
+        sink = tl.load(sink_ptr + h, mask=h_ok, other=0.0).to(ACC)
+        denominator = l_i + _exp(sink - m_use, LIBDEVICE)
+    out = (acc / tl.where(denominator == 0.0, 1.0, denominator)[:, None]).to(tl.float32)
+    lse = (m_i + _log(tl.where(l_i == 0.0, 1.0, l_i), LIBDEVICE)).to(tl.float32)
     if EMPTY_NAN:
         empty_out = float("nan")
         empty_lse = float("nan")
@@ -163,10 +204,8 @@ def _sparse_attention_kernel(
     empty = n_valid == 0
     out = tl.where(empty[:, None], empty_out, out)
     lse = tl.where(empty, empty_lse, lse)
-    tl.store(
-        out_ptr + m * stride_om + h[:, None] * stride_oh + dv[None, :], out, mask=h_ok[:, None] & (dv[None, :] < DV)
-    )
-    tl.store(lse_ptr + m * stride_lm + h, lse, mask=h_ok)
+    tl.store(out_ptr + (m * H + h)[:, None] * DV + dv[None, :], out, mask=h_ok[:, None] & (dv[None, :] < DV))
+    tl.store(lse_ptr + m * H + h, lse, mask=h_ok)
 
 
 def default_config(heads: int, dim: int) -> Config:
@@ -174,6 +213,14 @@ def default_config(heads: int, dim: int) -> Config:
     block_h = max(16, min(64, triton.next_power_of_2(heads)))
     block_n = 64 if dim <= 256 else 32
     return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
+
+
+def _nonempty(x: torch.Tensor) -> torch.Tensor:
+    """``x`` itself, or a 16-byte stand-in when it is empty (no element of it is ever read then)."""
+    return x if x.numel() else torch.zeros(16 // x.element_size(), dtype=x.dtype, device=x.device)
+
+
+MODES = {"f64": 0, "f32": 1, "bf16": 2}
 
 
 def sparse_attention(
@@ -188,44 +235,49 @@ def sparse_attention(
     lse: torch.Tensor,
     kv_cache: tuple[int, int] | None = None,
     config: Config | None = None,
+    precision: str = "f32",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch on validated arguments. ``kv_cache``: ``(rows_per_block, scale_base)`` for a V4 FP8 cache."""
+    """Launch on validated arguments. ``kv_cache``: ``(rows_per_block, scale_base)`` for a V4 FP8 cache.
+
+    ``precision``: "f64" computes scores, exponentials and sums in float64 from the inputs' values and rounds
+    once to f32; "f32" keeps f32 accumulators and, for bf16 inputs, the probabilities at f32 precision in
+    ``p @ v`` (three bf16 pieces, three tensor-core products); "bf16" rounds the probabilities to bf16 once,
+    as FlashMLA does (f32 inputs: same as "f32").
+    """
     M, H, D = q.shape
     K = indices.shape[1]
+    if M == 0 or H == 0:
+        return out, lse
     cfg = config or default_config(H, D)
     if kv_cache is not None:
         rows_per_block, scale_base = kv_cache
         N = kv.shape[0] * rows_per_block
+        kv = _nonempty(kv)
         views = (kv, kv, kv.view(torch.int16), kv.view(torch.int64))
-        stride_kv, block_bytes = 0, kv.shape[1]
+        block_bytes = kv.shape[-1]
     else:
         rows_per_block, scale_base, block_bytes = 1, 0, 0
         N = kv.shape[0]
+        kv = _nonempty(kv)
         views = (kv, kv, kv, kv)
-        stride_kv = kv.stride(0)
-    block_d = triton.next_power_of_2(D)
-    block_dv = triton.next_power_of_2(dv)
+    mode = MODES[precision]
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    block_d = max(16, triton.next_power_of_2(D))
+    block_dv = max(16, triton.next_power_of_2(dv))
+    scale_hi = float(torch.tensor(scale, dtype=torch.float32))
     grid = (triton.cdiv(H, cfg.block_h), M)
-    if M == 0 or H == 0:
-        return out, lse
     _sparse_attention_kernel[grid](
         q,
         *views,
-        indices,
+        _nonempty(indices),
         sink if sink is not None else out,
         out,
         lse,
         H,
         N,
         K,
-        scale * LOG2E,
-        q.stride(0),
-        q.stride(1),
-        stride_kv,
-        indices.stride(0),
-        out.stride(0),
-        out.stride(1),
-        lse.stride(0),
+        scale_hi,
+        scale - scale_hi,
         rows_per_block,
         block_bytes,
         scale_base,
@@ -239,8 +291,11 @@ def sparse_attention(
         SEPARATE_V=block_dv < block_d,
         HAS_SINK=sink is not None,
         EMPTY_NAN=empty_nan,
-        IEEE=q.dtype == torch.float32,
-        UPCAST=q.dtype != torch.float32 and os.environ.get("TRITON_INTERPRET") == "1",
+        MODE=mode,
+        ACC=tl.float64 if mode == 0 else tl.float32,
+        IS_F32=q.dtype == torch.float32,
+        INTERPRETED=interpreted,
+        LIBDEVICE=not interpreted and (mode < 2 or q.dtype == torch.float32),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

@@ -3,11 +3,12 @@
     sparse_attention(q: f32|bf16[M, H, D], kv, indices: i32[M, K], sink: f32[H] | None, scale, dv,
                      empty_nan, out: f32[M, H, dv], lse: f32[M, H], kv_cache=None) -> (out, lse)
 
-The formula as a torch user writes it, in the precision of the inputs: gather the lanes' rows (``[M, K, D]``),
-scores ``q @ k^T`` in the input dtype (bf16 scores are rounded to bf16, as torch's bf16 matmul returns them),
-softmax statistics in f32, probabilities cast back to the input dtype for ``p @ v``, normalisation in f32 with
-the sink once in the denominator. This is the same-precision baseline of the tolerance rule
-(docs/cache-kernels.md). With ``kv_cache`` the rows are first dequantized from the V4 584-byte cache.
+The formula as a torch user writes it: gather the lanes' rows (``[M, K, D]``), scores ``q @ k^T``, softmax
+statistics after subtracting the row maximum, ``p @ v``, and the sink once in the final denominator. ``precision``:
+"f32" (default) computes everything in float32 on the widened inputs, the contract's same-precision baseline;
+"bf16" runs the two products in the input dtype as a bf16 model does (scores and probabilities rounded to
+bf16), the flash-attention style baseline; "f64" computes in float64 (docs/cache-kernels.md). With ``kv_cache``
+the rows are first dequantized from the V4 584-byte cache.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def gather_kv(
         rows = quantize_naive.gather_rows(kv, slots, FORMATS["v4_584"], rows_per_block, out)
         return rows.reshape(M, K, -1).to(dtype), valid
     valid = (indices >= 0) & (indices < kv.shape[0])
-    return kv[torch.where(valid, indices, 0).long()], valid
+    if kv.shape[0] == 0:
+        return torch.zeros(M, K, kv.shape[1], dtype=dtype, device=kv.device), valid
+    return kv[torch.where(valid, indices, 0).long()].to(dtype), valid
 
 
 def sparse_attention(
@@ -48,17 +51,21 @@ def sparse_attention(
     out: torch.Tensor,
     lse: torch.Tensor,
     kv_cache: tuple[int, int] | None = None,
+    precision: str = "f32",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of each query row over its valid lanes; results written into ``out`` and ``lse``."""
-    rows, valid = gather_kv(kv, indices, q.dtype, kv_cache)
-    scores = torch.matmul(q, rows.transpose(1, 2)).float() * scale
+    dtype = {"f64": torch.float64, "f32": torch.float32, "bf16": q.dtype}[precision]
+    q = q.to(dtype)
+    rows, valid = gather_kv(kv, indices, dtype, kv_cache)
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    scores = torch.matmul(q, rows.transpose(1, 2)).to(acc) * scale
     scores = scores.masked_fill(~valid[:, None, :], -math.inf)
     top = scores.amax(dim=-1, keepdim=True)
     top = torch.where(top == -math.inf, torch.zeros_like(top), top)
     p = torch.exp(scores - top)
     total = p.sum(dim=-1)
-    weighted = torch.matmul(p.to(q.dtype), rows[..., :dv]).float()
-    denominator = total if sink is None else total + torch.exp(sink.float()[None, :] - top[..., 0])
+    weighted = torch.matmul(p.to(dtype), rows[..., :dv]).to(acc)
+    denominator = total if sink is None else total + torch.exp(sink.to(acc)[None, :] - top[..., 0])
     result = weighted / denominator[..., None]
     log_total = top[..., 0] + torch.log(total)
     empty = (valid.sum(dim=-1) == 0)[:, None]

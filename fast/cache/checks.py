@@ -50,22 +50,44 @@ def aligned(x: torch.Tensor, name: str, alignment: int) -> None:
                          f"{alignment}-byte boundary (storage offset {x.storage_offset()})")  # fmt: skip
 
 
-def slots(values: torch.Tensor, n_slots: int, name: str, *, unique: bool) -> None:
-    """Every slot is -1 or in ``[0, n_slots)``; with ``unique``, no valid slot appears twice (one sync)."""
-    if values.numel() == 0:
+BF16_OVERFLOW = 3.3961514e38  # (2 - 2^-8) * 2^127: from here on an fp32 value rounds to bf16 infinity
+
+
+def _slot_problem(lo: int, hi: int, n_slots: int, name: str) -> None:
+    if lo < -1:
+        raise ValueError(f"{name}: slot {lo} is below -1; only -1 marks a row that is not stored")
+    if hi >= n_slots:
+        raise ValueError(f"{name}: slot {hi} is past the cache, which holds {n_slots} slots")
+
+
+def slots(values: torch.Tensor, n_slots: int, name: str) -> None:
+    """Every slot is -1 or in ``[0, n_slots)`` (one sync)."""
+    if values.numel():
+        lo, hi = torch.stack(list(torch.aminmax(values))).tolist()
+        _slot_problem(lo, hi, n_slots, name)
+
+
+def store_inputs(rows: torch.Tensor, slots: torch.Tensor, n_slots: int, tail_from: int) -> None:
+    """quantize_store's contents, with one device-to-host copy: every slot -1 or in the cache, no valid slot
+    twice, and every stored row finite with its BF16 tail (values ``tail_from`` on) inside the bf16 range."""
+    if slots.numel() == 0:
         return
-    lo, hi = torch.aminmax(values)
-    stats = [lo, hi]
-    if unique:
-        ordered = torch.sort(values).values
-        stats.append(((ordered[1:] == ordered[:-1]) & (ordered[1:] >= 0)).sum())
-    got = torch.stack([s.to(torch.int64) for s in stats]).tolist()
-    if got[0] < -1:
-        raise ValueError(f"{name}: slot {got[0]} is below -1; only -1 marks a row that is not stored")
-    if got[1] >= n_slots:
-        raise ValueError(f"{name}: slot {got[1]} is past the cache, which holds {n_slots} slots")
-    if unique and got[2]:
-        raise ValueError(f"{name}: {got[2]} slot(s) appear more than once; two rows cannot share a slot")
+    lo, hi = torch.aminmax(slots)
+    ordered = torch.sort(slots).values
+    repeats = ((ordered[1:] == ordered[:-1]) & (ordered[1:] >= 0)).sum()
+    bad = ~torch.isfinite(rows).all(dim=1)
+    if tail_from < rows.shape[1]:
+        bad |= (rows[:, tail_from:].abs() >= BF16_OVERFLOW).any(dim=1)
+    bad &= slots != -1
+    first_bad = torch.argmax(bad.to(torch.int32))
+    stats = torch.stack([lo, hi, repeats, bad.sum(), first_bad]).tolist()
+    _slot_problem(stats[0], stats[1], n_slots, "slots")
+    if stats[2]:
+        raise ValueError(f"slots: {stats[2]} slot(s) appear more than once; two rows cannot share a slot")
+    if stats[3]:
+        i = stats[4]
+        raise ValueError(f"rows[{i}]: is stored (slot {int(slots[i])}) and holds NaN, infinity or a RoPE value "
+                         f"beyond the bf16 range; no cache format stores them ({stats[3]} such row(s))")  # fmt: skip
 
 
 def lanes_minus_one_only(indices: torch.Tensor, kv_rows: int) -> None:

@@ -7,9 +7,10 @@
     gather_rows(cache, slots: i64[R], fmt, rows_per_block, out: f32[R, d], fill) -> out
         row i is the dequantized slot slots[i]; ``fill`` where the slot is outside the cache.
 
-One program per row. The row is loaded as a tile ``[groups, words per group, codes per word]`` (4 e4m3 or 8
-e2m1 codes per 32-bit word), so group maxima are reductions over the last two axes and the packed words are a
-sum over the last axis (disjoint bit fields); the data part is stored as 32-bit words, scales as bytes. Every
+A program takes ``ROWS`` rows (1 compiled, 64 interpreted) as one tile ``[ROWS * groups, words per group,
+codes per word]`` (4 e4m3 or 8 e2m1 codes per 32-bit word; rows are contiguous, so the group axis simply runs
+on into the next row). Group maxima are reductions over the last two axes and the packed words a sum over the
+last axis (disjoint bit fields); the data part is stored as 32-bit words, scales as bytes. Every
 rounding is integer arithmetic on the fp32 bits (``rounding.py``), so the interpreter gives the GPU's bytes.
 A group holding NaN or +-inf stores the NaN scale code (UE8M0 0xFF, e4m3 0x7F, fp32 0x7FC00000) and element
 codes 0x7F (e4m3) or 0 (e2m1): the whole group reads back as NaN. The BF16 tail rounds to nearest even,
@@ -18,36 +19,33 @@ overflows to infinity and stores NaN as 0x7FC0.
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 
+from fast.cache import formats
 from fast.cache import rounding as rd
-from fast.cache.formats import (
-    SCALE_FP4_E4M3,
-    SCALE_FP4_UE8M0,
-    SCALE_FP8_FP32,
-    SCALE_FP8_UE8M0,
-    CacheFormat,
-)
+from fast.cache.formats import CacheFormat
+
+# the scale rules as compile-time constants for the kernels
+SCALE_FP8_UE8M0 = tl.constexpr(formats.SCALE_FP8_UE8M0)
+SCALE_FP4_UE8M0 = tl.constexpr(formats.SCALE_FP4_UE8M0)
+SCALE_FP4_E4M3 = tl.constexpr(formats.SCALE_FP4_E4M3)
+SCALE_FP8_FP32 = tl.constexpr(formats.SCALE_FP8_FP32)
 
 
 @triton.jit
-def _both(cond, ok):
-    """``cond & ok`` for a tensor ``cond`` and a scalar ``ok``, spelled so the interpreter keeps a bool mask."""
-    return (cond.to(tl.int32) * ok.to(tl.int32)) != 0
-
-
-@triton.jit
-def _slot_offsets(slots_ptr, r, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride):
-    """(in cache, data byte offset, scale byte offset) of the slot of row ``r``, in int64."""
-    slot = tl.load(slots_ptr + r).to(tl.int64)
+def _slot_offsets(slots_ptr, row, row_ok, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride):
+    """For each entry of ``row``: (stored, data byte offset, scale byte offset), offsets in int64."""
+    slot = tl.load(slots_ptr + row, mask=row_ok, other=-1).to(tl.int64)
     ok = (slot >= 0) & (slot < n_slots)
     slot = tl.where(ok, slot, 0)
     block = slot // rows_per_block
-    row = slot - block * rows_per_block
+    r = slot - block * rows_per_block
     base = block * block_bytes
-    return ok, base + row * data_stride, base + scale_base + row * scale_stride
+    return ok, base + r * data_stride, base + scale_base + r * scale_stride
 
 
 @triton.jit
@@ -56,13 +54,14 @@ def _store_kernel(
     slots_ptr,
     cache_w_ptr,
     cache_b_ptr,
-    row_stride,
+    R,
     n_slots,
     rows_per_block,
     block_bytes,
     data_stride,
     scale_base,
     scale_stride,
+    DIMS: tl.constexpr,
     GROUP: tl.constexpr,
     NG: tl.constexpr,
     TG: tl.constexpr,
@@ -71,17 +70,20 @@ def _store_kernel(
     SCALE_RULE: tl.constexpr,
     SCALE_BYTES: tl.constexpr,
     TAIL: tl.constexpr,
+    ROWS: tl.constexpr,
 ):
-    r = tl.program_id(0)
-    ok, data_b, scale_b = _slot_offsets(
-        slots_ptr, r, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
-    )
     WPG: tl.constexpr = GROUP // PACK
-    g = tl.arange(0, TG)[:, None, None]
+    # the group axis runs over ROWS rows of TG groups each: group gr is group gr % TG of row gr // TG
+    gr = tl.arange(0, ROWS * TG)
+    row = tl.program_id(0).to(tl.int64) * ROWS + gr // TG
+    g = gr % TG
+    ok, data_b, scale_b = _slot_offsets(
+        slots_ptr, row, row < R, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+    )
     w = tl.arange(0, WPG)[None, :, None]
     k = tl.arange(0, PACK)[None, None, :]
-    row_ptr = rows_ptr + r.to(tl.int64) * row_stride
-    x = tl.load(row_ptr + g * GROUP + w * PACK + k)
+    element = (row * DIMS + g * GROUP)[:, None, None] + w * PACK + k
+    x = tl.load(rows_ptr + element, mask=ok[:, None, None], other=0.0)
     mag, neg = rd.magnitude(x)
     amax = tl.max(tl.max(mag, axis=2), axis=1)
     bad = amax >= 0x7F800000
@@ -103,23 +105,28 @@ def _store_kernel(
             codes = tl.where(bad3, 0x7F, codes | (neg.to(tl.int32) << 7))
         scale_byte = tl.where(bad, 0xFF, e + 127)
     words = tl.sum(codes << (BITS * k), axis=2)
-    g2 = tl.arange(0, TG)[:, None]
     w2 = tl.arange(0, WPG)[None, :]
-    tl.store(cache_w_ptr + data_b // 4 + g2 * WPG + w2, words, mask=_both(g2 < NG, ok))
-    gi = tl.arange(0, TG)
+    word_at = (data_b // 4 + g * WPG)[:, None] + w2
+    tl.store(cache_w_ptr + word_at, words, mask=(ok & (g < NG))[:, None])
     if SCALE_RULE == SCALE_FP8_FP32:
         scale_bits = tl.where(bad, 0x7FC00000, (e + 127) << 23)
-        tl.store(cache_w_ptr + scale_b // 4 + gi, scale_bits, mask=_both(gi < NG, ok))
+        tl.store(cache_w_ptr + scale_b // 4 + g, scale_bits, mask=ok & (g < NG))
     else:
-        scale_byte = tl.where(gi < NG, scale_byte, 0)
-        tl.store(cache_b_ptr + scale_b + gi, scale_byte.to(tl.uint8), mask=_both(gi < SCALE_BYTES, ok))
+        scale_byte = tl.where(g < NG, scale_byte, 0)
+        tl.store(cache_b_ptr + scale_b + g, scale_byte.to(tl.uint8), mask=ok & (g < SCALE_BYTES))
     if TAIL > 0:
-        t = tl.arange(0, TAIL // 2)[:, None]
-        half = tl.arange(0, 2)[None, :]
-        tail = rd.bf16_bits(tl.load(row_ptr + NG * GROUP + 2 * t + half))
-        tail_words = tl.sum(tail << (16 * half), axis=1)
-        tw = tl.arange(0, TAIL // 2)
-        tl.store(cache_w_ptr + data_b // 4 + (NG * GROUP) // 4 + tw, tail_words, mask=_both(tw < TAIL // 2, ok))
+        # the BF16 tail, two values per word: a [ROWS, TAIL / 2, 2] tile
+        tr = tl.arange(0, ROWS)
+        trow = tl.program_id(0).to(tl.int64) * ROWS + tr
+        tok, tdata_b, _ = _slot_offsets(
+            slots_ptr, trow, trow < R, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+        )
+        t = tl.arange(0, TAIL // 2)[None, :, None]
+        half = tl.arange(0, 2)[None, None, :]
+        tail_x = tl.load(rows_ptr + (trow * DIMS + NG * GROUP)[:, None, None] + 2 * t + half, mask=tok[:, None, None])
+        tail_words = tl.sum(rd.bf16_bits(tail_x) << (16 * half), axis=2)
+        tw = tl.arange(0, TAIL // 2)[None, :]
+        tl.store(cache_w_ptr + (tdata_b // 4 + (NG * GROUP) // 4)[:, None] + tw, tail_words, mask=tok[:, None])
 
 
 @triton.jit
@@ -129,14 +136,15 @@ def _gather_kernel(
     cache_h_ptr,
     slots_ptr,
     out_ptr,
-    out_stride,
     fill,
+    R,
     n_slots,
     rows_per_block,
     block_bytes,
     data_stride,
     scale_base,
     scale_stride,
+    DIMS: tl.constexpr,
     GROUP: tl.constexpr,
     NG: tl.constexpr,
     TG: tl.constexpr,
@@ -144,22 +152,25 @@ def _gather_kernel(
     BITS: tl.constexpr,
     SCALE_RULE: tl.constexpr,
     TAIL: tl.constexpr,
+    ROWS: tl.constexpr,
 ):
-    r = tl.program_id(0)
-    ok, data_b, scale_b = _slot_offsets(
-        slots_ptr, r, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
-    )
     WPG: tl.constexpr = GROUP // PACK
-    g2 = tl.arange(0, TG)[:, None]
+    gr = tl.arange(0, ROWS * TG)
+    row = tl.program_id(0).to(tl.int64) * ROWS + gr // TG
+    row_ok = row < R
+    g = gr % TG
+    ok, data_b, scale_b = _slot_offsets(
+        slots_ptr, row, row_ok, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+    )
     w2 = tl.arange(0, WPG)[None, :]
-    words = tl.load(cache_w_ptr + data_b // 4 + g2 * WPG + w2, mask=_both(g2 < NG, ok), other=0)
+    word_at = (data_b // 4 + g * WPG)[:, None] + w2
+    words = tl.load(cache_w_ptr + word_at, mask=(ok & (g < NG))[:, None], other=0)
     k = tl.arange(0, PACK)[None, None, :]
     codes = (words[:, :, None] >> (BITS * k)) & ((1 << BITS) - 1)
-    gi = tl.arange(0, TG)
     if SCALE_RULE == SCALE_FP8_FP32:
-        scale = tl.load(cache_w_ptr + scale_b // 4 + gi, mask=_both(gi < NG, ok), other=0).to(tl.float32, bitcast=True)
+        scale = tl.load(cache_w_ptr + scale_b // 4 + g, mask=ok & (g < NG), other=0).to(tl.float32, bitcast=True)
     else:
-        scale_code = tl.load(cache_b_ptr + scale_b + gi, mask=_both(gi < NG, ok), other=0).to(tl.int32)
+        scale_code = tl.load(cache_b_ptr + scale_b + g, mask=ok & (g < NG), other=0).to(tl.int32)
         if SCALE_RULE == SCALE_FP4_E4M3:
             scale = rd.e4m3_value(scale_code)
         else:
@@ -169,19 +180,26 @@ def _gather_kernel(
     else:
         values = rd.e4m3_value(codes)
     values = values * scale[:, None, None]
-    g = tl.arange(0, TG)[:, None, None]
     w = tl.arange(0, WPG)[None, :, None]
-    element = g * GROUP + w * PACK + k
+    within = (g * GROUP)[:, None, None] + w * PACK + k
     if TAIL > 0:
-        tail_ptr = cache_h_ptr + (data_b + NG * GROUP) // 2 + (element - NG * GROUP)
-        tail = tl.load(tail_ptr, mask=_both(g >= NG, ok), other=0).to(tl.int32)
-        values = tl.where(g >= NG, ((tail & 0xFFFF) << 16).to(tl.float32, bitcast=True), values)
-    values = tl.where(ok, values, fill)
-    tl.store(out_ptr + r.to(tl.int64) * out_stride + element, values)
+        tail_at = ((data_b + NG * GROUP) // 2)[:, None, None] + (within - NG * GROUP)
+        tail_mask = (ok & (g >= NG))[:, None, None]
+        tail = tl.load(cache_h_ptr + tail_at, mask=tail_mask, other=0).to(tl.int32)
+        values = tl.where((g >= NG)[:, None, None], ((tail & 0xFFFF) << 16).to(tl.float32, bitcast=True), values)
+    values = tl.where(ok[:, None, None], values, fill)
+    tl.store(out_ptr + (row * DIMS)[:, None, None] + within, values, mask=row_ok[:, None, None])
+
+
+def rows_per_program() -> int:
+    """One row per program when compiled (the grid hides latency); many under the interpreter, whose cost
+    is per operation, not per element."""
+    return 64 if os.environ.get("TRITON_INTERPRET") == "1" else 1
 
 
 def _constants(fmt: CacheFormat) -> dict[str, int]:
     return dict(
+        DIMS=fmt.dims,
         GROUP=fmt.group_size,
         NG=fmt.groups,
         TG=fmt.tile_groups,
@@ -204,16 +222,18 @@ def store_rows(
     """Quantize ``rows`` (f32[R, fmt.dims]) into ``cache`` (u8[num_blocks, block_bytes]) at ``slots`` (i64[R])."""
     if rows.shape[0] == 0:
         return
-    assert fmt.scale_rule in (SCALE_FP8_UE8M0, SCALE_FP4_UE8M0, SCALE_FP4_E4M3, SCALE_FP8_FP32)
-    _store_kernel[(rows.shape[0],)](
+    assert rows.is_contiguous()
+    per = rows_per_program()
+    _store_kernel[(triton.cdiv(rows.shape[0], per),)](
         rows,
         slots,
         cache.view(torch.int32),
         cache,
-        rows.stride(0),
+        rows.shape[0],
         *_layout_args(fmt, cache, rows_per_block),
         **_constants(fmt),
         SCALE_BYTES=fmt.scale_bytes,
+        ROWS=per,
         num_warps=4,
     )
 
@@ -229,16 +249,19 @@ def gather_rows(
     """Dequantize the rows at ``slots`` (i64[R]) into ``out`` (f32[R, fmt.dims]); ``fill`` outside the cache."""
     if out.shape[0] == 0:
         return out
-    _gather_kernel[(out.shape[0],)](
+    assert out.is_contiguous()
+    per = rows_per_program()
+    _gather_kernel[(triton.cdiv(out.shape[0], per),)](
         cache.view(torch.int32),
         cache,
         cache.view(torch.int16),
         slots,
         out,
-        out.stride(0),
         fill,
+        out.shape[0],
         *_layout_args(fmt, cache, rows_per_block),
         **_constants(fmt),
+        ROWS=per,
         num_warps=4,
     )
     return out

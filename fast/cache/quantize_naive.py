@@ -80,6 +80,8 @@ def store_rows(
     rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, fmt: CacheFormat, rows_per_block: int
 ) -> None:
     """Quantize ``rows`` and write them into ``cache`` at ``slots``; slots outside the cache are skipped."""
+    if rows.shape[0] == 0:
+        return
     data, scales = quantize_rows(rows, fmt)
     keep = (slots >= 0) & (slots < cache.shape[0] * rows_per_block)
     data_at, scale_at = _offsets(slots[keep], fmt, rows_per_block, cache.shape[1])
@@ -119,6 +121,8 @@ def gather_rows(
     fill: float = 0.0,
 ) -> torch.Tensor:
     """Dequantize the rows at ``slots`` into ``out``; ``fill`` where the slot is outside the cache."""
+    if slots.shape[0] == 0:
+        return out
     ok = (slots >= 0) & (slots < cache.shape[0] * rows_per_block)
     data_at, scale_at = _offsets(torch.where(ok, slots, 0), fmt, rows_per_block, cache.shape[1])
     flat = cache.view(-1)

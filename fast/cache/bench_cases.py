@@ -1,0 +1,289 @@
+"""Cache-kernel benchmark cases, registered with ``fast.bench``; run them alone with
+
+    python -m fast.cache.bench_cases --out results/cache [--no-compile] [--quick]
+
+which runs the harness on the ``cache/`` cases only and adds ``cache_summary.md``: TFLOP/s, bytes, the fraction
+of the roofline and the issue's targets, each Triton figure next to torch eager and torch.compile from the same
+run. Models (docs/cache-kernels.md):
+
+* quantize-and-store, 8192 rows per call: bytes = rows read (4 d each) + slots (8) + stored data and scale
+  parts (the row format's bytes). Gather: the same bytes the other way.
+* sparse decode, b requests x 2 queries, h heads, top-k 2048, D = dv = 512: FLOPs = 2 M h K (D + dv); bytes =
+  every lane's KV row (1024 B bf16, 584 B fp8) + q (bf16) + out and lse (f32) + indices (4 B a lane). Roofline
+  time = max(FLOPs / 989.4 TFLOP/s dense bf16, bytes / measured copy bandwidth).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fast import bench
+from fast.bench import Built, Case
+from fast.cache import FORMATS, attention, attention_naive, quantize, quantize_naive
+from fast.cache import gather_dequantize as gather_api
+from fast.cache import quantize_store as store_api
+from fast.cache import sparse_attention as attention_api
+
+ROWS = 8192
+ROWS_PER_BLOCK = 64
+H200_BF16_DENSE_TFLOPS = 989.4
+TOPK = 2048
+CONTEXT_ROWS = 16384  # compressed KV rows per request (the lanes of one request come from these)
+QUERIES_PER_REQUEST = 2
+DIM = 512
+
+
+def _store_inputs(conv: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    fmt = FORMATS[conv]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    rows = torch.randn(ROWS, fmt.dims, device="cuda", generator=g)
+    blocks = 2 * ROWS // ROWS_PER_BLOCK
+    slots = torch.randperm(blocks * ROWS_PER_BLOCK, device="cuda", generator=g)[:ROWS].contiguous()
+    cache = torch.zeros(blocks, fmt.block_bytes(ROWS_PER_BLOCK), dtype=torch.uint8, device="cuda")
+    moved = ROWS * (4 * fmt.dims + 8 + fmt.row_bytes)
+    return rows, slots, cache, moved
+
+
+def store_case(conv: str) -> Callable[[bool], Built]:
+    def build(with_compile: bool) -> Built:
+        fmt = FORMATS[conv]
+        rows, slots, cache, moved = _store_inputs(conv)
+        other = cache.clone()
+        src = torch.empty(moved // 8, device="cuda")  # read + write = moved bytes
+        dst = torch.empty_like(src)
+        impls: dict[str, Callable[[], object]] = {
+            "triton": lambda: quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK),
+            "triton+checks": lambda: store_api(rows, slots, cache, fmt=conv, rows_per_block=ROWS_PER_BLOCK),
+            "torch_eager": lambda: quantize_naive.store_rows(rows, slots, other, fmt, ROWS_PER_BLOCK),
+            "copy_same_bytes": lambda: dst.copy_(src),
+        }
+        if with_compile:
+            compiled = torch.compile(quantize_naive.store_rows, dynamic=False)
+            impls["torch_compile"] = lambda: compiled(rows, slots, other, fmt, ROWS_PER_BLOCK)
+
+        def check() -> str:
+            cache.zero_()
+            other.zero_()
+            quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK)
+            quantize_naive.store_rows(rows, slots, other, fmt, ROWS_PER_BLOCK)
+            differ = int((cache != other).sum())
+            return "ok: triton bytes == torch bytes" if differ == 0 else f"{differ} bytes differ from torch"
+
+        notes = [f"{ROWS} rows of {fmt.dims} f32 into {conv} ({fmt.row_bytes} B/row) at random slots of "
+                 f"{cache.shape[0]} blocks x {ROWS_PER_BLOCK} rows; copy_same_bytes: a device copy of as many "
+                 "bytes (read + write), the practical roof at this size"]  # fmt: skip
+        return Built(impls, moved, 0, check, notes=notes)
+
+    return build
+
+
+def gather_case(conv: str) -> Callable[[bool], Built]:
+    def build(with_compile: bool) -> Built:
+        fmt = FORMATS[conv]
+        rows, slots, cache, moved = _store_inputs(conv)
+        quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK)
+        out = torch.empty(ROWS, fmt.dims, device="cuda")
+        other = torch.empty_like(out)
+        impls: dict[str, Callable[[], object]] = {
+            "triton": lambda: quantize.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, out),
+            "triton+checks": lambda: gather_api(cache, slots, fmt=conv, rows_per_block=ROWS_PER_BLOCK, out=out),
+            "torch_eager": lambda: quantize_naive.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, other),
+        }
+        if with_compile:
+            compiled = torch.compile(quantize_naive.gather_rows, dynamic=False)
+            impls["torch_compile"] = lambda: compiled(cache, slots, fmt, ROWS_PER_BLOCK, other)
+
+        def check() -> str:
+            quantize.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, out)
+            quantize_naive.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, other)
+            same = torch.equal(out.view(torch.int32), other.view(torch.int32))
+            return "ok: bit-identical to torch" if same else "differs from torch"
+
+        return Built(impls, moved, 0, check, notes=[f"{ROWS} rows of {conv} gathered to f32"])
+
+    return build
+
+
+def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
+    """q bf16[2b, h, 512]; per request a pool of CONTEXT_ROWS rows, each query choosing TOPK distinct ones."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    M, N = QUERIES_PER_REQUEST * b, b * CONTEXT_ROWS
+    q = (torch.randn(M, h, DIM, device="cuda", generator=g) * 0.5).to(torch.bfloat16)
+    base = (torch.arange(M, device="cuda") // QUERIES_PER_REQUEST * CONTEXT_ROWS)[:, None]
+    pick = torch.rand(M, CONTEXT_ROWS, device="cuda", generator=g).argsort(dim=1)[:, :TOPK]
+    indices = (base + pick).to(torch.int32).contiguous()
+    sink = torch.randn(h, device="cuda", generator=g)
+    out = {"q": q, "indices": indices, "sink": sink, "M": M, "N": N}
+    if fp8:
+        fmt = FORMATS["v4_584"]
+        blocks = N // ROWS_PER_BLOCK
+        cache = torch.zeros(blocks, fmt.block_bytes(ROWS_PER_BLOCK), dtype=torch.uint8, device="cuda")
+        for start in range(0, N, 1 << 18):
+            rows = torch.randn(min(1 << 18, N - start), DIM, device="cuda", generator=g)
+            slots = torch.arange(start, start + rows.shape[0], device="cuda")
+            quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK)
+        out["kv"] = cache
+        out["kv_cache"] = (ROWS_PER_BLOCK, fmt.offsets(ROWS_PER_BLOCK)[1])
+        out["row_bytes"] = fmt.row_bytes
+    else:
+        out["kv"] = torch.randn(N, DIM, device="cuda", generator=g).to(torch.bfloat16)
+        out["kv_cache"] = None
+        out["row_bytes"] = 2 * DIM
+    return out
+
+
+SWEEP = (
+    attention.Config(64, 32, 8, 2),
+    attention.Config(64, 32, 8, 3),
+    attention.Config(64, 64, 8, 2),
+    attention.Config(64, 16, 8, 3),
+)
+
+
+def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Built]:
+    def build(with_compile: bool) -> Built:
+        x = decode_inputs(b, h, fp8)
+        M, scale = x["M"], DIM**-0.5
+        out = torch.empty(M, h, DIM, device="cuda")
+        lse = torch.empty(M, h, device="cuda")
+        kv, idx, q, sink, kv_cache = x["kv"], x["indices"], x["q"], x["sink"], x["kv_cache"]
+
+        def triton_fn(precision: str, cfg: attention.Config | None = None) -> Callable[[], object]:
+            return lambda: attention.sparse_attention(q, kv, idx, sink, scale, DIM, False, out, lse, kv_cache,
+                                                      cfg, precision)  # fmt: skip
+
+        def eager(precision: str) -> Callable[[], object]:
+            o, s = torch.empty_like(out), torch.empty_like(lse)
+            return lambda: attention_naive.sparse_attention(q, kv, idx, sink, scale, DIM, False, o, s, kv_cache,
+                                                            precision)  # fmt: skip
+
+        impls = {
+            "triton": triton_fn("bf16"),
+            "triton_f32p": triton_fn("f32"),
+            "triton+checks": lambda: attention_api(q, kv, idx, sink, scale=scale, dv=DIM, precision="bf16",
+                                                   kv_format="v4_584" if fp8 else None, out=out, lse=lse),
+            "torch_eager": eager("bf16"),
+        }  # fmt: skip
+        if with_compile:
+            compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
+            o2, s2 = torch.empty_like(out), torch.empty_like(lse)
+            impls["torch_compile"] = lambda: compiled(q, kv, idx, sink, scale, DIM, False, o2, s2, kv_cache, "bf16")
+        sweep_impls = {f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages}]": triton_fn("bf16", c)
+                       for c in SWEEP} if sweep else {}  # fmt: skip
+        flops = 2 * M * h * TOPK * (DIM + DIM)
+        moved = M * TOPK * (x["row_bytes"] + 4) + M * h * (2 * DIM + 4 * DIM + 4)
+
+        def check() -> str:
+            rows = slice(0, 8)
+            ref_o, ref_l = torch.empty(8, h, DIM, device="cuda"), torch.empty(8, h, device="cuda")
+            attention_naive.sparse_attention(q[rows], kv, idx[rows], sink, scale, DIM, False, ref_o, ref_l, kv_cache,
+                                             "f64")  # fmt: skip
+            parts = []
+            for precision in ("bf16", "f32"):
+                triton_fn(precision)()
+                err = (out[rows] - ref_o).abs().max().item()
+                lerr = (lse[rows] - ref_l).abs().max().item()
+                parts.append(f"{precision} p: max |out - f64| {err:.2e}, |lse - f64| {lerr:.2e}")
+            o, s = torch.empty_like(ref_o), torch.empty_like(ref_l)
+            attention_naive.sparse_attention(q[rows], kv, idx[rows], sink, scale, DIM, False, o, s, kv_cache, "bf16")
+            parts.append(f"torch bf16: {(o - ref_o).abs().max().item():.2e}")
+            return "; ".join(parts)
+
+        notes = [f"M = {M} query rows ({b} requests x {QUERIES_PER_REQUEST}), {h} heads, top-k {TOPK} distinct rows "
+                 f"of {CONTEXT_ROWS} per request, D = dv = {DIM}, {'V4 FP8 584 B' if fp8 else 'BF16'} KV; "
+                 "triton: probabilities rounded to bf16 (FlashMLA style), triton_f32p: kept at f32 precision; "
+                 "torch: bf16 matmuls on gathered rows"]  # fmt: skip
+        return Built(impls, moved, flops, check, sweep=sweep_impls, notes=notes)
+
+    return build
+
+
+def register_all() -> None:
+    if any(c.name.startswith("cache/") for c in bench.CASES):
+        return
+    for conv in FORMATS:
+        bench.register(Case(f"cache/store_{conv}", "cache", f"quantize-and-store {ROWS} rows, {conv}",
+                            store_case(conv)))  # fmt: skip
+    for conv in ("v4_584", "v41_fp4_288"):
+        bench.register(Case(f"cache/gather_{conv}", "cache", f"gather-and-dequantize {ROWS} rows, {conv}",
+                            gather_case(conv)))  # fmt: skip
+    for fp8 in (False, True):
+        for b in (64, 128):
+            for h in (64, 128):
+                kind = "fp8" if fp8 else "bf16"
+                bench.register(Case(f"cache/decode_{kind}_b{b}_h{h}", "cache",
+                                    f"sparse decode b={b} h={h} top-k {TOPK}, {kind} KV",
+                                    decode_case(b, h, fp8, sweep=(b, h) == (128, 64))))  # fmt: skip
+
+
+register_all()
+
+
+def summary(report: dict[str, Any]) -> str:
+    """TFLOP/s, roofline fraction and the issue's targets, from a harness report."""
+    copy_gbs = float(report["copy"]["gbs"])
+    lines = [
+        "# Cache kernels on " + report["machine"]["gpu"],
+        "",
+        f"`{report['command']}`, torch {report['machine']['torch']}, triton {report['machine']['triton']}, "
+        f"{report['date']}. Copy bandwidth {copy_gbs:.0f} GB/s; bf16 dense peak {H200_BF16_DENSE_TFLOPS} TFLOP/s.",
+        "",
+        "| case | impl | ms | TFLOP/s | GB/s | % of roofline |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    targets = []
+    for case in report["cases"]:
+        if not case["name"].startswith("cache/"):
+            continue
+        flops, moved = case["flops"], case["bytes"]
+        roof_ms = max(flops / (H200_BF16_DENSE_TFLOPS * 1e9), moved / (copy_gbs * 1e6))
+        for impl, r in {**case["results"], **case.get("sweep", {})}.items():
+            if "ms" not in r:
+                lines.append(f"| {case['name']} | {impl} | error | | | |")
+                continue
+            tflops = flops / r["ms"] / 1e9
+            lines.append(f"| {case['name']} | {impl} | {r['ms']:.4g} | {tflops:.0f} | {r['gbs']:.0f} | "
+                         f"{100 * roof_ms / r['ms']:.0f}% |")  # fmt: skip
+        res = case["results"]
+        if case["name"] == "cache/store_v4_584" and "ms" in res.get("triton", {}):
+            frac = res["triton"]["fraction_of_copy"]
+            verdict = "met" if frac >= 0.8 else "NOT met"
+            targets.append(f"- quantize-and-store 8192 x 512 f32 (v4_584): {res['triton']['gbs']:.0f} GB/s = "
+                           f"{100 * frac:.0f}% of the copy bandwidth (target >= 80%): {verdict}")  # fmt: skip
+        if case["name"] == "cache/decode_bf16_b128_h64" and "ms" in res.get("triton", {}):
+            tf = flops / res["triton"]["ms"] / 1e9
+            targets.append(f"- sparse decode b=128 h=64 bf16: {tf:.0f} TFLOP/s (target >= 200): "
+                           f"{'met' if tf >= 200 else 'NOT met'}")  # fmt: skip
+        if case.get("check"):
+            lines.append(f"| {case['name']} | check: {case['check']} | | | | |")
+    return "\n".join([*lines, "", "## Targets", "", *targets]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fast.cache.bench_cases", description="cache benchmarks")
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results/cache"))
+    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="only store v4_584 and decode b=128 h=64")
+    args = parser.parse_args(argv)
+    only = ["cache/store_v4_584", "cache/decode_bf16_b128_h64"] if args.quick else ["cache/"]
+    harness = ["--out", str(args.out), "--budget-s", "1e9"] + [arg for o in only for arg in ("--only", o)]
+    status = bench.main([*harness, *(["--no-compile"] if args.no_compile else [])])
+    if status == 0:
+        report = json.loads((args.out / "bench.json").read_text())
+        text = summary(report)
+        (args.out / "cache_summary.md").write_text(text)
+        print(text)
+    return status
+
+
+if __name__ == "__main__":
+    from fast.cache import bench_cases
+
+    sys.exit(bench_cases.main())

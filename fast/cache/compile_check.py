@@ -1,0 +1,153 @@
+"""Lower the cache kernels to sm_90 (H100 / H200) code on any machine, without a GPU.
+
+    python -m fast.cache.compile_check [--ptx DIR]        (TRITON_INTERPRET must be unset)
+
+The interpreter runs what a kernel computes but compiles nothing: constructs the compiler refuses, register
+spills, scalar instead of vector memory access and a missing tensor-core path only show when lowering. For each
+kernel configuration this prints registers, spilled stack bytes, shared memory, global loads and stores with
+their widest vector form, and whether the dots became ``wgmma`` instructions. Exit status 1 if a kernel fails to
+compile or spills more than ``MAX_STACK_BYTES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+MAX_STACK_BYTES = 64
+CP_ASYNC_16 = r"cp\.async\.\w+\.shared\.global(?:\.\w+)* \[[^]]+\], \[[^]]+\], 16"
+# integer arguments that are multiples of 16 in the benchmarked launches (Triton specializes on that)
+DIVISIBLE = {"H", "K", "N", "rows_per_block", "block_bytes", "scale_base", "n_slots", "data_stride", "scale_stride"}
+
+
+def _quantize_cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+    from fast.cache import quantize
+    from fast.cache.formats import FORMATS
+
+    store = dict(rows_ptr="*fp32", slots_ptr="*i64", cache_w_ptr="*i32", cache_b_ptr="*u8", R="i32",
+                 n_slots="i64", rows_per_block="i32", block_bytes="i32", data_stride="i32", scale_base="i32",
+                 scale_stride="i32")  # fmt: skip
+    gather = dict(cache_w_ptr="*i32", cache_b_ptr="*u8", cache_h_ptr="*i16", slots_ptr="*i64", out_ptr="*fp32",
+                  fill="fp32", R="i32", n_slots="i64", rows_per_block="i32", block_bytes="i32", data_stride="i32",
+                  scale_base="i32", scale_stride="i32")  # fmt: skip
+    out = []
+    for name, fmt in FORMATS.items():
+        constants = quantize._constants(fmt) | {"ROWS": 1}
+        out.append((f"store {name}", quantize._store_kernel, store, constants | {"SCALE_BYTES": fmt.scale_bytes}, 4))
+        out.append((f"gather {name}", quantize._gather_kernel, gather, constants, 4))
+    return out
+
+
+def _attention_cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+    import triton.language as tl
+
+    from fast.cache import attention
+
+    args = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_b_ptr="*u8", kv_h_ptr="*i16", kv_q_ptr="*i64", idx_ptr="*i32",
+                sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32", H="i32", N="i64", K="i32", scale_hi="fp32",
+                scale_lo="fp32", rows_per_block="i32", block_bytes="i32", scale_base="i32")  # fmt: skip
+    base = dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=False, SEPARATE_V=False, HAS_SINK=True,
+                EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False)  # fmt: skip
+    out = []
+    for cfg in (attention.Config(64, 32, 8, 2), attention.Config(64, 64, 8, 2), attention.Config(64, 32, 8, 3)):
+        tiles = dict(BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n)
+        label = f"h{cfg.block_h} n{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}"
+        for kind, extra in (
+            ("bf16 kv, bf16 p", dict(MODE=2, LIBDEVICE=False)),
+            ("bf16 kv, f32 p", dict(MODE=1, LIBDEVICE=True)),
+            ("fp8 kv, bf16 p", dict(MODE=2, LIBDEVICE=False, FP8_V4=True)),
+        ):
+            out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, args,
+                        base | tiles | extra, cfg.num_warps, cfg.num_stages))  # fmt: skip
+    out.append(("attention f64 (contract mode) h16 n16", attention._sparse_attention_kernel, args,
+                base | dict(BLOCK_H=16, BLOCK_N=16, MODE=0, ACC=tl.float64, LIBDEVICE=True, D=64, DV=64,
+                            BLOCK_D=64, BLOCK_DV=64), 4, 1))  # fmt: skip
+    return out
+
+
+def compile_one(
+    fn: Any, args: dict[str, str], constexprs: dict[str, Any], num_warps: int, num_stages: int = 2
+) -> tuple[dict[str, Any], str]:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.compiler import compile as triton_compile
+
+    target = GPUTarget("cuda", 90, 32)
+    backend = make_backend(target)
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in constexprs:
+            signature[name] = "constexpr"
+            continue
+        signature[name] = args[name]
+        if args[name].startswith("*") or name in DIVISIBLE:  # as the launches specialize them
+            attrs[(i,)] = backend.parse_attr("D")
+    kernel = triton_compile(
+        ASTSource(fn, signature, constexprs, attrs),
+        target=target,
+        options={"num_warps": num_warps, "num_stages": num_stages},
+    )
+    ptx = kernel.asm["ptx"]
+    report: dict[str, Any] = {
+        "loads": len(re.findall(r"ld\.global", ptx)),
+        "loads_v4": len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx))
+        + len(re.findall(r"cp\.async\.\w+\.shared\.global(?:\.\w+)* \[[^]]+\], \[[^]]+\], 16", ptx)),
+        "stores": len(re.findall(r"st\.global", ptx)),
+        "stores_v4": len(re.findall(r"st\.global(?:\.\w+)*\.v4", ptx)),
+        "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
+        "mma": len(re.findall(r"\bmma\.sync", ptx)),
+        "shared": kernel.metadata.shared,
+        "registers": None,
+        "stack": None,
+    }
+    tool = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if tool.exists():
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(kernel.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True).stdout
+        regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
+        report["registers"] = int(regs.group(1)) if regs else None
+        report["stack"] = int(stack.group(1)) if stack else None
+    return report, ptx
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fast.cache.compile_check", description=__doc__.split("\n")[0])
+    parser.add_argument("--ptx", type=pathlib.Path, help="write each kernel's PTX into this folder")
+    parser.add_argument("--only", default="", help="compile only cases whose name contains this")
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
+        return 2
+    failed = False
+    for case in _quantize_cases() + _attention_cases():
+        name, fn, sig, constexprs, warps, *stages = case
+        if args.only not in name:
+            continue
+        try:
+            r, ptx = compile_one(fn, sig, constexprs, warps, *stages)
+        except Exception as err:
+            print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
+            failed = True
+            continue
+        if args.ptx:
+            args.ptx.mkdir(parents=True, exist_ok=True)
+            (args.ptx / (re.sub(r"\W+", "_", name) + ".ptx")).write_text(ptx)
+        spills = r["stack"] is not None and r["stack"] > MAX_STACK_BYTES
+        failed |= spills
+        print(f"{name}: regs {r['registers']}, stack {r['stack']} B{' (SPILLS)' if spills else ''}, "
+              f"smem {r['shared']} B, loads {r['loads']} ({r['loads_v4']} x16B), stores {r['stores']} "
+              f"({r['stores_v4']} x16B), wgmma {r['wgmma']}, mma {r['mma']}", flush=True)  # fmt: skip
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
