@@ -226,6 +226,23 @@ def test_matches_formula_at_the_tightest_ring(name: str, mode: Mode, backend: st
     assert torch.equal(bits(state), bits(call.expected_state(before)))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["c2", "v4_overlap_ape"])
+def test_long_verify_step(name: str, backend: str) -> None:
+    """A decode step of 20 and 17 new positions (more than one tile of positions to keep) with a ring of 24."""
+    layer = LAYERS[name]
+    spans = [(5, 20), (layer.window + 2, 17)]
+    histories = [make_history(layer, s + n + 1, 70 + i) for i, (s, n) in enumerate(spans)]
+    call = Call(layer, Mode.DECODE, histories, [5, layer.window + 2], [20, 17], [1, 0], 24, 2, make_ape(layer, 71))
+    state = call.fresh_state("full")
+    before = state.clone()
+    result = call.run(backend, state)
+    _, store, pos = call.expected(torch.float64)
+    assert_rows_close(result.rows, call, f"long step {name} {backend}")
+    assert result.store_slots.tolist() == store and result.positions.tolist() == pos
+    assert torch.equal(bits(state), bits(call.expected_state(before)))
+
+
 @pytest.mark.parametrize("name", ["c2", "v4_overlap_ape", "r128_ape"])
 def test_backends_agree(name: str) -> None:
     """Triton and torch: equal slots, positions and rings; rows within the same tolerance of each other."""

@@ -18,6 +18,9 @@ import sys
 import tempfile
 from typing import Any
 
+from fast.compression.plan import Mode
+from fast.compression.triton_kernels import default_tiles
+
 F32, I32, I16, I64 = "*fp32", "*i32", "*i16", "*i64"
 ROWS_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, state_index_ptr=I32, cu_ptr=I32,
                  start_ptr=I32, row_off_ptr=I32, table_ptr=I32, table_stride="i32", out_ptr=I16, slot_ptr=I64,
@@ -29,37 +32,46 @@ KEEP_ARGS = dict(score_ptr=F32, latent_ptr=F32, state_ptr=F32, state_index_ptr=I
 MAX_STACK_BYTES = 16
 
 
-def flags(ratio: int, overlap: bool, ape: bool, ring: int, tiles: tuple[int, int, int], **extra: Any) -> dict[str, Any]:
-    d, (block_r, block_k, block_c) = 512, tiles
-    window = ratio * (2 if overlap else 1)
+def flags(
+    mode: Mode, ratio: int, overlap: bool, ape: bool, ring: int, max_new: int = 6, **extra: Any
+) -> dict[str, Any]:
+    """Constexprs of a d = 512 layer at the default tiles."""
+    d, window = 512, ratio * (2 if overlap else 1)
+    cfg = default_tiles(mode, window, d, max_new, -(-max_new // ratio))
     base = dict(R=ratio, D=d, C=d * (2 if overlap else 1), OVERLAP=overlap, HAS_APE=ape, S=ring, ROWS_PER_BLOCK=1,
-                HAS_TABLE=False, WRITE_CACHE=False, OUT_BF16=True, CACHE_BF16=False, W=window, BLOCK_R=block_r,
-                BLOCK_K=block_k, BLOCK_C=block_c)  # fmt: skip
+                HAS_TABLE=False, WRITE_CACHE=False, OUT_BF16=True, CACHE_BF16=False, W=window,
+                BLOCK_R=cfg.block_r, BLOCK_K=cfg.block_k, BLOCK_C=cfg.block_c, num_warps=cfg.num_warps)  # fmt: skip
+    if mode is Mode.DECODE:
+        base["BLOCK_N"] = cfg.block_n
     return base | extra
 
 
-def cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+def cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any]]]:
+    """(name, kernel, argument types, constexprs and num_warps) at the default tiles."""
     from fast.compression import triton_kernels as tk
 
+    P, D = Mode.PREFILL, Mode.DECODE
     return [
-        ("prefill C2", tk._prefill_rows_kernel, ROWS_ARGS, flags(2, False, False, 4, (32, 2, 128)), 8),
-        ("prefill V4 overlap", tk._prefill_rows_kernel, ROWS_ARGS, flags(4, True, True, 9, (16, 8, 64)), 8),
-        ("prefill r128", tk._prefill_rows_kernel, ROWS_ARGS, flags(128, False, True, 130, (1, 32, 128)), 4),
+        ("prefill C2", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 2, False, False, 4)),
+        ("prefill V4 overlap", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 4, True, True, 9)),
+        ("prefill r128", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 128, False, True, 130)),
         ("prefill V4 f32 + cache", tk._prefill_rows_kernel, ROWS_ARGS | {"out_ptr": F32},
-         flags(4, True, True, 9, (16, 8, 64), OUT_BF16=False, HAS_TABLE=True, WRITE_CACHE=True), 8),
-        ("decode V4 overlap", tk._decode_kernel, DECODE_ARGS, flags(4, True, True, 12, (8, 8, 64), WRITE_RING=True), 4),
-        ("decode C2", tk._decode_kernel, DECODE_ARGS, flags(2, False, False, 6, (8, 2, 128), WRITE_RING=True), 4),
-        ("decode r128", tk._decode_kernel, DECODE_ARGS, flags(128, False, True, 140, (1, 32, 128), WRITE_RING=True), 4),
-        ("keep", tk._keep_kernel, KEEP_ARGS, dict(C=1024, S=9, BLOCK_P=8, BLOCK_C=256), 4),
+         flags(P, 4, True, True, 9, OUT_BF16=False, HAS_TABLE=True, WRITE_CACHE=True)),
+        ("decode V4 overlap", tk._decode_kernel, DECODE_ARGS, flags(D, 4, True, True, 12, WRITE_RING=True)),
+        ("decode C2", tk._decode_kernel, DECODE_ARGS, flags(D, 2, False, False, 6, WRITE_RING=True)),
+        ("decode r128", tk._decode_kernel, DECODE_ARGS, flags(D, 128, False, True, 140, WRITE_RING=True)),
+        ("keep", tk._keep_kernel, KEEP_ARGS, dict(C=1024, S=9, BLOCK_P=8, BLOCK_C=256, num_warps=4)),
     ]  # fmt: skip
 
 
-def compile_one(fn: Any, args: dict[str, str], constexprs: dict[str, Any], num_warps: int) -> dict[str, Any]:
+def compile_one(fn: Any, args: dict[str, str], constexprs: dict[str, Any]) -> dict[str, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
     from triton.compiler import compile as triton_compile
 
+    constexprs = dict(constexprs)
+    num_warps = constexprs.pop("num_warps", 4)
     target = GPUTarget("cuda", 90, 32)
     backend = make_backend(target)
     signature, attrs = {}, {}
@@ -97,9 +109,9 @@ def main() -> int:
         print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
         return 2
     failed = False
-    for name, fn, args, constexprs, warps in cases():
+    for name, fn, args, constexprs in cases():
         try:
-            r = compile_one(fn, args, constexprs, warps)
+            r = compile_one(fn, args, constexprs)
         except Exception as err:
             print(f"{name}: FAILED to compile: {type(err).__name__}: {err}")
             failed = True

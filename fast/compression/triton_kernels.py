@@ -28,9 +28,32 @@ import triton
 import triton.language as tl
 
 from fast.compression.naive import CompressionResult
-from fast.compression.plan import Mode, Plan
+from fast.compression.plan import Mode, Plan, completed_rows
 
 LOG2E = tl.constexpr(1.4426950408889634)  # a jit function may read only constexpr globals
+
+
+EXP2_POLY = (0.6931472420692444, 0.24022647738456726, 0.05550302192568779, 0.009618324227631092,
+             0.0013408145168796182, 0.00015394060756079853)  # fmt: skip
+"""2**f - 1 on [-1/2, 1/2] (coefficients of f .. f**6), fitted for relative error; see ``_exp2``."""
+C1, C2, C3, C4, C5, C6 = (tl.constexpr(c) for c in EXP2_POLY)
+
+
+@triton.jit
+def _exp2(y):
+    """2**y for y <= 0 (or -inf), within one ulp, the same arithmetic compiled and interpreted.
+
+    y = n + f with n = round(y), |f| <= 1/2; 2**f by a degree-6 polynomial in fused multiply-adds, 2**n by
+    building the exponent bits. Results below 2**-126 become 0 (a weight that small cannot move a sum of
+    weights that includes 1). NaN stays NaN.
+    """
+    y = tl.maximum(y, -127.0, propagate_nan=tl.PropagateNan.ALL)
+    n = tl.floor(y + 0.5)
+    f = y - n
+    p = tl.fma(tl.fma(tl.fma(tl.fma(tl.fma(C6, f, C5), f, C4), f, C3), f, C2), f, C1)
+    p = tl.fma(p, f, 1.0)
+    scale = ((n.to(tl.int32) + 127) << 23).to(tl.float32, bitcast=True)
+    return p * scale
 
 
 @triton.jit
@@ -121,13 +144,13 @@ def _window_mean(
         chunk_max = tl.max(x, axis=1)
         if k0 == 0:
             run_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)  # a row without entries: weights 0
-            p = tl.exp2((x - run_max[:, None, :]) * LOG2E)
+            p = _exp2((x - run_max[:, None, :]) * LOG2E)
             total = tl.sum(p, axis=1)
             acc = tl.sum(p * v, axis=1)
         else:
             new_max = tl.maximum(run_max, chunk_max)
-            alpha = tl.exp2((run_max - new_max) * LOG2E)
-            p = tl.exp2((x - new_max[:, None, :]) * LOG2E)
+            alpha = _exp2((run_max - new_max) * LOG2E)
+            p = _exp2((x - new_max[:, None, :]) * LOG2E)
             total = total * alpha + tl.sum(p, axis=1)
             acc = acc * alpha + tl.sum(p * v, axis=1)
             run_max = new_max
@@ -338,9 +361,12 @@ def _decode_kernel(
     WRITE_RING: tl.constexpr,
     W: tl.constexpr,
     BLOCK_R: tl.constexpr,
+    BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
+    """One (request, channel block): its completed rows (tiles of BLOCK_R rows, only the positions that complete
+    a group), zero rows for the other positions (tiles of BLOCK_N), then its ring write."""
     num_cb = (D + BLOCK_C - 1) // BLOCK_C
     pid = tl.program_id(0)
     pid_c = pid % num_cb
@@ -351,7 +377,6 @@ def _decode_kernel(
     slot = tl.load(state_index_ptr + request)
     cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < D
-    zero = tl.zeros([BLOCK_R], dtype=tl.int32)
     if WRITE_RING:  # load the first tile of positions to keep now, while the rows' loads are in flight
         kept = tl.minimum(length, S)
         if OVERLAP:  # the channels this program reads: cols, and D + cols
@@ -360,34 +385,46 @@ def _decode_kernel(
             halves = tl.arange(0, 1)
         channels = halves[:, None] * D + cols[None, :]
         channel_ok = (halves[:, None] >= 0) & col_ok[None, :]
-        first = tl.arange(0, BLOCK_R)
-        keep_local = length - kept + first
-        keep_mask = (first < kept)[:, None, None] & channel_ok[None, :, :]
+        ahead = tl.arange(0, BLOCK_N)
+        keep_local = length - kept + ahead
+        keep_mask = (ahead < kept)[:, None, None] & channel_ok[None, :, :]
         keep_src = (cu0 + keep_local).to(tl.int64)[:, None, None] * C + channels[None, :, :]
         keep_x = tl.load(score_ptr + keep_src, mask=keep_mask)
         keep_v = tl.load(latent_ptr + keep_src, mask=keep_mask)
-    for r0 in range(0, length, BLOCK_R):
+    # rows j in [start // R, (start + length) // R), completed at positions (j + 1) R - 1
+    first = start // R
+    completed = (start + length) // R - first
+    zero = tl.zeros([BLOCK_R], dtype=tl.int32)
+    for r0 in range(0, completed, BLOCK_R):
         local = r0 + tl.arange(0, BLOCK_R)
-        live = local < length
-        position = start + local
-        valid = live & ((position + 1) % R == 0)
-        group = position // R
+        valid = local < completed
+        group = first + local
         acc = _window_mean(
             score_ptr, latent_ptr, ape_ptr, state_ptr, zero + start, zero + cu0, zero + slot, group, valid,
             cols, col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
         )  # fmt: skip
         _store_rows(
-            out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + local, live, valid,
-            zero + request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE,
-            OUT_BF16, CACHE_BF16,
+            out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + (group + 1) * R - 1 - start,
+            valid, valid, zero + request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE,
+            WRITE_CACHE, OUT_BF16, CACHE_BF16,
+        )  # fmt: skip
+    # every other new position: zero row, store slot -1, position 0
+    nothing = tl.zeros([BLOCK_N], dtype=tl.int32)
+    for p0 in range(0, length, BLOCK_N):
+        i = p0 + tl.arange(0, BLOCK_N)
+        idle = (i < length) & ((start + i + 1) % R != 0)
+        _store_rows(
+            out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + i, idle, idle & (i < 0),
+            nothing + request, nothing, cols, col_ok, tl.zeros([BLOCK_N, BLOCK_C], dtype=tl.float32), pid_c, R, D,
+            ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE, OUT_BF16, CACHE_BF16,
         )  # fmt: skip
     if WRITE_RING:
         tl.debug_barrier()  # every ring read of this program happens before any of its ring writes
-        keep_dst = ((slot.to(tl.int64) * S + (start + keep_local) % S) * (2 * C))[:, None, None] + channels[None, :, :]
-        tl.store(state_ptr + keep_dst, keep_x, mask=keep_mask)
-        tl.store(state_ptr + keep_dst + C, keep_v, mask=keep_mask)
-        for r0 in range(BLOCK_R, kept, BLOCK_R):  # more than one tile to keep (long steps, r = 128 tiles)
-            i = r0 + tl.arange(0, BLOCK_R)
+        keep_dst = ((slot.to(tl.int64) * S + (start + keep_local) % S) * (2 * C))[:, None, None]
+        tl.store(state_ptr + keep_dst + channels[None, :, :], keep_x, mask=keep_mask)
+        tl.store(state_ptr + keep_dst + C + channels[None, :, :], keep_v, mask=keep_mask)
+        for r0 in range(BLOCK_N, kept, BLOCK_N):  # more than one tile to keep (steps longer than BLOCK_N)
+            i = r0 + tl.arange(0, BLOCK_N)
             _copy_to_ring(
                 score_ptr, latent_ptr, state_ptr, cu0, start, slot, length - kept + i, i < kept, channels,
                 channel_ok, C, S,
@@ -396,29 +433,38 @@ def _decode_kernel(
 
 @dataclass(frozen=True)
 class Config:
-    """Tile sizes: output rows, window entries per chunk, channels; and warps per program."""
+    """Tiles: output rows, window entries per chunk, channels; warps per program; decode: new positions per
+    tile (zero rows, ring write)."""
 
     block_r: int
     block_k: int
     block_c: int
     num_warps: int
+    block_n: int = 1
 
 
 TILE_ELEMENTS = 8192
 
 
-def default_config(plan: Plan) -> Config:
-    """Tiles of about 8192 elements: two-pass windows up to 16 entries, 32-entry chunks beyond."""
-    W = plan.window
-    block_k = triton.next_power_of_2(W) if W <= 16 else 32
-    block_c = min(triton.next_power_of_2(plan.dim), 128 if W <= 4 else 64)
-    if plan.mode is Mode.DECODE:
-        want = triton.next_power_of_2(max(1, plan.max_new)) if W <= 16 else 1
+def default_tiles(mode: Mode, window: int, dim: int, max_new: int, max_completed: int) -> Config:
+    """Prefill: tiles of 8192 elements, 8 warps (at most 128 registers: two programs per SM, see compile_check),
+    a window of up to 16 entries in one chunk, longer ones in chunks of 64, 128 channels (512-byte segments).
+    Decode: only the rows that complete (``max_completed`` per request), so a batch fits one wave of programs."""
+    block_k = triton.next_power_of_2(window) if window <= 16 else (64 if mode is Mode.PREFILL else 32)
+    block_c = min(triton.next_power_of_2(dim), 128)
+    if mode is Mode.DECODE:
+        want = triton.next_power_of_2(max(1, max_completed)) if window <= 16 else 1
     else:
-        want = 64 if W <= 16 else 1
+        want = 64 if window <= 16 else 1
     block_r = max(1, min(want, TILE_ELEMENTS // (block_k * block_c)))
     tile = block_r * block_k * block_c
-    return Config(block_r, block_k, block_c, 8 if tile >= 8192 else 4)
+    warps = 8 if tile >= 8192 else 4
+    return Config(block_r, block_k, block_c, warps, triton.next_power_of_2(max(1, min(max_new, 16))))
+
+
+def default_config(plan: Plan) -> Config:
+    completed = (completed_rows(s, n, plan.ratio) for s, n in zip(plan.starts, plan.lengths, strict=True))
+    return default_tiles(plan.mode, plan.window, plan.dim, plan.max_new, max(completed, default=0))
 
 
 def allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -480,6 +526,6 @@ def run(plan: Plan, config: Config | None = None) -> CompressionResult:
         _decode_kernel[(B * num_cb,)](
             plan.score, plan.latent, ape, state, plan.state_index, plan.cu_seqlens, plan.start_pos,
             table, table_stride, out, slots, positions, cache_arg,
-            **flags, WRITE_RING=any(plan.kept), num_warps=cfg.num_warps,
+            **flags, WRITE_RING=any(plan.kept), BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
         )  # fmt: skip
     return CompressionResult(rows, slots, positions)
