@@ -95,7 +95,8 @@ def check_select_equals_reference(impl: Implementation, case: dict[str, Any]) ->
 
 
 def check_newest_block(impl: Implementation, case: dict[str, Any]) -> None:
-    """Pinned: the newest visible block is kept unless NaN blocks fill every slot, whatever it holds.
+    """Pinned: the newest visible block scores +inf whatever it holds, so it is kept unless the blocks that
+    outrank it (NaN, or +inf with a lower index) fill every slot, and its rows never change the result.
     Unpinned: it is kept iff fewer than ``topk_blocks`` blocks outrank it and its score is keepable."""
     convention = impl.convention or ""
     got = run_select(impl, case["scores"], case)
