@@ -104,7 +104,8 @@ def score_rows(
     """Score rows on a coarse grid (many ties) with -inf/+inf/NaN/-0.0 sprinkled in, garbage past each length;
     lengths include 0 and the full width."""
     g = torch.Generator().manual_seed(seed)
-    scores = torch.randint(-6, 7, (rows, width), generator=g).float() / (2 if ties else 64)
+    spread = 6 if ties else 4096
+    scores = torch.randint(-spread, spread + 1, (rows, width), generator=g).float() / (2 if ties else 64)
     if specials:
         pick = torch.rand(rows, width, generator=g)
         scores[pick < 0.06] = float("nan")
