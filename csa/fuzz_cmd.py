@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import pathlib
 import sys
 import time
@@ -77,6 +78,9 @@ def _self_test(max_examples: int | None) -> int:
 
 
 def _fuzz(args: argparse.Namespace) -> int:
+    if args.device == "cpu":
+        # Triton kernels on CPU tensors run in the interpreter; set before the callable imports triton.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     from properties.catalog import properties_for
     from properties.contract import OPERATIONS, require_convention
     from properties.registry import Implementation, LoadError, load_callable
