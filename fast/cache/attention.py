@@ -17,8 +17,9 @@ sink enters once, in the final denominator; lse excludes it. At f32 precision (f
 compiled kernel takes ``exp`` and ``log`` from libdevice (within 1 ulp, as torch's); the bf16 mode uses the
 hardware's approximate ``ex2``.
 A tile with no valid lane leaves the state unchanged (the running maximum stays -inf and is read as 0).
-Under the interpreter, whose ``tl.dot`` cannot multiply bf16, the bf16 operands are widened to f32 first: the
-products of bf16 values are exact in f32, so only the order of the f32 sums can differ from the GPU.
+Under the interpreter, whose ``tl.dot`` cannot multiply bf16, the bf16 operands are widened to f32 first (the
+products of bf16 values are exact in f32, so only the order of the f32 sums can differ from the GPU), and
+probabilities are rounded to bf16 by integer operations, since its bf16 cast truncates.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def _sparse_attention_kernel(
             if MODE == 1:
                 pv = tl.dot(p, v.to(tl.float32))
             else:
-                pv = tl.dot(p.to(dtype).to(tl.float32), v.to(tl.float32))
+                pv = tl.dot(rd.bf16_round(p), v.to(tl.float32))
         elif MODE == 1:
             # p = hi + mid + lo to f32 precision, each piece bf16: three exact-product tensor-core passes
             hi = p.to(dtype)

@@ -26,7 +26,10 @@ CP_ASYNC_16 = r"cp\.async\.\w+\.shared\.global(?:\.\w+)* \[[^]]+\], \[[^]]+\], 1
 DIVISIBLE = {"H", "K", "N", "rows_per_block", "block_bytes", "scale_base", "n_slots", "data_stride", "scale_stride"}
 
 
-def _quantize_cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+Case = tuple[str, Any, dict[str, str], dict[str, Any], int, int]
+
+
+def _quantize_cases() -> list[Case]:
     from fast.cache import quantize
     from fast.cache.formats import FORMATS
 
@@ -39,12 +42,13 @@ def _quantize_cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
     out = []
     for name, fmt in FORMATS.items():
         constants = quantize._constants(fmt) | {"ROWS": 1}
-        out.append((f"store {name}", quantize._store_kernel, store, constants | {"SCALE_BYTES": fmt.scale_bytes}, 4))
-        out.append((f"gather {name}", quantize._gather_kernel, gather, constants, 4))
+        store_constants = constants | {"SCALE_BYTES": fmt.scale_bytes}
+        out.append((f"store {name}", quantize._store_kernel, store, store_constants, 4, 1))
+        out.append((f"gather {name}", quantize._gather_kernel, gather, constants, 4, 1))
     return out
 
 
-def _attention_cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+def _attention_cases() -> list[Case]:
     import triton.language as tl
 
     from fast.cache import attention
@@ -129,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     failed = False
     for case in _quantize_cases() + _attention_cases():
-        name, fn, sig, constexprs, warps, *stages = case
+        name, fn, sig, constexprs, warps, stages = case
         if args.only not in name:
             continue
         try:
-            r, ptx = compile_one(fn, sig, constexprs, warps, *stages)
+            r, ptx = compile_one(fn, sig, constexprs, warps, stages)
         except Exception as err:
             print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
             failed = True

@@ -12,7 +12,8 @@ tensors of any shape. Derivations: docs/cache-kernels.md.
 * ``fp4_e4m3_scale_code``: the exact ``e4m3(clamp(a / 6, 2^-9, 448))`` by integer division by 3.
 * ``round_pow2_scaled``: the code of ``|x| / 2^e`` on an e4m3 or e2m1 grid, nearest even, saturating.
 * ``e2m1_by_thresholds``: the e2m1 code of ``|x| / s`` for an e4m3 scale ``s``, by exact comparisons.
-* ``bf16_bits``: round to nearest even; overflow gives infinity (IEEE); NaN gives 0x7FC0.
+* ``bf16_bits``: round to nearest even; overflow gives infinity (IEEE); NaN gives 0x7FC0. ``bf16_round``: the
+  same rounding as an fp32 value.
 * ``e4m3_value``, ``e2m1_value``, ``ue8m0_value``: codes back to fp32, exactly (NaN codes give NaN).
 """
 
@@ -137,6 +138,14 @@ def bf16_bits(x):
     mag = x.to(tl.int32, bitcast=True) & 0x7FFFFFFF
     r = tl.where(mag > 0x7F800000, 0x7FC0, r)
     return tl.where(mag == 0, 0, r)
+
+
+@triton.jit
+def bf16_round(x):
+    """fp32 ``x`` rounded to the nearest bf16 value (ties to even), as fp32 (finite ``x``): the GPU's
+    ``.to(tl.bfloat16)``, which the interpreter replaces by truncation."""
+    u = x.to(tl.uint32, bitcast=True)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
 
 
 @triton.jit

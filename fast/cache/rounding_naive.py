@@ -8,6 +8,8 @@ byte for byte, and both with ``reference.formats``. Shapes: any; group reduction
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 FP8_MAX = 448.0
@@ -58,10 +60,12 @@ def e4m3_codes(x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
     return torch.where(_is_minus_zero(x), torch.zeros_like(codes), codes)
 
 
-def _e2m1_from_magnitude(ax: torch.Tensor, thresholds: list[torch.Tensor] | tuple[float, ...]) -> torch.Tensor:
+def _e2m1_from_magnitude(ax: torch.Tensor, thresholds: Sequence[torch.Tensor | float]) -> torch.Tensor:
     code = torch.zeros(ax.shape, dtype=torch.int32, device=ax.device)
     for i, threshold in enumerate(thresholds):
-        code += ((ax >= threshold) if i % 2 else (ax > threshold)).to(torch.int32)
+        t = torch.as_tensor(threshold, dtype=ax.dtype, device=ax.device)
+        above = torch.ge(ax, t) if i % 2 else torch.gt(ax, t)
+        code += above.to(torch.int32)
     return code
 
 
