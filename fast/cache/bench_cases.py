@@ -1,6 +1,6 @@
 """Cache-kernel benchmark cases, registered with ``fast.bench``; run them alone with
 
-    python -m fast.cache.bench_cases --out results/cache [--no-compile] [--quick]
+    python -m fast.cache.bench_cases --out results/cache [--no-compile] [--quick] [--only NAME ...]
 
 which runs the harness on the ``cache/`` cases only and adds ``cache_summary.md``: TFLOP/s, bytes, the fraction
 of the roofline and the issue's targets, each Triton figure next to torch eager and torch.compile from the same
@@ -31,6 +31,7 @@ from fast.cache import gather_dequantize as gather_api
 from fast.cache import quantize_store as store_api
 from fast.cache import sparse_attention as attention_api
 
+DEVICE = "cuda"
 ROWS = 8192
 ROWS_PER_BLOCK = 64
 H200_BF16_DENSE_TFLOPS = 989.4
@@ -42,11 +43,11 @@ DIM = 512
 
 def _store_inputs(conv: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     fmt = FORMATS[conv]
-    g = torch.Generator(device="cuda").manual_seed(0)
-    rows = torch.randn(ROWS, fmt.dims, device="cuda", generator=g)
+    g = torch.Generator(device=DEVICE).manual_seed(0)
+    rows = torch.randn(ROWS, fmt.dims, device=DEVICE, generator=g)
     blocks = 2 * ROWS // ROWS_PER_BLOCK
-    slots = torch.randperm(blocks * ROWS_PER_BLOCK, device="cuda", generator=g)[:ROWS].contiguous()
-    cache = torch.zeros(blocks, fmt.block_bytes(ROWS_PER_BLOCK), dtype=torch.uint8, device="cuda")
+    slots = torch.randperm(blocks * ROWS_PER_BLOCK, device=DEVICE, generator=g)[:ROWS].contiguous()
+    cache = torch.zeros(blocks, fmt.block_bytes(ROWS_PER_BLOCK), dtype=torch.uint8, device=DEVICE)
     moved = ROWS * (4 * fmt.dims + 8 + fmt.row_bytes)
     return rows, slots, cache, moved
 
@@ -56,7 +57,7 @@ def store_case(conv: str) -> Callable[[bool], Built]:
         fmt = FORMATS[conv]
         rows, slots, cache, moved = _store_inputs(conv)
         other = cache.clone()
-        src = torch.empty(moved // 8, device="cuda")  # read + write = moved bytes
+        src = torch.empty(moved // 8, device=DEVICE)  # read + write = moved bytes
         dst = torch.empty_like(src)
         impls: dict[str, Callable[[], object]] = {
             "triton": lambda: quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK),
@@ -89,7 +90,7 @@ def gather_case(conv: str) -> Callable[[bool], Built]:
         fmt = FORMATS[conv]
         rows, slots, cache, moved = _store_inputs(conv)
         quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK)
-        out = torch.empty(ROWS, fmt.dims, device="cuda")
+        out = torch.empty(ROWS, fmt.dims, device=DEVICE)
         other = torch.empty_like(out)
         impls: dict[str, Callable[[], object]] = {
             "triton": lambda: quantize.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, out),
@@ -113,27 +114,27 @@ def gather_case(conv: str) -> Callable[[bool], Built]:
 
 def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
     """q bf16[2b, h, 512]; per request a pool of CONTEXT_ROWS rows, each query choosing TOPK distinct ones."""
-    g = torch.Generator(device="cuda").manual_seed(1)
+    g = torch.Generator(device=DEVICE).manual_seed(1)
     M, N = QUERIES_PER_REQUEST * b, b * CONTEXT_ROWS
-    q = (torch.randn(M, h, DIM, device="cuda", generator=g) * 0.5).to(torch.bfloat16)
-    base = (torch.arange(M, device="cuda") // QUERIES_PER_REQUEST * CONTEXT_ROWS)[:, None]
-    pick = torch.rand(M, CONTEXT_ROWS, device="cuda", generator=g).argsort(dim=1)[:, :TOPK]
+    q = (torch.randn(M, h, DIM, device=DEVICE, generator=g) * 0.5).to(torch.bfloat16)
+    base = (torch.arange(M, device=DEVICE) // QUERIES_PER_REQUEST * CONTEXT_ROWS)[:, None]
+    pick = torch.rand(M, CONTEXT_ROWS, device=DEVICE, generator=g).argsort(dim=1)[:, :TOPK]
     indices = (base + pick).to(torch.int32).contiguous()
-    sink = torch.randn(h, device="cuda", generator=g)
+    sink = torch.randn(h, device=DEVICE, generator=g)
     out = {"q": q, "indices": indices, "sink": sink, "M": M, "N": N}
     if fp8:
         fmt = FORMATS["v4_584"]
         blocks = N // ROWS_PER_BLOCK
-        cache = torch.zeros(blocks, fmt.block_bytes(ROWS_PER_BLOCK), dtype=torch.uint8, device="cuda")
+        cache = torch.zeros(blocks, fmt.block_bytes(ROWS_PER_BLOCK), dtype=torch.uint8, device=DEVICE)
         for start in range(0, N, 1 << 18):
-            rows = torch.randn(min(1 << 18, N - start), DIM, device="cuda", generator=g)
-            slots = torch.arange(start, start + rows.shape[0], device="cuda")
+            rows = torch.randn(min(1 << 18, N - start), DIM, device=DEVICE, generator=g)
+            slots = torch.arange(start, start + rows.shape[0], device=DEVICE)
             quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK)
         out["kv"] = cache
         out["kv_cache"] = (ROWS_PER_BLOCK, fmt.offsets(ROWS_PER_BLOCK)[1])
         out["row_bytes"] = fmt.row_bytes
     else:
-        out["kv"] = torch.randn(N, DIM, device="cuda", generator=g).to(torch.bfloat16)
+        out["kv"] = torch.randn(N, DIM, device=DEVICE, generator=g).to(torch.bfloat16)
         out["kv_cache"] = None
         out["row_bytes"] = 2 * DIM
     return out
@@ -151,8 +152,8 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
     def build(with_compile: bool) -> Built:
         x = decode_inputs(b, h, fp8)
         M, scale = x["M"], DIM**-0.5
-        out = torch.empty(M, h, DIM, device="cuda")
-        lse = torch.empty(M, h, device="cuda")
+        out = torch.empty(M, h, DIM, device=DEVICE)
+        lse = torch.empty(M, h, device=DEVICE)
         kv, idx, q, sink, kv_cache = x["kv"], x["indices"], x["q"], x["sink"], x["kv_cache"]
 
         def triton_fn(precision: str, cfg: attention.Config | None = None) -> Callable[[], object]:
@@ -181,8 +182,9 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
         moved = M * TOPK * (x["row_bytes"] + 4) + M * h * (2 * DIM + 4 * DIM + 4)
 
         def check() -> str:
-            rows = slice(0, 8)
-            ref_o, ref_l = torch.empty(8, h, DIM, device="cuda"), torch.empty(8, h, device="cuda")
+            n = min(8, M)
+            rows = slice(0, n)
+            ref_o, ref_l = torch.empty(n, h, DIM, device=DEVICE), torch.empty(n, h, device=DEVICE)
             attention_naive.sparse_attention(q[rows], kv, idx[rows], sink, scale, DIM, False, ref_o, ref_l, kv_cache,
                                              "f64")  # fmt: skip
             parts = []
@@ -270,9 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fast.cache.bench_cases", description="cache benchmarks")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results/cache"))
     parser.add_argument("--no-compile", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="only store v4_584 and decode b=128 h=64")
+    parser.add_argument("--only", action="append", default=[], help="cases whose name contains this (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="only store v4_584 and decode bf16 b=128 h=64")
     args = parser.parse_args(argv)
-    only = ["cache/store_v4_584", "cache/decode_bf16_b128_h64"] if args.quick else ["cache/"]
+    only = args.only or (["cache/store_v4_584", "cache/decode_bf16_b128_h64"] if args.quick else ["cache/"])
     harness = ["--out", str(args.out), "--budget-s", "1e9"] + [arg for o in only for arg in ("--only", o)]
     status = bench.main([*harness, *(["--no-compile"] if args.no_compile else [])])
     if status == 0:

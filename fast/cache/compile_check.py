@@ -69,9 +69,22 @@ def _attention_cases() -> list[Case]:
         ):
             out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, args,
                         base | tiles | extra, cfg.num_warps, cfg.num_stages))  # fmt: skip
-    out.append(("attention f64 (contract mode) h16 n16", attention._sparse_attention_kernel, args,
-                base | dict(BLOCK_H=16, BLOCK_N=16, MODE=0, ACC=tl.float64, LIBDEVICE=True, D=64, DV=64,
-                            BLOCK_D=64, BLOCK_DV=64), 4, 1))  # fmt: skip
+    small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
+    for name, extra in (
+        ("f64 (the contract's form)", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True)),
+        ("f64, f32 inputs", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True, IS_F32=True)),
+        ("f32 inputs", dict(MODE=1, LIBDEVICE=True, IS_F32=True)),
+        ("bf16 p", dict(MODE=2, LIBDEVICE=False)),
+        ("f32 p", dict(MODE=1, LIBDEVICE=True)),
+        ("f64, dv < D / 2", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True, DV=8, BLOCK_DV=16, SEPARATE_V=True)),
+        (
+            "f64, fp8 kv",
+            dict(MODE=0, ACC=tl.float64, LIBDEVICE=True, FP8_V4=True, D=512, DV=512, BLOCK_D=512, BLOCK_DV=512),
+        ),
+    ):
+        sig = args | dict(q_ptr="*fp32", kv_ptr="*fp32") if extra.get("IS_F32") else args
+        out.append((f"attention test shape {name} h16 n16", attention._sparse_attention_kernel, sig,
+                    small | extra, 4, 1))  # fmt: skip
     return out
 
 
