@@ -51,6 +51,15 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(a.strip() for a in text.split(",") if a.strip())
 
 
+FORMAT_CONVENTION_NAMES = ("v4_584", "v41_fp8_528", "v41_fp4_288", "index_fp4_68", "index_fp8_132")
+ATTENTION_CONVENTION_NAMES = (
+    "minus_one_only+empty_zero",
+    "minus_one_only+empty_nan",
+    "out_of_range+empty_zero",
+    "out_of_range+empty_nan",
+)
+
+
 OPERATIONS: dict[str, Operation] = {
     op.name: op
     for op in (
@@ -153,28 +162,43 @@ OPERATIONS: dict[str, Operation] = {
         ),
         _op(
             "quantize_store",
-            "quantize rows into a paged cache at slots (-1 skipped), data rows before scale rows",
-            "rows, slots, cache; fmt",
-            "fn(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, block_bytes] (in place), *, fmt: str)",
-            ("v4_584", "v41_fp8_528", "v41_fp4_288", "index_fp4_68", "index_fp8_132"),
-            "exact bytes",
+            "quantize rows into a paged cache at slots (-1 skipped), in the format's public block layout",
+            "rows, slots, cache; fmt, rows_per_block",
+            """fn(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, block_bytes] (in place), *, fmt: str,
+            rows_per_block: int) -> None; fmt is the convention name; block_bytes =
+            public_layout(fmt, rows_per_block).block_bytes (V4 584 B and the index formats: all data parts, then
+            all scale parts, V4 blocks padded to a multiple of 576 B; V4.1 528 / 288 B: row after row); slot s is
+            row s % rows_per_block of block s // rows_per_block; valid slots are distinct; a row at slot -1 may
+            hold anything (NaN, inf) and is neither read nor written; a stored row holding NaN or +-inf, or a
+            value the format cannot store (a RoPE value that overflows bf16), raises ValueError before any byte
+            is written; no byte outside the stored rows' data and scale parts changes (the V4 pad byte: 0 or
+            untouched)""",
+            FORMAT_CONVENTION_NAMES,
+            "exact bytes (a -0.0 input may give either zero code)",
         ),
         _op(
             "gather_dequantize",
-            "read rows back from a paged cache",
-            "cache, slots; fmt",
-            "fn(cache: u8[num_blocks, block_bytes], slots: i64[R], *, fmt: str) -> f32[R, d]",
-            ("v4_584", "v41_fp8_528", "v41_fp4_288", "index_fp4_68", "index_fp8_132"),
-            "exact: every dequantized value is a grid value times a power-of-two or e4m3 scale",
+            "read rows back from a paged cache and dequantize them",
+            "cache, slots; fmt, rows_per_block",
+            """fn(cache: u8[num_blocks, block_bytes], slots: i64[R], *, fmt: str, rows_per_block: int) -> f32[R, d];
+            layout as quantize_store; slots >= 0 in any order, repeats allowed; pad bytes, block padding and
+            other rows are never read; codes are finite (NaN codes are outside the contract)""",
+            FORMAT_CONVENTION_NAMES,
+            "exact: every value equals the reference decoding of the stored bytes (sign of zero not compared)",
         ),
         _op(
             "sparse_attention",
             "sparse MQA attention with a sink over selected lanes",
             "q, kv, indices, sink; scale, dv",
             """fn(q: f32|bf16[M, H, D], kv: f32|bf16[N, D], indices: i32[M, K], sink: f32[H], *, scale: float,
-            dv: int) -> (out: f32[M, H, dv], lse: f32[M, H])""",
-            ("empty_zero", "empty_nan"),
-            "within twice the error of the same-precision torch implementation",
+            dv: int) -> (out: f32[M, H, dv], lse: f32[M, H]); the value of cache row j is kv[j, :dv];
+            out = sum_j e^{s_j} v_j / (e^{sink} + sum_j e^{s_j}), s_j = scale * q . kv[j], over the row's valid
+            lanes in any order (a lane listed twice counts twice); lse = ln sum_j e^{s_j} (no sink); sink -inf:
+            none, +inf: output 0. Convention "INVALID+EMPTY": INVALID minus_one_only (only -1 is skipped, every
+            other lane is in [0, N)) or out_of_range (every lane < 0 or >= N is skipped); EMPTY, for a row with
+            no valid lane: empty_zero (out 0, lse +inf) or empty_nan (out NaN, lse NaN)""",
+            ATTENTION_CONVENTION_NAMES,
+            "within twice the error of same-precision (f32) torch implementations, lane by lane",
         ),
     )
 }
