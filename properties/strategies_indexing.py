@@ -41,11 +41,16 @@ class ByteSource:
         """An integer in [0, n) (n <= 256)."""
         return self.byte() % n
 
+    def between(self, low: int, high: int) -> int:
+        """An integer in [low, high] (at most 256 values); byte 0 gives ``low``."""
+        return low + self.below(high - low + 1)
+
     def bytes(self, n: int) -> list[int]:
         return [self.byte() for _ in range(n)]
 
 
 def source(size: int) -> st.SearchStrategy[ByteSource]:
+    """One byte string of ``size`` bytes: a whole example is read from a single draw."""
     return st.binary(min_size=size, max_size=size).map(ByteSource)
 
 
@@ -98,14 +103,16 @@ def src_garbage(src: ByteSource, n: int) -> list[float]:
 
 # --- top-k and candidate blocks ------------------------------------------------------------------------------------
 
+MAX_BLOCK = 8
+SCORE_BYTES = 8 + MAX_ROWS * (2 * MAX_WIDTH + 2 + MAX_BLOCK)
+"""Enough bytes for a batch of score rows, a second garbage tail per row and a few settings."""
 
-@st.composite
-def score_batch(draw: st.DrawFn, extra_per_row: int = 0) -> tuple[dict[str, Any], ByteSource]:
-    """``{"scores", "lengths"}`` and the byte source, positioned after them, for ``extra_per_row`` more bytes."""
-    rows, width, style = draw(st.integers(1, MAX_ROWS)), draw(st.integers(0, MAX_WIDTH)), draw(st.integers(0, 3))
-    src = draw(source(rows * (2 * width + 1 + extra_per_row)))
+
+def score_batch(src: ByteSource) -> dict[str, Any]:
+    """``{"scores", "lengths"}``: 1 to MAX_ROWS rows of one width, each a valid prefix then garbage."""
+    rows, width, style = src.between(1, MAX_ROWS), src.between(0, MAX_WIDTH), src.below(4)
     lengths = [length_from(b, width) for b in src.bytes(rows)]
-    return {"scores": score_rows(src, width, lengths, style), "lengths": lengths}, src
+    return {"scores": score_rows(src, width, lengths, style), "lengths": lengths}
 
 
 def other_tails(src: ByteSource, case: dict[str, Any]) -> list[list[float]]:
@@ -117,10 +124,21 @@ def other_tails(src: ByteSource, case: dict[str, Any]) -> list[list[float]]:
 @st.composite
 def topk_cases(draw: st.DrawFn, with_other_tails: bool = False) -> dict[str, Any]:
     """``{"scores", "lengths", "offsets", "k"}`` (and ``"other_tails"``) for the topk operation."""
-    case, src = draw(score_batch(extra_per_row=1))
+    src = draw(source(SCORE_BYTES))
+    k = src.between(0, MAX_K)
+    case = score_batch(src)
     width = len(case["scores"][0])
     case["offsets"] = [offset_from(src.byte(), width) for _ in case["lengths"]]
-    case["k"] = draw(st.integers(0, MAX_K))
+    case["k"] = k
+    if with_other_tails:
+        case["other_tails"] = other_tails(src, case)
+    return case
+
+
+def candidate_case(src: ByteSource, with_other_tails: bool = False) -> dict[str, Any]:
+    block_size, topk_blocks = src.between(2, MAX_BLOCK), src.between(0, 6)
+    case = score_batch(src)
+    case["block_size"], case["topk_blocks"] = block_size, topk_blocks
     if with_other_tails:
         case["other_tails"] = other_tails(src, case)
     return case
@@ -129,39 +147,35 @@ def topk_cases(draw: st.DrawFn, with_other_tails: bool = False) -> dict[str, Any
 @st.composite
 def candidate_cases(draw: st.DrawFn, with_other_tails: bool = False) -> dict[str, Any]:
     """``{"scores", "lengths", "block_size", "topk_blocks"}`` (and ``"other_tails"``) for candidate_select."""
-    case, src = draw(score_batch())
-    case["block_size"] = draw(st.integers(2, 8))
-    case["topk_blocks"] = draw(st.integers(0, 6))
-    if with_other_tails:
-        case["other_tails"] = other_tails(src, case)
-    return case
+    return candidate_case(draw(source(SCORE_BYTES)), with_other_tails)
 
 
 @st.composite
 def slots_for_every_block(draw: st.DrawFn) -> dict[str, Any]:
     """A candidate case with ``topk_blocks`` at least the number of blocks of the widest row."""
-    case = draw(candidate_cases())
-    width = len(case["scores"][0])
-    case["topk_blocks"] = -(-width // case["block_size"]) + draw(st.integers(0, 1))
+    src = draw(source(SCORE_BYTES))
+    spare = src.below(2)
+    case = candidate_case(src)
+    case["topk_blocks"] = -(-len(case["scores"][0]) // case["block_size"]) + spare
     return case
 
 
 @st.composite
 def newest_block_cases(draw: st.DrawFn) -> dict[str, Any]:
     """A candidate case plus ``"newest_values"``: other contents for each row's newest visible block."""
-    case = draw(candidate_cases())
-    size, rows = case["block_size"], len(case["lengths"])
-    src = draw(source(size * rows))
-    case["newest_values"] = [[prefix_value(src.byte(), 3) for _ in range(size)] for _ in range(rows)]
+    src = draw(source(SCORE_BYTES))
+    case = candidate_case(src)
+    size = case["block_size"]
+    case["newest_values"] = [[prefix_value(src.byte(), 3) for _ in range(size)] for _ in case["lengths"]]
     return case
 
 
 @st.composite
 def restore_cases(draw: st.DrawFn) -> dict[str, Any]:
     """``{"offsets", "candidate_blocks", "block_size"}``: distinct block ids or -1 padding, offsets or -1."""
-    rows, block_size = draw(st.integers(1, MAX_ROWS)), draw(st.integers(2, 8))
-    slots, lanes = draw(st.integers(0, 6)), draw(st.integers(0, MAX_K))
-    src = draw(source(rows * (16 + slots + lanes)))
+    src = draw(source(4 + MAX_ROWS * (16 + 6 + MAX_K)))
+    rows, block_size = src.between(1, MAX_ROWS), src.between(2, MAX_BLOCK)
+    slots, lanes = src.between(0, 6), src.between(0, MAX_K)
     blocks, offsets = [], []
     span = slots * block_size
     for _ in range(rows):
@@ -183,10 +197,10 @@ def permutation(src: ByteSource, n: int) -> list[int]:
 @st.composite
 def two_level_cases(draw: st.DrawFn) -> dict[str, Any]:
     """``{"scores", "lengths", "k", "block_size", "padding"}``: a top-k case for the candidate round trip."""
-    case, _ = draw(score_batch())
-    case["k"] = draw(st.integers(0, MAX_K))
-    case["block_size"] = draw(st.integers(2, 8))
-    case["padding"] = draw(st.integers(0, 2))
+    src = draw(source(SCORE_BYTES))
+    k, block_size, padding = src.between(0, MAX_K), src.between(2, MAX_BLOCK), src.between(0, 2)
+    case = score_batch(src)
+    case.update(k=k, block_size=block_size, padding=padding)
     return case
 
 
@@ -208,6 +222,10 @@ def grid_matrix(src: ByteSource, rows: int, cols: int) -> list[list[float]]:
     return [[grid_64th(src) for _ in range(cols)] for _ in range(rows)]
 
 
+INDEX_BYTES = 16 + 2 * 8 * (6 * 4 + 25) + 6 * 4 + 3
+"""Enough bytes for the largest index-score case: 6 queries x 4 heads x 8 dims, 25 visible rows."""
+
+
 @st.composite
 def index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
     """``{"q", "weights", "k", "positions", "ratio", "dtype"}``.
@@ -216,23 +234,25 @@ def index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
     per request, each at its own position). Key rows past the largest visible count hold garbage. Weights are
     multiples of 1/4 in [-2, 2]: with at most 4 heads the weighted sum stays exact in float32 too.
     """
-    ratio, queries = draw(st.integers(1, 4)), draw(st.integers(1, 6 if mode == "prefill" else 4))
-    heads, dim, extra = draw(st.integers(1, 4)), draw(st.integers(1, 8)), draw(st.integers(0, 3))
+    src = draw(source(INDEX_BYTES))
+    ratio, queries = src.between(1, 4), src.between(1, 6 if mode == "prefill" else 4)
+    heads, dim, extra = src.between(1, 4), src.between(1, 8), src.between(0, 3)
+    dtype = ("float32", "bfloat16")[src.below(2)]
     if mode == "prefill":
-        start = draw(st.integers(0, 12))
+        start = src.between(0, 12)
         positions = list(range(start, start + queries))
     else:
-        positions = [b % 25 for b in draw(st.binary(min_size=queries, max_size=queries))]
+        positions = [src.below(25) for _ in range(queries)]
     visible = max((p + 1) // ratio for p in positions)
-    src = draw(source(2 * dim * (queries * heads + visible) + queries * heads + extra))
     q = [grid_matrix(src, heads, dim) for _ in positions]
     weights = [[coarse(src.byte()) / 2 for _ in range(heads)] for _ in positions]
     k = grid_matrix(src, visible, dim) + [[garbage(src.byte() % 4)] * dim for _ in range(extra)]
-    dtype = draw(st.sampled_from(("float32", "bfloat16")))
     return {"q": q, "weights": weights, "k": k, "positions": positions, "ratio": ratio, "dtype": dtype}
 
 
 # --- addresses -----------------------------------------------------------------------------------------------------
+
+SLOT_BYTES = 8 + 4 * MAX_ROWS * 4 + MAX_ROWS * (1 + 3 * MAX_K)
 
 
 @st.composite
@@ -244,12 +264,13 @@ def slot_cases(draw: st.DrawFn) -> dict[str, Any]:
     valid lanes and ``garbage`` what the count guard's other lanes hold. Block ids near ``2**31 / Bc`` make the
     slots exceed int32.
     """
-    block_size = draw(st.sampled_from((2, 4, 6, 8)))
-    ratio = draw(st.sampled_from([r for r in (1, 2, 3, 4, 8) if block_size % r == 0]))
+    src = draw(source(SLOT_BYTES))
+    block_size = (2, 4, 6, 8)[src.below(4)]
+    ratios = [r for r in (1, 2, 3, 4, 8) if block_size % r == 0]
+    ratio = ratios[src.below(len(ratios))]
     per_block = block_size // ratio
-    requests, blocks, lanes = draw(st.integers(1, MAX_ROWS)), draw(st.integers(1, 4)), draw(st.integers(0, MAX_K))
-    total, large = requests * blocks, draw(st.booleans())
-    src = draw(source(4 * total + requests * (1 + 3 * lanes)))
+    requests, blocks, lanes = src.between(1, MAX_ROWS), src.between(1, 4), src.between(0, MAX_K)
+    total, large = requests * blocks, src.below(2) == 1
     base = min(2**31 // per_block - 2, INT32_MAX - 4 * total) if large else 0
     ids = [base + i for i in permutation(src, 4 * total)[:total]]
     span = blocks * per_block
@@ -268,8 +289,8 @@ def slot_cases(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def gathered_cases(draw: st.DrawFn) -> dict[str, Any]:
     """``{"rows", "offsets"}``: rows or -1 per lane; offsets up to beyond int32."""
-    requests, lanes = draw(st.integers(1, MAX_ROWS)), draw(st.integers(0, MAX_K))
-    src = draw(source(requests * (lanes + 1)))
+    src = draw(source(2 + MAX_ROWS * (MAX_K + 1)))
+    requests, lanes = src.between(1, MAX_ROWS), src.between(0, MAX_K)
     rows = [[-1 if (b := src.byte()) >= 192 else b % 64 for _ in range(lanes)] for _ in range(requests)]
     offsets = [b % 65 if (b := src.byte()) < 192 else 2**31 - 70 + 2**26 * (b - 192) for _ in range(requests)]
     return {"rows": rows, "offsets": offsets}
@@ -278,7 +299,8 @@ def gathered_cases(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def window_cases(draw: st.DrawFn) -> dict[str, Any]:
     """``{"window", "seqlen", "start_pos"}``: a prefill chunk at position 0 or one decode query."""
-    window = draw(st.integers(1, 12))
-    if draw(st.booleans()):
-        return {"window": window, "seqlen": draw(st.integers(0, 20)), "start_pos": 0}
-    return {"window": window, "seqlen": 1, "start_pos": draw(st.integers(1, 30))}
+    src = draw(source(3))
+    window, decode = src.between(1, 12), src.below(2) == 1
+    if decode:
+        return {"window": window, "seqlen": 1, "start_pos": src.between(1, 30)}
+    return {"window": window, "seqlen": src.between(0, 20), "start_pos": 0}
