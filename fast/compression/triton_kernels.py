@@ -1,8 +1,8 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """Triton kernels for compression: prefill over packed requests, and one-launch decode / verify.
 
-Names and shapes follow ``naive.py``. Every kernel works on a tile of output rows x window entries x channels
-(``[BLOCK_R, BLOCK_K, BLOCK_C]``, channels contiguous in memory):
+Names and shapes follow ``naive.py``. Every kernel works on a tile of window entries x output rows x channels
+(``[BLOCK_K, BLOCK_R, BLOCK_C]``, channels contiguous in memory):
 
 - ``_prefill_rows_kernel``: one program per (block of output rows, block of channels), channel blocks fastest,
   so programs running together stream whole input rows. Each output row finds its request by binary search over
@@ -107,23 +107,25 @@ def _window_mean(
     Entries are ordered current group first, so the first chunk of a valid row always holds a present entry.
     """
     entry = tl.arange(0, BLOCK_K)
-    ring_base = slot.to(tl.int64) * S
+    ring_base = slot.to(tl.int64)[None, :] * S
     for k0 in tl.static_range(0, W, BLOCK_K):
+        # tiles are [entries, rows, channels]: the compiler spreads warps over rows before entries, so the
+        # reductions over a window's entries stay inside each thread
         e = k0 + entry
         in_window = e < W
         if OVERLAP:  # arithmetic, not selects, so the channel offset keeps its known divisibility by D
             previous = (e >= R).to(tl.int32)
             offset = e - previous * R
             half = (1 - previous) * D
-            t = (group[:, None] - previous[None, :]) * R + offset[None, :]
+            t = (group[None, :] - previous[:, None]) * R + offset[:, None]
         else:
             offset = e
             half = tl.zeros_like(e)
-            t = group[:, None] * R + offset[None, :]
-        present = valid[:, None] & in_window[None, :] & (t >= 0)
-        from_ring = t < start[:, None]
-        in_row = (cu0[:, None] + t - start[:, None]).to(tl.int64) * C + half[None, :]
-        ring_row = ((ring_base[:, None] + tl.where(t >= 0, t, 0) % S) * 2) * C + half[None, :]
+            t = group[None, :] * R + offset[:, None]
+        present = valid[None, :] & in_window[:, None] & (t >= 0)
+        from_ring = t < start[None, :]
+        in_row = (cu0[None, :] + t - start[None, :]).to(tl.int64) * C + half[:, None]
+        ring_row = ((ring_base + tl.where(t >= 0, t, 0) % S) * 2) * C + half[:, None]
         # two masked loads per tensor (input rows, ring slots): a pointer chosen per lane would hide the
         # alignment the compiler needs for 128-bit loads
         m_in = (present & ~from_ring)[:, :, None] & col_ok[None, None, :]
@@ -133,26 +135,25 @@ def _window_mean(
         v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
         x = tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=x)
         v = tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=v)
-        if HAS_APE:
+        if HAS_APE:  # loaded at the full tile shape (cache hits) so it takes the layout of x, warps over rows
+            a_row = (offset * C + half)[:, None] + (group * 0)[None, :]
             a = tl.load(
-                ape_ptr + (offset * C + half)[:, None] + cols[None, :],
-                mask=in_window[:, None] & col_ok[None, :],
-                other=0.0,
+                ape_ptr + a_row[:, :, None] + c3, mask=in_window[:, None, None] & col_ok[None, None, :], other=0.0
             )
-            x = x + a[None, :, :]
+            x = x + a
         x = tl.where(present[:, :, None], x, float("-inf"))
-        chunk_max = tl.max(x, axis=1)
+        chunk_max = tl.max(x, axis=0)
         if k0 == 0:
             run_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)  # a row without entries: weights 0
-            p = _exp2((x - run_max[:, None, :]) * LOG2E)
-            total = tl.sum(p, axis=1)
-            acc = tl.sum(p * v, axis=1)
+            p = _exp2((x - run_max[None, :, :]) * LOG2E)
+            total = tl.sum(p, axis=0)
+            acc = tl.sum(p * v, axis=0)
         else:
             new_max = tl.maximum(run_max, chunk_max)
             alpha = _exp2((run_max - new_max) * LOG2E)
-            p = _exp2((x - new_max[:, None, :]) * LOG2E)
-            total = total * alpha + tl.sum(p, axis=1)
-            acc = acc * alpha + tl.sum(p * v, axis=1)
+            p = _exp2((x - new_max[None, :, :]) * LOG2E)
+            total = total * alpha + tl.sum(p, axis=0)
+            acc = acc * alpha + tl.sum(p * v, axis=0)
             run_max = new_max
     return tl.math.div_rn(acc, tl.where(valid[:, None], total, 1.0))
 
@@ -449,7 +450,9 @@ TILE_ELEMENTS = 8192
 def default_tiles(mode: Mode, window: int, dim: int, max_new: int, max_completed: int) -> Config:
     """Prefill: tiles of 8192 elements, 8 warps (at most 128 registers: two programs per SM, see compile_check),
     a window of up to 16 entries in one chunk, longer ones in chunks of 64, 128 channels (512-byte segments).
-    Decode: only the rows that complete (``max_completed`` per request), so a batch fits one wave of programs."""
+    Decode: only the rows that complete (``max_completed`` per request), so a batch fits one wave of programs.
+    Warps go to rows before window entries (tile order [entries, rows, channels]); with fewer rows than warps the
+    reductions over entries would cross warps."""
     block_k = triton.next_power_of_2(window) if window <= 16 else (64 if mode is Mode.PREFILL else 32)
     block_c = min(triton.next_power_of_2(dim), 128)
     if mode is Mode.DECODE:
@@ -459,6 +462,9 @@ def default_tiles(mode: Mode, window: int, dim: int, max_new: int, max_completed
     block_r = max(1, min(want, TILE_ELEMENTS // (block_k * block_c)))
     tile = block_r * block_k * block_c
     warps = 8 if tile >= 8192 else 4
+    if mode is Mode.DECODE and window <= 16:  # warps over rows only: the window reductions stay in a warp
+        warps = 4 if block_r >= 4 else 1
+        block_c = block_c if block_r >= 4 else min(block_c, 32)
     return Config(block_r, block_k, block_c, warps, triton.next_power_of_2(max(1, min(max_new, 16))))
 
 
