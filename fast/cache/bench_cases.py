@@ -77,10 +77,12 @@ def store_case(conv: str) -> Callable[[bool], Built]:
             differ = int((cache != other).sum())
             return "ok: triton bytes == torch bytes" if differ == 0 else f"{differ} bytes differ from torch"
 
+        sweep = {f"triton[rows {per}, w{warps}]": (lambda per=per, warps=warps: quantize.store_rows(
+            rows, slots, cache, fmt, ROWS_PER_BLOCK, (per, warps))) for per, warps in STORE_SWEEP}  # fmt: skip
         notes = [f"{ROWS} rows of {fmt.dims} f32 into {conv} ({fmt.row_bytes} B/row) at random slots of "
                  f"{cache.shape[0]} blocks x {ROWS_PER_BLOCK} rows; copy_same_bytes: a device copy of as many "
                  "bytes (read + write), the practical roof at this size"]  # fmt: skip
-        return Built(impls, moved, 0, check, notes=notes)
+        return Built(impls, moved, 0, check, sweep=sweep if conv == "v4_584" else {}, notes=notes)
 
     return build
 
@@ -140,6 +142,7 @@ def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
     return out
 
 
+STORE_SWEEP = ((1, 2), (1, 8), (2, 4), (4, 8))
 SWEEP = (
     attention.Config(64, 32, 8, 2),
     attention.Config(64, 32, 8, 3),

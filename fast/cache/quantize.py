@@ -217,13 +217,21 @@ def _layout_args(fmt: CacheFormat, cache: torch.Tensor, rows_per_block: int) -> 
 
 
 def store_rows(
-    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, fmt: CacheFormat, rows_per_block: int
+    rows: torch.Tensor,
+    slots: torch.Tensor,
+    cache: torch.Tensor,
+    fmt: CacheFormat,
+    rows_per_block: int,
+    launch: tuple[int, int] | None = None,
 ) -> None:
-    """Quantize ``rows`` (f32[R, fmt.dims]) into ``cache`` (u8[num_blocks, block_bytes]) at ``slots`` (i64[R])."""
+    """Quantize ``rows`` (f32[R, fmt.dims]) into ``cache`` (u8[num_blocks, block_bytes]) at ``slots`` (i64[R]).
+
+    ``launch``: (rows per program, warps), a power of two each, for tuning; default ``rows_per_program()``, 4.
+    """
     if rows.shape[0] == 0:
         return
     assert rows.is_contiguous()
-    per = rows_per_program()
+    per, warps = launch or (rows_per_program(), 4)
     _store_kernel[(triton.cdiv(rows.shape[0], per),)](
         rows,
         slots,
@@ -234,7 +242,7 @@ def store_rows(
         **_constants(fmt),
         SCALE_BYTES=fmt.scale_bytes,
         ROWS=per,
-        num_warps=4,
+        num_warps=warps,
     )
 
 
