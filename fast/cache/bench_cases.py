@@ -77,8 +77,10 @@ def store_case(conv: str) -> Callable[[bool], Built]:
             differ = int((cache != other).sum())
             return "ok: triton bytes == torch bytes" if differ == 0 else f"{differ} bytes differ from torch"
 
-        sweep = {f"triton[rows {per}, w{warps}]": (lambda per=per, warps=warps: quantize.store_rows(
-            rows, slots, cache, fmt, ROWS_PER_BLOCK, (per, warps))) for per, warps in STORE_SWEEP}  # fmt: skip
+        def launch(per: int, warps: int) -> Callable[[], object]:
+            return lambda: quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK, (per, warps))
+
+        sweep = {f"triton[rows {per}, w{warps}]": launch(per, warps) for per, warps in STORE_SWEEP}
         notes = [f"{ROWS} rows of {fmt.dims} f32 into {conv} ({fmt.row_bytes} B/row) at random slots of "
                  f"{cache.shape[0]} blocks x {ROWS_PER_BLOCK} rows; copy_same_bytes: a device copy of as many "
                  "bytes (read + write), the practical roof at this size"]  # fmt: skip
