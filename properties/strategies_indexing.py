@@ -7,8 +7,8 @@ NaN and -0.0, which the exact reference ranks as torch does. Whatever lies at or
 sit on a grid on which float32 accumulation is exact in any order, so a structural bug is a gross error.
 
 Generation cost matters (the mutant hunt runs hundreds of examples per property and mutant): each example is
-a few integer draws plus one byte string, read by :class:`ByteSource`. Byte 0 maps to the simplest value
-(0.0, a full-width row, offset 0, ...), so Hypothesis shrinks towards simple examples.
+read from one drawn byte string by :class:`ByteSource`, its sizes and settings first. Byte 0 maps to the
+simplest choice (one row, 0.0, a full-width row, offset 0, ...), so Hypothesis shrinks towards simple examples.
 """
 
 from __future__ import annotations
