@@ -14,7 +14,8 @@ tensors of any shape. Derivations: docs/cache-kernels.md.
 * ``e2m1_by_thresholds``: the e2m1 code of ``|x| / s`` for an e4m3 scale ``s``, by exact comparisons.
 * ``bf16_bits``: round to nearest even; overflow gives infinity (IEEE); NaN gives 0x7FC0. ``bf16_round``: the
   same rounding as an fp32 value.
-* ``e4m3_value``, ``e2m1_value``, ``ue8m0_value``: codes back to fp32, exactly (NaN codes give NaN).
+* ``e4m3_value``, ``e2m1_value``, ``ue8m0_value``: codes back to fp32, exactly (NaN codes give NaN; a
+  negative zero code gives -0.0, its sign set by a bit operation).
 """
 
 from __future__ import annotations
@@ -149,6 +150,14 @@ def bf16_round(x):
 
 
 @triton.jit
+def with_sign(v, negative):
+    """``v`` (fp32, sign bit clear) with the sign bit set where ``negative``: an integer operation, since a
+    compiled unary minus may be lowered to ``0 - v``, which turns -0 into +0."""
+    bits = v.to(tl.int32, bitcast=True) | (negative.to(tl.int32) << 31)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def e4m3_value(code):
     """An e4m3fn code (int32, 0..255) as fp32; 0x7F / 0xFF are NaN."""
     mag = code & 0x7F
@@ -157,7 +166,7 @@ def e4m3_value(code):
     normal = (((field + 120) << 23) | (m << 20)).to(tl.float32, bitcast=True)
     v = tl.where(field == 0, m.to(tl.float32) * 0.001953125, normal)
     v = tl.where(mag == 0x7F, float("nan"), v)
-    return tl.where((code & 0x80) != 0, -v, v)
+    return with_sign(v, (code & 0x80) != 0)
 
 
 @triton.jit
@@ -167,7 +176,7 @@ def e2m1_value(code):
     m = code & 1
     normal = (((field + 126) << 23) | (m << 22)).to(tl.float32, bitcast=True)
     v = tl.where(field == 0, m.to(tl.float32) * 0.5, normal)
-    return tl.where((code & 8) != 0, -v, v)
+    return with_sign(v, (code & 8) != 0)
 
 
 @triton.jit
