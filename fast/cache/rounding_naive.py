@@ -20,6 +20,12 @@ E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
+def divide(x: torch.Tensor, c: float) -> torch.Tensor:
+    """``x / c``, correctly rounded on every device: the divisor is a tensor, since CUDA multiplies by the
+    rounded reciprocal when it is a Python number, which can move a quotient onto a rounding boundary."""
+    return x / torch.full_like(x, c)
+
+
 def ceil_log2(q: torch.Tensor) -> torch.Tensor:
     """``ceil(log2(q))`` for positive finite float64 ``q``, exactly (``q = m 2^k``, ``m`` in [1/2, 1))."""
     m, k = torch.frexp(q)
@@ -29,24 +35,28 @@ def ceil_log2(q: torch.Tensor) -> torch.Tensor:
 def fp8_exponent(amax: torch.Tensor) -> torch.Tensor:
     """``ceil(log2(max(amax, 1e-4) / 448))``. float64 holds ``amax / 448`` close enough never to cross or hit a
     power of two it should not (``amax`` has 24 bits); the float64 ``1e-4`` gives the same -22 as the exact one."""
-    return ceil_log2(torch.clamp(amax.double(), min=1e-4) / FP8_MAX)
+    return ceil_log2(divide(torch.clamp(amax.double(), min=1e-4), FP8_MAX))
 
 
 def fp4_ue8m0_exponent(amax: torch.Tensor) -> torch.Tensor:
     """``ceil(log2(max(amax, 6 * 2^-126) / 6))``."""
-    return ceil_log2(torch.clamp(amax.double(), min=6 * 2.0**-126) / 6.0)
+    return ceil_log2(divide(torch.clamp(amax.double(), min=6 * 2.0**-126), 6.0))
 
 
 def fp4_e4m3_scale(amax: torch.Tensor) -> torch.Tensor:
     """``e4m3(clamp(amax / 6, 2^-9, 448))`` as uint8 codes: the fp32 quotient is correctly rounded and then
     rounded once more to e4m3, which cannot double-round here (docs/cache-kernels.md)."""
-    q = torch.clamp(amax.float() / 6.0, min=2.0**-9, max=FP8_MAX)
+    q = torch.clamp(divide(amax.float(), 6.0), min=2.0**-9, max=FP8_MAX)
     return q.to(torch.float8_e4m3fn).view(torch.uint8)
 
 
 def pow2(e: torch.Tensor) -> torch.Tensor:
-    """``2^e`` as float32 (``e`` int, -149 <= e <= 127), exactly."""
-    return torch.ldexp(torch.ones_like(e, dtype=torch.float32), e.to(torch.int32))
+    """``2^e`` as float32 (``e`` int, -149 <= e <= 127), exactly: built from its bit pattern, so no device's
+    ``pow`` or flush of subnormals enters."""
+    e = e.to(torch.int32)
+    normal = (e + 127).clamp(min=0) << 23
+    subnormal = torch.ones_like(e) << (e + 149).clamp(min=0, max=22)
+    return torch.where(e >= -126, normal, subnormal).view(torch.float32)
 
 
 def _is_minus_zero(x: torch.Tensor) -> torch.Tensor:
