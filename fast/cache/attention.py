@@ -16,6 +16,8 @@ and f32 accumulator (online softmax; scores and maxima in natural units, as a to
 sink enters once, in the final denominator; lse excludes it. At f32 precision (f32 inputs, or ``pv_f32``) the
 compiled kernel takes ``exp`` and ``log`` from libdevice (within 1 ulp, as torch's); the bf16 mode uses the
 hardware's approximate ``ex2``.
+The "f64" mode forms the same products by broadcasting and ``tl.sum`` instead of ``tl.dot`` (the GPU's dot
+lowering has no float64 path at these shapes), on tiles small enough for that (``_launch_config``).
 A tile with no valid lane leaves the state unchanged (the running maximum stays -inf and is read as 0).
 Under the interpreter, whose ``tl.dot`` cannot multiply bf16, the bf16 operands are widened to f32 first (the
 products of bf16 values are exact in f32, so only the order of the f32 sums can differ from the GPU), and
@@ -147,7 +149,7 @@ def _sparse_attention_kernel(
             k = tl.load(kv_ptr + row[:, None] * D + d[None, :], mask=valid[:, None] & (d[None, :] < D), other=0)
         if MODE == 0:
             k = k.to(tl.float64)
-            s = tl.dot(q, tl.trans(k))
+            s = tl.sum(q[:, None, :] * k[None, :, :], axis=2)
         elif IS_F32:
             s = tl.dot(q, tl.trans(k), input_precision="ieee")
         elif INTERPRETED:
@@ -167,7 +169,7 @@ def _sparse_attention_kernel(
         else:
             v = k
         if MODE == 0:
-            pv = tl.dot(p, v)
+            pv = tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         elif IS_F32:
             pv = tl.dot(p, v, input_precision="ieee")
         elif INTERPRETED:
@@ -216,6 +218,22 @@ def default_config(heads: int, dim: int) -> Config:
     return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
 
 
+F64_TILE_ELEMENTS = 4096
+
+
+def _launch_config(cfg: Config, mode: int, dim: int, dv: int) -> Config:
+    """``cfg`` as launched. The dots need 16 heads and 16 lanes at least (smaller blocks are padded, the extra
+    rows masked). The f64 mode multiplies by broadcasting instead (the tensor cores have no f64 path for these
+    shapes), so its ``[heads, lanes, dims]`` product is held to ``F64_TILE_ELEMENTS``: lanes first, then heads
+    are cut down from ``cfg``'s."""
+    if mode != MODES["f64"]:
+        return Config(max(16, cfg.block_h), max(16, cfg.block_n), cfg.num_warps, cfg.num_stages)
+    budget = max(1, F64_TILE_ELEMENTS // max(16, triton.next_power_of_2(max(dim, dv))))
+    block_n = min(cfg.block_n, budget)
+    block_h = min(cfg.block_h, max(1, budget // block_n))
+    return Config(block_h, block_n, cfg.num_warps, cfg.num_stages)
+
+
 def _nonempty(x: torch.Tensor) -> torch.Tensor:
     """``x`` itself, or a 16-byte stand-in when it is empty (no element of it is ever read then)."""
     return x if x.numel() else torch.zeros(16 // x.element_size(), dtype=x.dtype, device=x.device)
@@ -249,7 +267,8 @@ def sparse_attention(
     K = indices.shape[1]
     if M == 0 or H == 0:
         return out, lse
-    cfg = config or default_config(H, D)
+    mode = MODES[precision]
+    cfg = _launch_config(config or default_config(H, D), mode, D, dv)
     if kv_cache is not None:
         rows_per_block, scale_base = kv_cache
         N = kv.shape[0] * rows_per_block
@@ -261,7 +280,6 @@ def sparse_attention(
         N = kv.shape[0]
         kv = _nonempty(kv)
         views = (kv, kv, kv, kv)
-    mode = MODES[precision]
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     block_d = max(16, triton.next_power_of_2(D))
     block_dv = max(16, triton.next_power_of_2(dv))

@@ -83,8 +83,12 @@ def _attention_cases() -> list[Case]:
         ),
     ):
         sig = args | dict(q_ptr="*fp32", kv_ptr="*fp32") if extra.get("IS_F32") else args
-        out.append((f"attention test shape {name} h16 n16", attention._sparse_attention_kernel, sig,
-                    small | extra, 4, 1))  # fmt: skip
+        constants = small | extra
+        cfg = attention._launch_config(attention.Config(16, 16, 4, 1), constants["MODE"], constants["D"],
+                                       constants["DV"])  # fmt: skip
+        constants |= dict(BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n)
+        out.append((f"attention test shape {name} h{cfg.block_h} n{cfg.block_n}", attention._sparse_attention_kernel,
+                    sig, constants, cfg.num_warps, cfg.num_stages))  # fmt: skip
     return out
 
 
