@@ -103,17 +103,25 @@ def assert_within_twice_baseline(
     baseline: Sequence[float],
     mantissa_bits: int,
     what: str,
+    scale: Sequence[float] | None = None,
 ) -> None:
     """Each lane's error is at most 2 x the same-precision baseline's error on that lane, or ULP_FLOOR ulps.
 
-    The bound is per lane, so a single wrong row cannot hide behind a large error elsewhere.
+    The bound is per lane, so a single wrong row cannot hide behind a large error elsewhere. ``scale`` (per
+    lane, optional) is the magnitude the formula's rounding is proportional to where it exceeds the result's
+    own, as for a sum whose terms cancel (``sum |terms|``); the ulp floor is taken at ``max(|exact|, scale)``.
     """
     import math
 
     got_err, base_err = errors(exact, got), errors(exact, baseline)
+    sizes = (
+        [abs(float(e)) for e in exact]
+        if scale is None
+        else [max(abs(float(e)), s) for e, s in zip(exact, scale, strict=True)]
+    )
     bad = []
     for i, (ge, be, e) in enumerate(zip(got_err, base_err, exact, strict=True)):
-        allowed = max(2 * be if math.isfinite(be) else 0.0, ULP_FLOOR * ulp(float(e), mantissa_bits))
+        allowed = max(2 * be if math.isfinite(be) else 0.0, ULP_FLOOR * ulp(sizes[i], mantissa_bits))
         if not ge <= allowed:
             bad.append(((i,), float(e), got[i], ge / allowed if allowed and math.isfinite(ge) else math.inf))
     if bad:

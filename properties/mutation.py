@@ -29,7 +29,8 @@ def hunt(
         for prop in props:
             if not prop.applies_to(mutant):
                 continue
-            outcome = run_property(prop, mutant, max_examples=max_examples, derandomize=True, shrink=False)
+            examples = min(max_examples, prop.hunt_examples or max_examples)
+            outcome = run_property(prop, mutant, max_examples=examples, derandomize=True, shrink=False)
             if not outcome.passed:
                 killed_by.append(prop.name)
                 by_property[prop.name].append(mutant.name)

@@ -20,7 +20,8 @@ class Property:
     """``check(impl, example)`` raises AssertionError (usually ``compare.Mismatch``) when ``impl`` is wrong.
 
     ``conventions``: the conventions the property applies to (None: all). ``examples``: frozen failures, always
-    replayed before the random ones.
+    replayed before the random ones. ``hunt_examples``: examples per mutant in the mutation hunt when fewer than
+    ``mutation.MUTANT_EXAMPLES`` suffice (a property whose every example replays many calls).
     """
 
     name: str
@@ -30,6 +31,7 @@ class Property:
     conventions: tuple[str, ...] | None = None
     examples: tuple[Any, ...] = ()
     doc: str = ""
+    hunt_examples: int | None = None
 
     def applies_to(self, impl: Implementation) -> bool:
         return impl.op == self.op and (self.conventions is None or impl.convention in self.conventions)
