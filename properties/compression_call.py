@@ -52,9 +52,7 @@ class Call:
     requests: tuple[Request, ...]
 
 
-def _tensor(
-    x: object, argument: str, dtype: torch.dtype, dims: int, device: torch.device | None
-) -> torch.Tensor:
+def _tensor(x: object, argument: str, dtype: torch.dtype, dims: int, device: torch.device | None) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{argument}: must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype != dtype:
@@ -112,13 +110,9 @@ def parse_call(
     cu = [int(v) for v in cu_t.tolist()]
     starts = [int(v) for v in start_t.tolist()]
     slots = [int(v) for v in index_t.tolist()]
-    require(
-        cu[0] == 0 and cu[-1] == total, "cu_seqlens", f"must run from 0 to the {total} input rows, got {cu}"
-    )
+    require(cu[0] == 0 and cu[-1] == total, "cu_seqlens", f"must run from 0 to the {total} input rows, got {cu}")
     lengths = [cu[i + 1] - cu[i] for i in range(b)]
-    require(
-        all(n >= 1 for n in lengths), "cu_seqlens", f"every request needs >= 1 new position, got {lengths}"
-    )
+    require(all(n >= 1 for n in lengths), "cu_seqlens", f"every request needs >= 1 new position, got {lengths}")
     require(all(s >= 0 for s in starts), "start_pos", f"must be >= 0, got {starts}")
     require(all(0 <= k < n_slots for k in slots), "state_index", f"must lie in [0, {n_slots}), got {slots}")
     require(len(set(slots)) == b, "state_index", f"requests must own distinct state slots, got {slots}")
@@ -131,8 +125,6 @@ def parse_call(
     }.get(ring_rule)
     if need is None:
         raise fail("ring_rule", f"must be safe, one_short, seed or none, got {ring_rule!r}")
-    require(
-        ring >= need, "state", f"a ring of {ring} slots is below the safe {need} for W = {w} ({discipline})"
-    )
+    require(ring >= need, "state", f"a ring of {ring} slots is below the safe {need} for W = {w} ({discipline})")
     requests = tuple(Request(slots[i], starts[i], cu[i], lengths[i]) for i in range(b))
     return Call(r, c // coff, bool(overlap), c, w, ring, requests)

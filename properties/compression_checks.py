@@ -85,9 +85,7 @@ def pack(
     return (score, latent, cu, start, state, index), keywords
 
 
-def call(
-    impl: Implementation, args: tuple[Any, ...], keywords: dict[str, Any]
-) -> tuple[torch.Tensor, torch.Tensor]:
+def call(impl: Implementation, args: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     """Run ``impl``; its ``(rows, store_rows)`` on the CPU, after checking their types."""
     result = impl.fn(*args, **keywords)
     try:
@@ -121,9 +119,7 @@ def check_reserved(
     """Row count, store rows and zero rows exact; completed rows within twice the baseline's error."""
     d = int(spec["dim"])
     if tuple(rows.shape) != (len(expected), d):
-        raise Mismatch(
-            f"{what}: rows", detail=f"shape {list(rows.shape)}, expected [{len(expected)}, {d}] reserved"
-        )
+        raise Mismatch(f"{what}: rows", detail=f"shape {list(rows.shape)}, expected [{len(expected)}, {d}] reserved")
     assert_exact([e.store_row for e in expected], store, f"{what}: store_rows")
     got = rows.float()
     zero = [i for i, e in enumerate(expected) if e.exact is None]
@@ -147,9 +143,7 @@ def worst_lanes(exact: Sequence[Fraction], variants: Sequence[Sequence[float]]) 
     spread = [errors(exact, values) for values in variants]
     out = []
     for lane in range(len(exact)):
-        worst = max(
-            range(len(variants)), key=lambda k: math.inf if math.isnan(spread[k][lane]) else spread[k][lane]
-        )
+        worst = max(range(len(variants)), key=lambda k: math.inf if math.isnan(spread[k][lane]) else spread[k][lane])
         out.append(variants[worst][lane])
     return out
 
@@ -171,13 +165,9 @@ def check_ring(
     got = state[slot, [p % size for p in wanted]]
     if bits(got) != bits(expected):
         lanes: list[tuple[tuple[int, ...], Any, Any]] = [
-            ((p,), sequence[p], got[i].tolist())
-            for i, p in enumerate(wanted)
-            if bits(got[i]) != bits(expected[i])
+            ((p,), sequence[p], got[i].tolist()) for i, p in enumerate(wanted) if bits(got[i]) != bits(expected[i])
         ]
-        raise Mismatch(
-            f"{what}: ring of state slot {slot} (position: [scores, latents])", lanes, "positions lost"
-        )
+        raise Mismatch(f"{what}: ring of state slot {slot} (position: [scores, latents])", lanes, "positions lost")
 
 
 def check_untouched(before: torch.Tensor, after: torch.Tensor, touched: Iterable[int], what: str) -> None:

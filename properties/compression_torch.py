@@ -117,9 +117,7 @@ def _write(
         state[k, ring_slots] = torch.stack([stored[rows], latent[rows]], dim=1)
 
 
-def _with_ape(
-    call: Call, score: torch.Tensor, ape: torch.Tensor | None, first_position: torch.Tensor
-) -> torch.Tensor:
+def _with_ape(call: Call, score: torch.Tensor, ape: torch.Tensor | None, first_position: torch.Tensor) -> torch.Tensor:
     """``score + ape[p % r]`` for packed input rows whose positions are ``first_position``."""
     if ape is None:
         return score

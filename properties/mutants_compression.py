@@ -21,15 +21,11 @@ MUTANTS = [
     _mutant(PREFILL, "prefill_ring_slot_off_by_one", None, "ring contents", slot_shift=1),
     _mutant(PREFILL, "prefill_ape_dropped", None, "partition invariance", drop_ape=True),
     _mutant(PREFILL, "prefill_overlap_halves_swapped", None, "partition invariance", swap_halves=True),
-    _mutant(
-        PREFILL, "prefill_placeholder_store_row_0", None, "partition invariance", placeholder_store_row=0
-    ),
+    _mutant(PREFILL, "prefill_placeholder_store_row_0", None, "partition invariance", placeholder_store_row=0),
     _mutant(PREFILL, "prefill_reserves_nc_rows", None, "partition invariance", reserve_placeholder=False),
     _mutant(PREFILL, "prefill_reads_leftovers_at_start", None, "fresh request", read_before_start=True),
     _mutant(PREFILL, "prefill_ignores_state_index", None, "ring contents", use_state_index=False),
-    _mutant(
-        PREFILL, "prefill_reads_past_chunk_end", None, "partition invariance", complete_partial_group=True
-    ),
+    _mutant(PREFILL, "prefill_reads_past_chunk_end", None, "partition invariance", complete_partial_group=True),
     _mutant(PREFILL, "prefill_no_ring_size_check", None, "rejects bad input", ring_rule="none"),
     _mutant(PREFILL, "prefill_bf16_weights", None, "partition invariance", bf16_weights=True),
     _mutant(DECODE, "decode_wtr_ring_one_short", WRITE_THEN_READ, "rejects bad input", ring_rule="one_short"),
@@ -50,9 +46,7 @@ MUTANTS = [
         "equals one-shot",
         completes_at_group_start=True,
     ),
-    _mutant(
-        DECODE, "decode_reads_leftovers_at_start", READ_THEN_WRITE, "fresh request", read_before_start=True
-    ),
+    _mutant(DECODE, "decode_reads_leftovers_at_start", READ_THEN_WRITE, "fresh request", read_before_start=True),
     _mutant(DECODE, "decode_writes_window_only", READ_THEN_WRITE, "ring contents", window_writes_only=True),
     _mutant(DECODE, "decode_ring_holds_ape_scores", WRITE_THEN_READ, "ring contents", ring_holds_ape=True),
 ]

@@ -153,9 +153,7 @@ def replay_decode(impl: Implementation, ex: dict[str, Any], *, rows: bool, ring:
         if ring:
             state_now = state.cpu()
             for b, s, e in steps:
-                check_ring(
-                    state_now, requests[b]["slot"], sequences[b], _needed_after_step(s, e, w, size), what
-                )
+                check_ring(state_now, requests[b]["slot"], sequences[b], _needed_after_step(s, e, w, size), what)
             check_untouched(before.cpu(), state_now, [requests[b]["slot"] for b, _, _ in steps], what)
 
 
@@ -253,19 +251,13 @@ def _rejects(op: str) -> Any:
             pass
         except Exception as err:
             raise AssertionError(
-                f"{ex['fault']}: raised {type(err).__name__} ({err}), not ValueError/TypeError naming the "
-                "argument"
+                f"{ex['fault']}: raised {type(err).__name__} ({err}), not ValueError/TypeError naming the argument"
             ) from err
         else:
-            raise AssertionError(
-                f"{ex['fault']}: the call was accepted; it must raise ValueError or TypeError"
-            )
+            raise AssertionError(f"{ex['fault']}: the call was accepted; it must raise ValueError or TypeError")
         after = state.detach().cpu()
         same = before.dtype == after.dtype and before.shape == after.shape
-        if (
-            not same
-            or before.view(torch.uint8).flatten().tolist() != after.view(torch.uint8).flatten().tolist()
-        ):
+        if not same or before.view(torch.uint8).flatten().tolist() != after.view(torch.uint8).flatten().tolist():
             raise AssertionError(f"{ex['fault']}: the state changed although the call was refused")
 
     return check
@@ -376,8 +368,7 @@ PROPERTIES = [
         DECODE,
         request_lives(),
         request_life,
-        doc="As compression_prefill_request_life, driving this decode (and its prefill twin or the "
-        "reference's).",
+        doc="As compression_prefill_request_life, driving this decode (and its prefill twin or the reference's).",
         hunt_examples=HUNT_EXAMPLES,
     ),
 ]

@@ -47,9 +47,7 @@ def read_slot(values: list[list[float]]) -> Position | None:
     return tuple(exp_weight(s) for s in scores), tuple(Fraction(v) for v in latents)
 
 
-def ring_of(
-    layer: CompressedLayer, state: torch.Tensor, slot: int, start: int, discipline: str
-) -> ring_model.Ring:
+def ring_of(layer: CompressedLayer, state: torch.Tensor, slot: int, start: int, discipline: str) -> ring_model.Ring:
     """The reference ring of one request, ending at ``start``, read from ``state[slot]``."""
     size = int(state.shape[1])
     held = [read_slot(v) for v in state[slot].tolist()] if size else [None]
@@ -70,9 +68,7 @@ def run(
     overlap: bool,
     ape: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    call = parse_call(
-        op, discipline, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape
-    )
+    call = parse_call(op, discipline, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)
     layer = weighted_layer(spec_of(call, ape))
     scores, latents = score.tolist(), latent.tolist()
     model = DISCIPLINE[discipline] if discipline else ring_model.READ_THEN_WRITE
@@ -89,9 +85,7 @@ def run(
         for out in result.reserved:
             values.append([float(v) for v in out.values])
             store_rows.append(out.store_row)
-        if (
-            call.ring
-        ):  # the newest min(n, S) positions, each in its own slot: what writing all in order leaves
+        if call.ring:  # the newest min(n, S) positions, each in its own slot: what writing all in order leaves
             news = range(max(request.length - call.ring, 0), request.length)
             written = [request.first + i for i in news]
             ring_slots = [(request.start + i) % call.ring for i in news]
@@ -132,9 +126,7 @@ def reference_decode_write_then_read(
     ape: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``reference.state.ring_step``, write-then-read (needs ``S >= W + q - 1``): a row per new position."""
-    return run(
-        DECODE, WRITE_THEN_READ, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape
-    )
+    return run(DECODE, WRITE_THEN_READ, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)
 
 
 @implementation(DECODE, "reference", convention=READ_THEN_WRITE, origin="reference")
@@ -151,6 +143,4 @@ def reference_decode_read_then_write(
     ape: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``reference.state.ring_step``, read-then-write (needs ``S >= W - 1``): a row per new position."""
-    return run(
-        DECODE, READ_THEN_WRITE, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape
-    )
+    return run(DECODE, READ_THEN_WRITE, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)

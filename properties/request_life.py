@@ -59,11 +59,7 @@ def twin(impl: Implementation) -> tuple[Implementation, Implementation]:
     same = [i for i in REGISTRY.find(op=other, origin=impl.origin) if i.name == impl.name]
     if impl.origin == "reference" or not same:
         convention = None if other == PREFILL else READ_THEN_WRITE
-        same = [
-            i
-            for i in REGISTRY.find(op=other, origin="reference")
-            if i.convention in (convention, "reserve_max1")
-        ]
+        same = [i for i in REGISTRY.find(op=other, origin="reference") if i.convention in (convention, "reserve_max1")]
     if not same:
         raise LookupError(f"no {other} implementation to pair with {impl.id} ({reference_adapters.__name__})")
     return (impl, same[0]) if impl.op == PREFILL else (same[0], impl)
@@ -83,8 +79,7 @@ class Life:
 
 def _expected(reserved: tuple[OutputRow, ...], sequence: list[RawPosition]) -> list[Expected]:
     return [
-        Expected(o.store_row, o.values if o.store_row >= 0 else None, sequence, max(o.store_row, 0))
-        for o in reserved
+        Expected(o.store_row, o.values if o.store_row >= 0 else None, sequence, max(o.store_row, 0)) for o in reserved
     ]
 
 
@@ -109,9 +104,7 @@ class RequestLife:
         self.size = ring_model.min_safe_ring_size(r, overlap, qmax, self.discipline, True) + ring_extra
         self.state = new_state(spec, slots, self.size, fill, decode.device)
         start = self.state.cpu()
-        self.rings = [
-            reference_adapters.ring_of(self.layer, start, k, 0, self.discipline) for k in range(slots)
-        ]
+        self.rings = [reference_adapters.ring_of(self.layer, start, k, 0, self.discipline) for k in range(slots)]
         self.lives: dict[int, Life] = {}
 
     def apply(self, op: dict[str, Any]) -> None:
@@ -163,9 +156,7 @@ class RequestLife:
     @staticmethod
     def _agree(slot: int, exact: tuple[OutputRow, ...], by_ring: tuple[OutputRow, ...]) -> None:
         if exact != by_ring:
-            raise AssertionError(
-                f"slot {slot}: the reference ring model and the state form disagree (ring too small?)"
-            )
+            raise AssertionError(f"slot {slot}: the reference ring model and the state form disagree (ring too small?)")
 
     def check_rings(self) -> None:
         """Every input the state form keeps for a live request sits in its ring, bit for bit, as in the
@@ -207,9 +198,7 @@ def machine_for(impl: Implementation) -> type[RuleBasedStateMachine]:
 
         @rule(data=st.data())
         def new_request(self, data: st.DataObject) -> None:
-            self.life.apply(
-                {"op": "new", "slot": data.draw(st.integers(0, self.life.slots - 1), label="slot")}
-            )
+            self.life.apply({"op": "new", "slot": data.draw(st.integers(0, self.life.slots - 1), label="slot")})
 
         @precondition(lambda self: bool(self.life.lives))
         @rule(data=st.data())

@@ -80,9 +80,7 @@ def tagged(layer: CompressedLayer, position: int, version: int) -> Position:
 
 def schedules(layer: CompressedLayer, qmax: int, rollback: bool) -> st.SearchStrategy[dict[str, Any]]:
     """``{"prefix": 1..W + r, "steps": [[q, a], ...]}`` with 1 to 4 steps."""
-    step = st.integers(1, qmax).flatmap(
-        lambda q: st.tuples(st.just(q), st.integers(1, q) if rollback else st.just(q))
-    )
+    step = st.integers(1, qmax).flatmap(lambda q: st.tuples(st.just(q), st.integers(1, q) if rollback else st.just(q)))
     return st.fixed_dictionaries(
         {
             "prefix": st.integers(1, layer.window + layer.ratio),
@@ -192,12 +190,8 @@ def test_read_then_write_bound_counting_every_written_position() -> None:
             assert case.minimum == (w + case.qmax - 2 if w > 1 else 0), case
 
 
-@pytest.mark.parametrize(
-    ("ratio", "overlap", "drafts"), [(2, False, 1), (2, False, 3), (3, False, 2), (4, True, 1)]
-)
-def test_read_then_write_bound_counting_drafts_only_is_one_short(
-    ratio: int, overlap: bool, drafts: int
-) -> None:
+@pytest.mark.parametrize(("ratio", "overlap", "drafts"), [(2, False, 1), (2, False, 3), (3, False, 2), (4, True, 1)])
+def test_read_then_write_bound_counting_drafts_only_is_one_short(ratio: int, overlap: bool, drafts: int) -> None:
     """Read as D = drafts, with steps of D + 1 positions (drafts plus the sampled token), under rollback the
     bound W + D - 2 is one slot short: Hypothesis finds a corrupting schedule."""
     case = Case(ratio, overlap, drafts + 1, READ_THEN_WRITE, True)
