@@ -194,15 +194,17 @@ def bits(x: torch.Tensor) -> torch.Tensor:
 def make_call(layer: Layer, mode: Mode, seed: int, ring: int | None = None, grid: bool = False) -> Call:
     """Several requests of different lengths, starts inside and at group boundaries, one empty."""
     r = layer.ratio
+    # the last request starts at a group boundary, so (with overlap) its first row reads the previous group
     if mode is Mode.PREFILL:
-        spans = [(0, 3 * r + 1), (r + 1, 2 * r), (2 * r - 1, 1), (5, 0), (3 * r, max(1, r - 1))]
+        spans = [(0, 3 * r + 1), (r + 1, 2 * r), (2 * r - 1, 1), (5, 0), (3 * r, max(1, r - 1)), (2 * r, r + 1)]
     else:
-        spans = [(0, 1), (r - 1, 1), (2 * r + 1, 3), (5, 0), (3 * r - 2, 4)]
+        spans = [(0, 1), (r - 1, 1), (2 * r + 1, 3), (5, 0), (3 * r - 2, 4), (2 * r, r)]
     starts = [s for s, _ in spans]
     lengths = [n for _, n in spans]
     histories = [make_history(layer, s + n + 1, seed + i, grid) for i, (s, n) in enumerate(spans)]
     size = min_ring_size(layer.window, lengths) if ring is None else ring
-    return Call(layer, mode, histories, starts, lengths, [4, 0, 2, 5, 1], size, 6, make_ape(layer, seed + 99))
+    slots = [4, 0, 2, 5, 1, 6]
+    return Call(layer, mode, histories, starts, lengths, slots, size, 7, make_ape(layer, seed + 99))
 
 
 # --- every layer, both modes, both backends ------------------------------------------------------------------
@@ -377,9 +379,9 @@ def test_store_slots_and_cache_writes(mode: Mode, cache_dtype: torch.dtype, back
     the cache dtype) and nothing anywhere else."""
     layer, block_size, per_block = LAYERS["c2"], 8, 4
     call = make_call(layer, mode, seed=11)
-    tables = [[9, 3, 7], [0, 6, 2], [1, 4, 8], [-1, -1, -1], [5, 10, 11]]  # request 3 stores nothing
+    tables = [[9, 3, 7], [0, 6, 2], [1, 4, 8], [-1, -1, -1], [5, 10, 11], [12, 13, 14]]  # request 3: nothing
     table = torch.tensor(tables, dtype=torch.int32, device=DEVICE)
-    cache = torch.full((12 * per_block, layer.dim), float("nan"), dtype=cache_dtype, device=DEVICE)
+    cache = torch.full((15 * per_block, layer.dim), float("nan"), dtype=cache_dtype, device=DEVICE)
     result = call.run(backend, call.fresh_state(), block_table=table, block_size=block_size, kv_cache=cache)
     _, store, _ = call.expected(torch.float64)
     owners = _row_owner(call)
@@ -553,7 +555,7 @@ def _bad_cases() -> list[tuple[str, Any, str, type[Exception]]]:
 
         return f
 
-    table_ok = torch.arange(5 * 4, dtype=torch.int32, device=DEVICE).view(5, 4)
+    table_ok = torch.arange(6 * 4, dtype=torch.int32, device=DEVICE).view(6, 4)
     table_minus = table_ok.clone()
     table_minus[0, 1] = -1
     with_table = {"block_table": table_ok, "block_size": 8}

@@ -22,12 +22,11 @@ from fast.compression.plan import Mode
 from fast.compression.triton_kernels import default_tiles
 
 F32, I32, I16, I64 = "*fp32", "*i32", "*i16", "*i64"
-ROWS_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, state_index_ptr=I32, cu_ptr=I32,
-                 start_ptr=I32, row_off_ptr=I32, table_ptr=I32, table_stride="i32", out_ptr=I16, slot_ptr=I64,
-                 pos_ptr=I64, cache_ptr=F32, num_requests="i32", total_rows="i32", search_steps="i32")  # fmt: skip
-DECODE_ARGS = {
-    k: v for k, v in ROWS_ARGS.items() if k not in ("row_off_ptr", "num_requests", "total_rows", "search_steps")
-}
+ROWS_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, tiles_ptr=I32, table_ptr=I32,
+                 table_stride="i32", out_ptr=I16, slot_ptr=I64, pos_ptr=I64, cache_ptr=F32)  # fmt: skip
+DECODE_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, state_index_ptr=I32, cu_ptr=I32,
+                   start_ptr=I32, table_ptr=I32, table_stride="i32", out_ptr=I16, slot_ptr=I64, pos_ptr=I64,
+                   cache_ptr=F32)  # fmt: skip
 KEEP_ARGS = dict(score_ptr=F32, latent_ptr=F32, state_ptr=F32, state_index_ptr=I32, cu_ptr=I32, start_ptr=I32)
 MAX_STACK_BYTES = 16
 

@@ -22,6 +22,7 @@ interpreted); NaN becomes 0x7FC0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
@@ -67,19 +68,6 @@ def _bf16_bits(x):
 
 
 @triton.jit
-def _request_of(row_off_ptr, rows, num_requests, steps):
-    """The request b of each row: the largest b with row_off[b] <= row (row_off strictly increasing)."""
-    lo = tl.zeros_like(rows)
-    hi = lo + num_requests
-    for _ in range(steps):
-        mid = (lo + hi) // 2
-        right = tl.load(row_off_ptr + mid) <= rows
-        lo = tl.where(right, mid, lo)
-        hi = tl.where(right, hi, mid)
-    return lo
-
-
-@triton.jit
 def _window_mean(
     score_ptr,
     latent_ptr,
@@ -90,6 +78,7 @@ def _window_mean(
     slot,
     group,
     valid,
+    needs_ring,
     cols,
     col_ok,
     R: tl.constexpr,
@@ -103,11 +92,12 @@ def _window_mean(
 ):
     """Gated mean of the window of each row: f32[BLOCK_R, BLOCK_C] (meaningless where not ``valid``).
 
-    start, cu0, slot, group, valid: [BLOCK_R] request start, first input row, state slot, row j, completes.
-    Entries are ordered current group first, so the first chunk of a valid row always holds a present entry.
+    start, cu0, slot: the request's first new position, first input row and state slot (scalars); group, valid:
+    [BLOCK_R] row j and whether it completes; needs_ring: whether any row of the tile reads a position before
+    ``start`` (only then are ring loads issued). Entries are ordered current group first, so the first chunk of
+    a valid row always holds a present entry.
     """
     entry = tl.arange(0, BLOCK_K)
-    ring_base = slot.to(tl.int64)[None, :] * S
     for k0 in tl.static_range(0, W, BLOCK_K):
         # tiles are [entries, rows, channels]: the compiler spreads warps over rows before entries, so the
         # reductions over a window's entries stay inside each thread
@@ -123,18 +113,16 @@ def _window_mean(
             half = tl.zeros_like(e)
             t = group[None, :] * R + offset[:, None]
         present = valid[None, :] & in_window[:, None] & (t >= 0)
-        from_ring = t < start[None, :]
-        in_row = (cu0[None, :] + t - start[None, :]).to(tl.int64) * C + half[:, None]
-        ring_row = ((ring_base + tl.where(t >= 0, t, 0) % S) * 2) * C + half[:, None]
-        # two masked loads per tensor (input rows, ring slots): a pointer chosen per lane would hide the
-        # alignment the compiler needs for 128-bit loads
-        m_in = (present & ~from_ring)[:, :, None] & col_ok[None, None, :]
-        m_ring = (present & from_ring)[:, :, None] & col_ok[None, None, :]
         c3 = cols[None, None, :]
+        in_row = (cu0 + t - start).to(tl.int64) * C + half[:, None]
+        m_in = (present & (t >= start))[:, :, None] & col_ok[None, None, :]
         x = tl.load(score_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
         v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
-        x = tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=x)
-        v = tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=v)
+        if needs_ring:  # positions before the request's start come from its ring slot (the tile's first rows)
+            ring_row = ((slot.to(tl.int64) * S + tl.where(t >= 0, t, 0) % S) * 2) * C + half[:, None]
+            m_ring = (present & (t < start))[:, :, None] & col_ok[None, None, :]
+            x = tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=x)
+            v = tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=v)
         if HAS_APE:  # loaded at the full tile shape (cache hits) so it takes the layout of x, warps over rows
             a_row = (offset * C + half)[:, None] + (group * 0)[None, :]
             a = tl.load(
@@ -212,25 +200,24 @@ def _store_rows(
             tl.store(cptr, acc, mask=cmask)
 
 
+TILE_FIELDS = 8
+"""A prefill tile's int32 record: request, first row (within the request), start, first input row, state slot,
+completed rows, first output row, reserved rows."""
+
+
 @triton.jit
 def _prefill_rows_kernel(
     score_ptr,
     latent_ptr,
     ape_ptr,
     state_ptr,
-    state_index_ptr,
-    cu_ptr,
-    start_ptr,
-    row_off_ptr,
+    tiles_ptr,
     table_ptr,
     table_stride,
     out_ptr,
     slot_ptr,
     pos_ptr,
     cache_ptr,
-    num_requests,
-    total_rows,
-    search_steps,
     R: tl.constexpr,
     D: tl.constexpr,
     C: tl.constexpr,
@@ -247,29 +234,37 @@ def _prefill_rows_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
+    """One (tile of a request's output rows, block of channels); the tile's request data is one record of
+    ``tiles_ptr`` (``TILE_FIELDS``), so every address below is a scalar plus an arange."""
     num_cb = (D + BLOCK_C - 1) // BLOCK_C
     pid = tl.program_id(0)
     pid_c = pid % num_cb
-    rows = (pid // num_cb) * BLOCK_R + tl.arange(0, BLOCK_R)
-    live = rows < total_rows
-    request = _request_of(row_off_ptr, rows, num_requests, search_steps)
-    start = tl.load(start_ptr + request)
-    cu0 = tl.load(cu_ptr + request)
-    length = tl.load(cu_ptr + request + 1) - cu0
-    slot = tl.load(state_index_ptr + request)
-    local = rows - tl.load(row_off_ptr + request)
-    first = start // R
-    valid = live & (local < (start + length) // R - first)
-    group = first + local
+    record = tiles_ptr + (pid // num_cb) * 8
+    request = tl.load(record)
+    row0 = tl.load(record + 1)
+    start = tl.load(record + 2)
+    cu0 = tl.load(record + 3)
+    slot = tl.load(record + 4)
+    completed = tl.load(record + 5)
+    out0 = tl.load(record + 6)
+    reserved = tl.load(record + 7)
+    local = row0 + tl.arange(0, BLOCK_R)
+    valid = local < completed
+    group = start // R + local
+    if OVERLAP:  # the earliest position any row of the tile reads
+        first_read = (start // R + row0 - 1) * R
+    else:
+        first_read = (start // R + row0) * R
     cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < D
     acc = _window_mean(
-        score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, cols, col_ok,
-        R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
+        score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
+        col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
     )  # fmt: skip
     _store_rows(
-        out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, rows, live, valid, request, group,
-        cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE, OUT_BF16, CACHE_BF16,
+        out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, out0 + local, local < reserved, valid,
+        request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE, OUT_BF16,
+        CACHE_BF16,
     )  # fmt: skip
 
 
@@ -393,20 +388,23 @@ def _decode_kernel(
         keep_x = tl.load(score_ptr + keep_src, mask=keep_mask)
         keep_v = tl.load(latent_ptr + keep_src, mask=keep_mask)
     # rows j in [start // R, (start + length) // R), completed at positions (j + 1) R - 1
-    first = start // R
-    completed = (start + length) // R - first
-    zero = tl.zeros([BLOCK_R], dtype=tl.int32)
+    group_base = start // R
+    completed = (start + length) // R - group_base
     for r0 in range(0, completed, BLOCK_R):
         local = r0 + tl.arange(0, BLOCK_R)
         valid = local < completed
-        group = first + local
+        group = group_base + local
+        if OVERLAP:  # the earliest position any row of the tile reads
+            first_read = (group_base + r0 - 1) * R
+        else:
+            first_read = (group_base + r0) * R
         acc = _window_mean(
-            score_ptr, latent_ptr, ape_ptr, state_ptr, zero + start, zero + cu0, zero + slot, group, valid,
-            cols, col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
+            score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
+            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
         )  # fmt: skip
         _store_rows(
             out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + (group + 1) * R - 1 - start,
-            valid, valid, zero + request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE,
+            valid, valid, request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE,
             WRITE_CACHE, OUT_BF16, CACHE_BF16,
         )  # fmt: skip
     # every other new position: zero row, store slot -1, position 0
@@ -416,7 +414,7 @@ def _decode_kernel(
         idle = (i < length) & ((start + i + 1) % R != 0)
         _store_rows(
             out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + i, idle, idle & (i < 0),
-            nothing + request, nothing, cols, col_ok, tl.zeros([BLOCK_N, BLOCK_C], dtype=tl.float32), pid_c, R, D,
+            request, nothing, cols, col_ok, tl.zeros([BLOCK_N, BLOCK_C], dtype=tl.float32), pid_c, R, D,
             ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE, OUT_BF16, CACHE_BF16,
         )  # fmt: skip
     if WRITE_RING:
@@ -448,23 +446,26 @@ TILE_ELEMENTS = 8192
 
 
 def default_tiles(mode: Mode, window: int, dim: int, max_new: int, max_completed: int) -> Config:
-    """Prefill: tiles of 8192 elements, 8 warps (at most 128 registers: two programs per SM, see compile_check),
-    a window of up to 16 entries in one chunk, longer ones in chunks of 64, 128 channels (512-byte segments).
-    Decode: only the rows that complete (``max_completed`` per request), so a batch fits one wave of programs.
-    Warps go to rows before window entries (tile order [entries, rows, channels]); with fewer rows than warps the
-    reductions over entries would cross warps."""
-    block_k = triton.next_power_of_2(window) if window <= 16 else (64 if mode is Mode.PREFILL else 32)
-    block_c = min(triton.next_power_of_2(dim), 128)
-    if mode is Mode.DECODE:
-        want = triton.next_power_of_2(max(1, max_completed)) if window <= 16 else 1
+    """Tile sizes, from the H200 sweeps of the benchmark (results/bench.md) and the sm_90 register counts of
+    compile_check. Prefill: 8192-element tiles of 8 warps with narrow channel blocks and many rows (C2
+    ``2 x 64 x 64``, V4 ``8 x 32 x 32``); a window longer than 16 entries in chunks of 32 (``32 x 1 x 128``,
+    4 warps). Decode: only the rows that complete (``max_completed`` per request), so a batch fits one wave;
+    warps go to rows, never to window entries (tile order [entries, rows, channels]), so the window reductions
+    stay inside a warp."""
+    if window > 16:
+        block_k = 32
+        block_c = min(triton.next_power_of_2(dim), 128 if mode is Mode.PREFILL else 64)
+        return Config(1, block_k, block_c, 4, triton.next_power_of_2(max(1, min(max_new, 16))))
+    block_k = triton.next_power_of_2(window)
+    if mode is Mode.PREFILL:
+        block_c = min(triton.next_power_of_2(dim), 64 if window <= 4 else 32)
+        block_r = max(1, min(64, TILE_ELEMENTS // (block_k * block_c)))
+        warps = 8 if block_r * block_k * block_c >= 8192 else 4
     else:
-        want = 64 if window <= 16 else 1
-    block_r = max(1, min(want, TILE_ELEMENTS // (block_k * block_c)))
-    tile = block_r * block_k * block_c
-    warps = 8 if tile >= 8192 else 4
-    if mode is Mode.DECODE and window <= 16:  # warps over rows only: the window reductions stay in a warp
+        block_r = triton.next_power_of_2(max(1, max_completed))
+        block_c = min(triton.next_power_of_2(dim), 128 if block_r >= 4 else 32)
+        block_r = max(1, min(block_r, TILE_ELEMENTS // (block_k * block_c)))
         warps = 4 if block_r >= 4 else 1
-        block_c = block_c if block_r >= 4 else min(block_c, 32)
     return Config(block_r, block_k, block_c, warps, triton.next_power_of_2(max(1, min(max_new, 16))))
 
 
@@ -478,15 +479,70 @@ def allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def run(plan: Plan, config: Config | None = None) -> CompressionResult:
-    """Launch the kernels for a validated call: prefill 2 launches (rows, ring), decode 1."""
+def prefill_tiles(plan: Plan, block_r: int) -> torch.Tensor:
+    """i32[tiles, TILE_FIELDS] on the plan's device: each request's reserved rows cut into tiles of block_r."""
+    reserved = torch.tensor(plan.row_counts, dtype=torch.int64)
+    per_request = (reserved + block_r - 1) // block_r
+    request = torch.repeat_interleave(torch.arange(plan.num_requests), per_request)
+    first_tile = torch.cumsum(per_request, 0) - per_request
+    row0 = (torch.arange(request.numel()) - first_tile[request]) * block_r
+    starts = torch.tensor(plan.starts, dtype=torch.int64)
+    lengths = torch.tensor(plan.lengths, dtype=torch.int64)
+    cu = torch.cumsum(lengths, 0) - lengths
+    slots = plan.state_index.cpu().to(torch.int64)
+    completed = (starts + lengths) // plan.ratio - starts // plan.ratio
+    out0 = torch.cumsum(reserved, 0) - reserved
+    fields = [request, row0, starts[request], cu[request], slots[request], completed[request], out0[request],
+              reserved[request]]  # fmt: skip
+    return torch.stack(fields, dim=1).to(torch.int32).to(plan.score.device)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A validated call bound to its kernels: ``launch()`` allocates the outputs and launches, nothing else
+    (the host work of building tiles and arguments is done once, as an engine would per step)."""
+
+    plan: Plan
+    config: Config
+    tiles: torch.Tensor | None
+    args: tuple[Any, ...]
+    flags: dict[str, Any]
+
+    def __call__(self) -> CompressionResult:
+        plan, cfg = self.plan, self.config
+        device, R = plan.score.device, plan.total_rows
+        rows = allocate((R, plan.dim), plan.out_dtype, device)
+        slots = allocate((R,), torch.int64, device)
+        positions = allocate((R,), torch.int64, device)
+        out = rows.view(torch.int16) if plan.out_dtype == torch.bfloat16 else rows
+        score, latent, ape, state, table, table_stride, cache = self.args
+        if plan.mode is Mode.PREFILL:
+            if self.tiles is not None:
+                grid = (self.tiles.shape[0] * triton.cdiv(plan.dim, cfg.block_c),)
+                _prefill_rows_kernel[grid](
+                    score, latent, ape, state, self.tiles, table, table_stride, out, slots, positions, cache,
+                    **self.flags, num_warps=cfg.num_warps,
+                )  # fmt: skip
+            if any(plan.kept):
+                C = plan.channels
+                keep_c = min(triton.next_power_of_2(C), 256)
+                keep_p = max(1, min(triton.next_power_of_2(max(plan.kept)), 4096 // keep_c))
+                _keep_kernel[(plan.num_requests * triton.cdiv(C, keep_c),)](
+                    score, latent, plan.state, plan.state_index, plan.cu_seqlens, plan.start_pos,
+                    C=C, S=plan.ring, BLOCK_P=keep_p, BLOCK_C=keep_c, num_warps=4,
+                )  # fmt: skip
+        elif plan.num_requests > 0:
+            _decode_kernel[(plan.num_requests * triton.cdiv(plan.dim, cfg.block_c),)](
+                score, latent, ape, state, plan.state_index, plan.cu_seqlens, plan.start_pos, table, table_stride,
+                out, slots, positions, cache, **self.flags, WRITE_RING=any(plan.kept), BLOCK_N=cfg.block_n,
+                num_warps=cfg.num_warps,
+            )  # fmt: skip
+        return CompressionResult(rows, slots, positions)
+
+
+def launcher(plan: Plan, config: Config | None = None) -> Launch:
+    """Bind a validated call to its kernels (tiles, arguments, compile-time flags)."""
     cfg = config or default_config(plan)
-    device = plan.score.device
-    R, d, C = plan.total_rows, plan.dim, plan.channels
-    rows = allocate((R, d), plan.out_dtype, device)
-    slots = allocate((R,), torch.int64, device)
-    positions = allocate((R,), torch.int64, device)
-    out = rows.view(torch.int16) if plan.out_dtype == torch.bfloat16 else rows
     dummy = plan.score
     state = plan.state if plan.state.numel() > 0 else dummy
     ape = plan.ape if plan.ape is not None else dummy
@@ -496,8 +552,8 @@ def run(plan: Plan, config: Config | None = None) -> CompressionResult:
     cache_arg = dummy if cache is None else (cache.view(torch.int16) if cache.dtype == torch.bfloat16 else cache)
     flags = dict(
         R=plan.ratio,
-        D=d,
-        C=C,
+        D=plan.dim,
+        C=plan.channels,
         OVERLAP=plan.overlap,
         HAS_APE=plan.ape is not None,
         S=max(1, plan.ring),  # W = 1 may run without a ring; nothing then reads or writes it
@@ -511,27 +567,10 @@ def run(plan: Plan, config: Config | None = None) -> CompressionResult:
         BLOCK_K=cfg.block_k,
         BLOCK_C=cfg.block_c,
     )
-    num_cb = triton.cdiv(d, cfg.block_c)
-    B = plan.num_requests
-    if plan.mode is Mode.PREFILL:
-        if R > 0:
-            grid = (triton.cdiv(R, cfg.block_r) * num_cb,)
-            _prefill_rows_kernel[grid](
-                plan.score, plan.latent, ape, state, plan.state_index, plan.cu_seqlens, plan.start_pos,
-                plan.row_offsets, table, table_stride, out, slots, positions, cache_arg,
-                B, R, (B - 1).bit_length(), **flags, num_warps=cfg.num_warps,
-            )  # fmt: skip
-        if any(plan.kept):
-            keep_c = min(triton.next_power_of_2(C), 256)
-            keep_p = max(1, min(triton.next_power_of_2(max(plan.kept)), 4096 // keep_c))
-            _keep_kernel[(B * triton.cdiv(C, keep_c),)](
-                plan.score, plan.latent, plan.state, plan.state_index, plan.cu_seqlens, plan.start_pos,
-                C=C, S=plan.ring, BLOCK_P=keep_p, BLOCK_C=keep_c, num_warps=4,
-            )  # fmt: skip
-    elif B > 0:
-        _decode_kernel[(B * num_cb,)](
-            plan.score, plan.latent, ape, state, plan.state_index, plan.cu_seqlens, plan.start_pos,
-            table, table_stride, out, slots, positions, cache_arg,
-            **flags, WRITE_RING=any(plan.kept), BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
-        )  # fmt: skip
-    return CompressionResult(rows, slots, positions)
+    tiles = prefill_tiles(plan, cfg.block_r) if plan.mode is Mode.PREFILL and plan.total_rows > 0 else None
+    return Launch(plan, cfg, tiles, (plan.score, plan.latent, ape, state, table, table_stride, cache_arg), flags)
+
+
+def run(plan: Plan, config: Config | None = None) -> CompressionResult:
+    """Launch the kernels for a validated call: prefill 2 launches (rows, ring), decode 1."""
+    return launcher(plan, config)()
