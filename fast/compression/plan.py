@@ -44,7 +44,7 @@ class Plan:
     kv_cache: f32|bf16[rows, d] or None (rows are written at their store slots).
     row_offsets: i32[B+1] on the device, first output row of each request (prefill: cumulative max(1, nc_b);
     decode: cu_seqlens).
-    lengths, starts, kept: per-request host ints (n_b, s_b, kept_b); total_rows: R.
+    lengths, starts, slots, kept: per-request host ints (n_b, s_b, state slot, kept_b); total_rows: R.
     """
 
     mode: Mode
@@ -67,6 +67,7 @@ class Plan:
     kv_cache: torch.Tensor | None
     lengths: tuple[int, ...]
     starts: tuple[int, ...]
+    slots: tuple[int, ...]
     kept: tuple[int, ...]
     row_counts: tuple[int, ...]
     row_offsets: torch.Tensor
@@ -297,6 +298,7 @@ def prepare(
         kv_cache=kv_cache,
         lengths=lengths,
         starts=starts,
+        slots=tuple(slots),
         kept=kept,
         row_counts=row_counts,
         row_offsets=cu_seqlens if mode is Mode.DECODE else torch.tensor(offsets, dtype=torch.int32).to(device),

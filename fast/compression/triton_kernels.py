@@ -489,7 +489,7 @@ def prefill_tiles(plan: Plan, block_r: int) -> torch.Tensor:
     starts = torch.tensor(plan.starts, dtype=torch.int64)
     lengths = torch.tensor(plan.lengths, dtype=torch.int64)
     cu = torch.cumsum(lengths, 0) - lengths
-    slots = plan.state_index.cpu().to(torch.int64)
+    slots = torch.tensor(plan.slots, dtype=torch.int64)
     completed = (starts + lengths) // plan.ratio - starts // plan.ratio
     out0 = torch.cumsum(reserved, 0) - reserved
     fields = [request, row0, starts[request], cu[request], slots[request], completed[request], out0[request],
