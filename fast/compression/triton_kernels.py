@@ -4,16 +4,20 @@
 Names and shapes follow ``naive.py``. Every kernel works on a tile of window entries x output rows x channels
 (``[BLOCK_K, BLOCK_R, BLOCK_C]``, channels contiguous in memory):
 
-- ``_prefill_rows_kernel``: one program per (block of output rows, block of channels), channel blocks fastest,
-  so programs running together stream whole input rows. Each output row finds its request by binary search over
-  ``row_offsets``. A window up to ``BLOCK_K`` entries is a two-pass softmax in registers; longer windows
-  (r = 128) go through it in chunks with an online (running max) merge. Exponentials are ``exp2`` of
-  ``(x - max) * log2(e)``, accumulation is f32, the final division is correctly rounded.
+- ``_prefill_rows_kernel``: one program per (tile of one request's output rows, block of channels), channel
+  blocks fastest. The tile's request data is one host-built record (``prefill_tiles``), so addresses are
+  scalars plus aranges; ring loads happen only in tiles that read before the request's start. A window of up
+  to ``BLOCK_K`` entries is a two-pass softmax in registers; longer windows (r = 128) go through it in chunks
+  with an online (running max) merge. Exponentials are ``_exp2`` of ``(x - max) * log2(e)`` (within one ulp),
+  accumulation is f32, the final division is correctly rounded.
 - ``_keep_kernel``: after the rows (same stream, so after every ring read), writes each request's newest
   ``min(n, S)`` positions to its ring: what writing every position in order would leave.
-- ``_decode_kernel``: one program per (request, block of channels) for the whole batch: rows for all the
-  request's new positions, then a barrier, then the ring write of those positions for the same channels. A
-  program reads and writes only its own request's ring slot and channels, so read-then-write holds in one launch.
+- ``_decode_kernel``: one program per (request, block of channels) for the whole batch: the rows the step
+  completes, zero rows for the other positions, a barrier, then the ring write of the same channels. A program
+  reads and writes only its own request's ring slot and channels, so read-then-write holds in one launch.
+
+``launcher(plan)`` binds a validated call (tiles, arguments, compile-time flags) once; calling the ``Launch``
+allocates the outputs and launches. Tile sizes: ``default_tiles``; compile check: ``compile_check.py``.
 
 BF16 outputs are rounded to nearest even with integer operations on the f32 bits (identical compiled and
 interpreted); NaN becomes 0x7FC0.
