@@ -7,7 +7,8 @@
 # Output under $OUT (default ./gpu_out), at most 6 files: env.txt, tests.log, bench.log, bench.json, bench.md,
 # roofline.png. Wheels in .whl/ (e.g. hypothesis, pytest) are installed into /tmp/site first, if present.
 # Environment: PYTHON (default python3), BENCH_BUDGET_S (seconds after which the benchmark skips further
-# torch.compile baselines, default 300), PYTEST_ARGS (extra pytest arguments).
+# torch.compile baselines, default 300), BENCH_ARGS (extra fast.bench arguments, e.g. "--only compression/"),
+# PYTEST_ARGS (extra pytest arguments, e.g. "tests/test_fast_compression.py properties/test_suite.py -k compression").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PHASE=${1:-all}
@@ -44,7 +45,8 @@ if [ "$PHASE" != bench ]; then
 fi
 if [ "$PHASE" != tests ]; then
     start=$SECONDS
-    "$PY" -m fast.bench --out "$OUT" --budget-s "${BENCH_BUDGET_S:-300}" >"$OUT/bench.log" 2>&1
+    # shellcheck disable=SC2086
+    "$PY" -m fast.bench --out "$OUT" --budget-s "${BENCH_BUDGET_S:-300}" ${BENCH_ARGS:-} >"$OUT/bench.log" 2>&1
     bench_status=$?
     echo "fast.bench exit status $bench_status after $((SECONDS - start)) s" >>"$OUT/bench.log"
     tail -n 60 "$OUT/bench.log"
