@@ -6,11 +6,12 @@ and ``v_t = latent[t][h d + c]``, where ``h = 1`` for a position of the row's ow
 (docs/compression.md). Scores, APE and the softmax are float32, as a plain torch kernel would have them.
 
 "A same-precision torch implementation" is not one program: ``FORMULATIONS`` are the usual ways to write it
-(divide by the sum; multiply by its reciprocal, as ``torch.softmax`` does; ``exp2`` of the scaled argument, as
-flash-style kernels do; both sums accumulated one term after another, as a simple loop does). Their errors
-differ by a few units, and on a lane where one of them is exact by luck the rule would demand the impossible,
-so the comparison takes, lane by lane, the worst of them. ``scale`` is ``sum_t softmax_t |v_t|``: rounding in
-any float32 evaluation is proportional to it, not to the row, whose terms may cancel.
+(``torch.softmax`` itself, whose kernel along a middle dimension rounds differently from the rest; divide by
+the sum; multiply by its reciprocal; ``exp2`` of the scaled argument, as flash-style kernels do; both sums
+accumulated one term after another, as a simple loop does). Their errors differ by a few units, and on a
+lane where one of them is exact by luck the rule would demand the impossible, so the comparison takes, lane by
+lane, the worst of them. ``scale`` is ``sum_t softmax_t |v_t|``: rounding in any float32 evaluation is
+proportional to it, not to the row, whose terms may cancel.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 
 from properties.compression_exact import LayerSpec, RawPosition, window
 
-FORMULATIONS = ("divide", "reciprocal", "exp2", "sequential")
+FORMULATIONS = ("torch", "divide", "reciprocal", "exp2", "sequential")
 LOG2E = 1.4426950408889634
 
 
@@ -62,20 +63,31 @@ def baseline_rows(spec: LayerSpec, rows: Sequence[tuple[Sequence[RawPosition], i
         latents.append(vs)
     x = torch.tensor(scores, dtype=torch.float32) + torch.tensor(apes, dtype=torch.float32)
     v = torch.tensor(latents, dtype=torch.float32)
-    evaluations = [(softmax(x, dim=1, how=how) * v).sum(dim=1) for how in FORMULATIONS[:-1]]
+    evaluations = [(_torch_softmax(x) * v).sum(dim=1)]
+    evaluations += [(softmax(x, dim=1, how=how) * v).sum(dim=1) for how in FORMULATIONS[1:-1]]
     evaluations.append(_sequential(x, v))
     scale = (softmax(x, dim=1).double() * v.abs().double()).sum(dim=1)
     return Baseline(torch.stack(evaluations), scale)
 
 
 def softmax(x: torch.Tensor, dim: int, how: str = "divide") -> torch.Tensor:
-    """Softmax along ``dim`` in the dtype of ``x``: "divide", "reciprocal" or "exp2". Written out because
-    ``torch.softmax`` on the CPU hands even a few dozen elements to its thread pool, which costs milliseconds
-    on a busy machine."""
+    """Softmax along ``dim`` in the dtype of ``x``: "divide", "reciprocal" or "exp2", written out (also used
+    by the small torch implementation, where no thread pool is wanted)."""
     shifted = x - x.amax(dim=dim, keepdim=True)
     e = torch.exp2(shifted * LOG2E) if how == "exp2" else torch.exp(shifted)
     total = e.sum(dim=dim, keepdim=True)
     return e / total if how == "divide" else e * (1 / total)
+
+
+def _torch_softmax(x: torch.Tensor) -> torch.Tensor:
+    """``torch.softmax(x, dim=1)`` on one thread: on several, even a few dozen elements go to the thread pool,
+    which waits milliseconds for a core on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return torch.softmax(x, dim=1)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _sequential(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

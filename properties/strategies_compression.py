@@ -127,16 +127,18 @@ def _slots(draw: st.DrawFn, requests: int) -> tuple[int, list[int]]:
 
 
 @st.composite
-def prefill_batches(draw: st.DrawFn, specs: st.SearchStrategy[LayerSpec] | None = None) -> dict[str, Any]:
+def prefill_batches(
+    draw: st.DrawFn, specs: st.SearchStrategy[LayerSpec] | None = None, fresh: bool = False
+) -> dict[str, Any]:
     """Several requests of different lengths, each cut into chunks (``cuts``: 0 = c0 < ... < ck = n) and
     joining the packed calls ``delay`` calls late. Call ``i`` carries chunk ``i - delay`` of every request
-    that has one."""
+    that has one. ``fresh``: at least one window per request, over leftovers."""
     spec = draw(specs if specs is not None else layer_specs())
     count = draw(st.integers(1, 1 if int(spec["ratio"]) >= LONG else 3))
     slot_count, slots = _slots(draw, count)
     requests = []
     for slot in slots:
-        n = draw(sequence_lengths(spec))
+        n = max(draw(sequence_lengths(spec)), window(spec) if fresh else 1)
         requests.append(
             {
                 "slot": slot,
@@ -149,18 +151,21 @@ def prefill_batches(draw: st.DrawFn, specs: st.SearchStrategy[LayerSpec] | None 
         "layer": spec,
         "ring_extra": draw(RING_EXTRA),
         "slots": slot_count,
-        "fill": draw(fills()),
+        "fill": draw(leftovers() if fresh else fills()),
         "requests": requests,
     }
 
 
 @st.composite
-def decode_batches(draw: st.DrawFn, specs: st.SearchStrategy[LayerSpec] | None = None) -> dict[str, Any]:
+def decode_batches(
+    draw: st.DrawFn, specs: st.SearchStrategy[LayerSpec] | None = None, fresh: bool = False
+) -> dict[str, Any]:
     """Several requests, each from its own ``start`` through ``steps`` (new positions per call, 1..qmax).
 
     ``positions`` holds positions ``first .. end - 1`` with ``first = max(0, start - (W - 1))``: the history a
     row can still read; older positions are zeros (read by nothing). Before the first call the ring holds the
-    newest history positions that fit, every other entry the fill.
+    newest history positions that fit, every other entry the fill. ``fresh``: every request from position 0
+    through at least one window, over leftovers.
     """
     spec = draw(specs if specs is not None else layer_specs())
     w = window(spec)
@@ -169,8 +174,9 @@ def decode_batches(draw: st.DrawFn, specs: st.SearchStrategy[LayerSpec] | None =
     slot_count, slots = _slots(draw, count)
     requests = []
     for slot in slots:
-        start = draw(starts(spec, qmax))
-        steps = draw(st.lists(step_sizes(qmax), min_size=1, max_size=4))
+        start = 0 if fresh else draw(starts(spec, qmax))
+        least = -(-w // qmax) if fresh else 1
+        steps = draw(st.lists(step_sizes(qmax), min_size=least, max_size=max(4, least)))
         first = max(0, start - (w - 1))
         requests.append(
             {
@@ -186,26 +192,20 @@ def decode_batches(draw: st.DrawFn, specs: st.SearchStrategy[LayerSpec] | None =
         "layer": spec,
         "ring_extra": draw(RING_EXTRA),
         "slots": slot_count,
-        "fill": draw(fills()),
+        "fill": draw(leftovers() if fresh else fills()),
         "requests": requests,
     }
 
 
-def fresh(batches: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
-    """The same batches with every request starting at position 0 over a ring of leftovers: a new request
-    reusing state slots that an earlier one filled."""
+def fresh_prefill_batches() -> st.SearchStrategy[dict[str, Any]]:
+    """Requests starting at position 0 (as every prefill batch does) over a ring of leftovers, at least one
+    window long, more often with overlap: a new request reusing state slots that an earlier one filled."""
+    return prefill_batches(layer_specs(ratios=FRESH_RATIOS), fresh=True)
 
-    def restart(example: dict[str, Any], leftover: dict[str, Any]) -> dict[str, Any]:
-        requests = []
-        for request in example["requests"]:
-            request = dict(request)
-            if "start" in request:
-                request["positions"] = request["positions"][request["start"] - request["first"] :]
-                request["start"] = request["first"] = 0
-            requests.append(request)
-        return {**example, "fill": leftover, "requests": requests}
 
-    return st.builds(restart, batches, leftovers())
+def fresh_decode_batches() -> st.SearchStrategy[dict[str, Any]]:
+    """Decode from position 0 over a ring of leftovers, through at least one window."""
+    return decode_batches(layer_specs(ratios=FRESH_RATIOS), fresh=True)
 
 
 BAD_INPUTS = (
