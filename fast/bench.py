@@ -1,6 +1,6 @@
 """GPU benchmark harness: every registered case timed for each of its implementations in one run.
 
-    python -m fast.bench --out results [--only NAME] [--budget-s SECONDS] [--no-compile]
+    python -m fast.bench --out results [--only NAME] [--budget-s SECONDS] [--no-compile] [--no-sweep]
 
 Timing: each implementation is warmed up, then run many times; before every run a 256 MiB buffer is zeroed so
 the L2 cache (50-60 MiB) holds nothing of the inputs; CUDA events around the call give the time; the median is
@@ -161,10 +161,12 @@ def machine() -> dict[str, Any]:
     }
 
 
-def run_case(case: Case, with_compile: bool, copy_gbs: float) -> dict[str, Any]:
+def run_case(case: Case, with_compile: bool, copy_gbs: float, sweep: bool = True) -> dict[str, Any]:
     torch._dynamo.reset()
     t0 = time.perf_counter()
     built = case.build(with_compile)
+    if not sweep:
+        built.sweep.clear()
     entry: dict[str, Any] = {
         "name": case.name,
         "group": case.group,
@@ -299,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="run cases whose name contains this")
     parser.add_argument("--budget-s", type=float, default=420.0, help="after this, torch.compile baselines are skipped")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile baselines out")
+    parser.add_argument("--no-sweep", action="store_true", help="leave the tile variants out")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("fast.bench: no CUDA device; the benchmarks run only on a GPU.", file=sys.stderr)
@@ -320,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and not any(o in case.name for o in args.only):
             continue
         with_compile = not args.no_compile and time.perf_counter() - start < args.budget_s
-        entry = run_case(case, with_compile, report["copy"]["gbs"])
+        entry = run_case(case, with_compile, report["copy"]["gbs"], sweep=not args.no_sweep)
         if not with_compile and not args.no_compile:
             entry["notes"].append("torch.compile skipped: time budget spent")
         report["cases"].append(entry)

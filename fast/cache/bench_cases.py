@@ -144,12 +144,13 @@ def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
     return out
 
 
-STORE_SWEEP = ((1, 2), (1, 8), (2, 4), (4, 8))
+STORE_SWEEP = ((1, 2), (1, 1), (2, 2), (4, 4), (8, 8))
 SWEEP = (
-    attention.Config(64, 32, 8, 2),
+    attention.Config(64, 32, 8, 4),
     attention.Config(64, 32, 8, 3),
-    attention.Config(64, 64, 8, 2),
-    attention.Config(64, 16, 8, 3),
+    attention.Config(64, 64, 8, 3),
+    attention.Config(64, 64, 4, 2),
+    attention.Config(64, 32, 4, 4),
 )
 
 

@@ -83,7 +83,8 @@ def _store_kernel(
     w = tl.arange(0, WPG)[None, :, None]
     k = tl.arange(0, PACK)[None, None, :]
     element = (row * DIMS + g * GROUP)[:, None, None] + w * PACK + k
-    x = tl.load(rows_ptr + element, mask=ok[:, None, None], other=0.0)
+    # masked by the row bound, not the slot, so the row's load is not held behind the slot's
+    x = tl.load(rows_ptr + element, mask=(row < R)[:, None, None], other=0.0)
     mag, neg = rd.magnitude(x)
     amax = tl.max(tl.max(mag, axis=2), axis=1)
     bad = amax >= 0x7F800000
@@ -123,7 +124,8 @@ def _store_kernel(
         )
         t = tl.arange(0, TAIL // 2)[None, :, None]
         half = tl.arange(0, 2)[None, None, :]
-        tail_x = tl.load(rows_ptr + (trow * DIMS + NG * GROUP)[:, None, None] + 2 * t + half, mask=tok[:, None, None])
+        tail_at = (trow * DIMS + NG * GROUP)[:, None, None] + 2 * t + half
+        tail_x = tl.load(rows_ptr + tail_at, mask=(trow < R)[:, None, None])
         tail_words = tl.sum(rd.bf16_bits(tail_x) << (16 * half), axis=2)
         tw = tl.arange(0, TAIL // 2)[None, :]
         tl.store(cache_w_ptr + (tdata_b // 4 + (NG * GROUP) // 4)[:, None] + tw, tail_words, mask=tok[:, None])

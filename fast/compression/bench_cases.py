@@ -144,11 +144,22 @@ def check(plan: Plan) -> str:
             f"triton {err[0]:.2g}, torch {err[1]:.2g}")  # fmt: skip
 
 
-SWEEPS = {  # tile variants timed beside the default (block_r, block_k, block_c, warps)
-    2: [(32, 2, 128, 8), (128, 2, 32, 8), (64, 2, 64, 4), (32, 2, 64, 4), (16, 2, 256, 8)],
-    8: [(8, 8, 128, 8), (16, 8, 64, 8), (64, 8, 16, 8), (16, 8, 32, 4), (32, 8, 32, 4)],
-    128: [(1, 64, 128, 8), (1, 32, 64, 4), (1, 16, 128, 4), (2, 32, 64, 4), (1, 32, 256, 8)],
-}
+C = tk.Config
+SWEEPS = {  # tile variants timed beside the default: (rows, entries, channels, warps), exponential, tile order
+    2: [C(64, 2, 64, 8, poly_exp=True), C(64, 2, 64, 8, order_rkc=True), C(32, 2, 128, 8), C(128, 2, 32, 8),
+        C(32, 2, 64, 4), C(64, 2, 128, 8), C(16, 2, 256, 8, order_rkc=True), C(32, 2, 128, 8, order_rkc=True)],
+    8: [C(32, 8, 32, 8, poly_exp=True), C(32, 8, 32, 8, order_rkc=True), C(16, 8, 64, 8, order_rkc=True),
+        C(8, 8, 128, 8, order_rkc=True), C(8, 8, 128, 8), C(16, 8, 32, 4), C(64, 8, 16, 8),
+        C(4, 8, 256, 8, order_rkc=True), C(16, 8, 32, 4, order_rkc=True), C(16, 8, 64, 8)],
+    128: [C(1, 32, 128, 4, poly_exp=True), C(1, 32, 128, 4, order_rkc=True), C(1, 64, 128, 8), C(1, 32, 64, 4),
+          C(2, 32, 64, 4, order_rkc=True)],
+}  # fmt: skip
+
+
+def variant_name(cfg: tk.Config) -> str:
+    exp = "poly" if cfg.poly_exp else "hw"
+    order = "rkc" if cfg.order_rkc else "krc"
+    return f"r{cfg.block_r} k{cfg.block_k} c{cfg.block_c} w{cfg.num_warps} {exp} {order}"
 
 
 def variant(plan: Plan, config: tk.Config) -> Callable[[], object]:
@@ -173,10 +184,8 @@ def prefill_case(name: str, ratio: int, overlap: bool, with_ape: bool, descripti
             impls["torch_compile"] = naive_fn(plan, True)
             plain = torch.compile(plain_formula, dynamic=False)
             impls["torch_compile_plain"] = lambda: plain(plan.score, plan.latent, plan.ape, ratio, overlap)
-        built = Built(impls, bytes_moved(plan), flops(plan), check=lambda: check(plan))
-        if with_compile:  # tile variants, as time allows
-            for r_, k, c, w in SWEEPS[window]:
-                built.sweep[f"r{r_} k{k} c{c} w{w}"] = variant(plan, tk.Config(r_, k, c, w))
+        sweep = {variant_name(cfg): variant(plan, cfg) for cfg in SWEEPS[window]}  # fast.bench --no-sweep: none
+        built = Built(impls, bytes_moved(plan), flops(plan), check=lambda: check(plan), sweep=sweep)
         built.notes.append(f"default Triton tiles {tk.default_config(plan)}")
         return built
 

@@ -62,6 +62,15 @@ def _exp2(y):
 
 
 @triton.jit
+def _pow2(y, POLY_EXP: tl.constexpr):
+    """2**y: the polynomial ``_exp2`` (same arithmetic compiled and interpreted) or the hardware ``exp2``."""
+    if POLY_EXP:
+        return _exp2(y)
+    else:
+        return tl.exp2(y)
+
+
+@triton.jit
 def _bf16_bits(x):
     """f32 -> bf16 bit pattern (int16), round to nearest even; NaN -> 0x7FC0."""
     bits = x.to(tl.uint32, bitcast=True)
@@ -93,6 +102,7 @@ def _window_mean(
     S: tl.constexpr,
     W: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    POLY_EXP: tl.constexpr,
 ):
     """Gated mean of the window of each row: f32[BLOCK_R, BLOCK_C] (meaningless where not ``valid``).
 
@@ -137,15 +147,88 @@ def _window_mean(
         chunk_max = tl.max(x, axis=0)
         if k0 == 0:
             run_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)  # a row without entries: weights 0
-            p = _exp2((x - run_max[None, :, :]) * LOG2E)
+            p = _pow2((x - run_max[None, :, :]) * LOG2E, POLY_EXP)
             total = tl.sum(p, axis=0)
             acc = tl.sum(p * v, axis=0)
         else:
             new_max = tl.maximum(run_max, chunk_max)
-            alpha = _exp2((run_max - new_max) * LOG2E)
-            p = _exp2((x - new_max[None, :, :]) * LOG2E)
+            alpha = _pow2((run_max - new_max) * LOG2E, POLY_EXP)
+            p = _pow2((x - new_max[None, :, :]) * LOG2E, POLY_EXP)
             total = total * alpha + tl.sum(p, axis=0)
             acc = acc * alpha + tl.sum(p * v, axis=0)
+            run_max = new_max
+    return tl.math.div_rn(acc, tl.where(valid[:, None], total, 1.0))
+
+
+@triton.jit
+def _window_mean_rkc(
+    score_ptr,
+    latent_ptr,
+    ape_ptr,
+    state_ptr,
+    start,
+    cu0,
+    slot,
+    group,
+    valid,
+    needs_ring,
+    cols,
+    col_ok,
+    R: tl.constexpr,
+    D: tl.constexpr,
+    C: tl.constexpr,
+    OVERLAP: tl.constexpr,
+    HAS_APE: tl.constexpr,
+    S: tl.constexpr,
+    W: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    POLY_EXP: tl.constexpr,
+):
+    """``_window_mean`` on tiles ordered [rows, entries, channels] (the window reduction is over axis 1)."""
+    entry = tl.arange(0, BLOCK_K)
+    for k0 in tl.static_range(0, W, BLOCK_K):
+        e = k0 + entry
+        in_window = e < W
+        if OVERLAP:
+            previous = (e >= R).to(tl.int32)
+            offset = e - previous * R
+            half = (1 - previous) * D
+            t = (group[:, None] - previous[None, :]) * R + offset[None, :]
+        else:
+            offset = e
+            half = tl.zeros_like(e)
+            t = group[:, None] * R + offset[None, :]
+        present = valid[:, None] & in_window[None, :] & (t >= 0)
+        c3 = cols[None, None, :]
+        in_row = (cu0 + t - start).to(tl.int64) * C + half[None, :]
+        m_in = (present & (t >= start))[:, :, None] & col_ok[None, None, :]
+        x = tl.load(score_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
+        v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
+        if needs_ring:
+            ring_row = ((slot.to(tl.int64) * S + tl.where(t >= 0, t, 0) % S) * 2) * C + half[None, :]
+            m_ring = (present & (t < start))[:, :, None] & col_ok[None, None, :]
+            x = tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=x)
+            v = tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=v)
+        if HAS_APE:
+            a = tl.load(
+                ape_ptr + (offset * C + half)[:, None] + cols[None, :],
+                mask=in_window[:, None] & col_ok[None, :],
+                other=0.0,
+            )
+            x = x + a[None, :, :]
+        x = tl.where(present[:, :, None], x, float("-inf"))
+        chunk_max = tl.max(x, axis=1)
+        if k0 == 0:
+            run_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)
+            p = _pow2((x - run_max[:, None, :]) * LOG2E, POLY_EXP)
+            total = tl.sum(p, axis=1)
+            acc = tl.sum(p * v, axis=1)
+        else:
+            new_max = tl.maximum(run_max, chunk_max)
+            alpha = _pow2((run_max - new_max) * LOG2E, POLY_EXP)
+            p = _pow2((x - new_max[:, None, :]) * LOG2E, POLY_EXP)
+            total = total * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha + tl.sum(p * v, axis=1)
             run_max = new_max
     return tl.math.div_rn(acc, tl.where(valid[:, None], total, 1.0))
 
@@ -237,6 +320,8 @@ def _prefill_rows_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    POLY_EXP: tl.constexpr,
+    ORDER_RKC: tl.constexpr,
 ):
     """One (tile of a request's output rows, block of channels); the tile's request data is one record of
     ``tiles_ptr`` (``TILE_FIELDS``), so every address below is a scalar plus an arange."""
@@ -261,10 +346,16 @@ def _prefill_rows_kernel(
         first_read = (start // R + row0) * R
     cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < D
-    acc = _window_mean(
-        score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
-        col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
-    )  # fmt: skip
+    if ORDER_RKC:
+        acc = _window_mean_rkc(
+            score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
+            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP,
+        )  # fmt: skip
+    else:
+        acc = _window_mean(
+            score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
+            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP,
+        )  # fmt: skip
     _store_rows(
         out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, out0 + local, local < reserved, valid,
         request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE, OUT_BF16,
@@ -364,6 +455,7 @@ def _decode_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    POLY_EXP: tl.constexpr,
 ):
     """One (request, channel block): its completed rows (tiles of BLOCK_R rows, only the positions that complete
     a group), zero rows for the other positions (tiles of BLOCK_N), then its ring write."""
@@ -404,7 +496,7 @@ def _decode_kernel(
             first_read = (group_base + r0) * R
         acc = _window_mean(
             score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
-            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K,
+            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP,
         )  # fmt: skip
         _store_rows(
             out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + (group + 1) * R - 1 - start,
@@ -444,6 +536,8 @@ class Config:
     block_c: int
     num_warps: int
     block_n: int = 1
+    poly_exp: bool = False
+    order_rkc: bool = False
 
 
 TILE_ELEMENTS = 8192
@@ -525,7 +619,7 @@ class Launch:
                 grid = (self.tiles.shape[0] * triton.cdiv(plan.dim, cfg.block_c),)
                 _prefill_rows_kernel[grid](
                     score, latent, ape, state, self.tiles, table, table_stride, out, slots, positions, cache,
-                    **self.flags, num_warps=cfg.num_warps,
+                    **self.flags, ORDER_RKC=cfg.order_rkc, num_warps=cfg.num_warps,
                 )  # fmt: skip
             if any(plan.kept):
                 C = plan.channels
@@ -570,6 +664,7 @@ def launcher(plan: Plan, config: Config | None = None) -> Launch:
         BLOCK_R=cfg.block_r,
         BLOCK_K=cfg.block_k,
         BLOCK_C=cfg.block_c,
+        POLY_EXP=cfg.poly_exp,
     )
     tiles = prefill_tiles(plan, cfg.block_r) if plan.mode is Mode.PREFILL and plan.total_rows > 0 else None
     return Launch(plan, cfg, tiles, (plan.score, plan.latent, ape, state, table, table_stride, cache_arg), flags)

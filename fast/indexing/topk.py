@@ -48,11 +48,37 @@ class TopKConfig:
     min_cap: int = 0
     direct: int = 4096
     pairwise: int = 0
+    split_lanes: int = 16384
+    split_warps: int = 8
+    split_min_width: int = 32768
+    split_max_rows: int = 512
 
 
 COMPILED = TopKConfig()
-INTERPRETED = TopKConfig(block=64, num_warps=1, sample=16, oversample=2, cap_factor=4, direct=64, pairwise=64)
-"""The interpreter pays per operation, not per element: rows up to 64 lanes take the pairwise-rank path."""
+INTERPRETED = TopKConfig(
+    block=64,
+    num_warps=1,
+    sample=16,
+    oversample=2,
+    cap_factor=4,
+    direct=8,
+    pairwise=64,
+    split_lanes=8,
+    split_warps=1,
+    split_min_width=17,
+    split_max_rows=8,
+)
+"""The interpreter pays per operation, not per element: rows of 17 lanes or more (at most 8 rows) take the
+split-row path with 8-lane splits, so the property suite's rows exercise it; other rows up to 64 lanes take
+the pairwise-rank path."""
+
+
+def uses_split(cfg: TopKConfig, rows: int, width: int) -> bool:
+    """Whether :func:`topk` takes the split-row path: few long rows. One program per row leaves SMs idle (or
+    each streaming one long row alone) while ``rows <= split_max_rows``; splitting pays only once a row spans
+    several splits (``width >= split_min_width``, a multiple of ``split_lanes``). ``split_lanes = 0``: never.
+    Rows are the launch grid's second axis: at most 65535."""
+    return cfg.split_lanes > 0 and width >= cfg.split_min_width and 0 < rows <= min(cfg.split_max_rows, 65535)
 
 
 def default_config() -> TopKConfig:
@@ -101,10 +127,12 @@ def _compact(
     HAS_KEEP: tl.constexpr,
     CAP: tl.constexpr,
     BLOCK: tl.constexpr,
+    STORE: tl.constexpr,
 ):
-    """One chunk of the compaction pass: append (key, lane) of every key >= t to the buffer in lane order and
-    count the keys >= t and > t. ``MASKED`` only for the last chunk (a mask on a run-time bound would stop the
-    loads from being vectorized)."""
+    """One chunk of the compaction pass: append (key, lane) of every key >= t to the buffer in lane order (from
+    position ``at_least``; only with ``STORE``) and count the keys >= t and > t. ``MASKED`` only for the last
+    chunk (a mask on a run-time bound would stop the loads from being vectorized); lanes at or past ``n`` are
+    not loaded."""
     i = start + tl.arange(0, BLOCK)
     if MASKED:
         valid = i < n
@@ -120,10 +148,11 @@ def _compact(
     key = tl.where(x == 0.0, 0x80000000, key)
     key = tl.where(x != x, 0xFFFFFFFF, key)
     ge = valid & (key >= t)
-    pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1
-    room = ge & (pos < CAP)
-    tl.store(buf_key_ptr + pos, key.to(tl.int32, bitcast=True), mask=room)
-    tl.store(buf_idx_ptr + pos, i, mask=room)
+    if STORE:
+        pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1
+        room = ge & (pos < CAP)
+        tl.store(buf_key_ptr + pos, key.to(tl.int32, bitcast=True), mask=room)
+        tl.store(buf_idx_ptr + pos, i, mask=room)
     return at_least + tl.sum(ge.to(tl.int32), 0), above_t + tl.sum((valid & (key > t)).to(tl.int32), 0)
 
 
@@ -166,6 +195,31 @@ def _kth_key(
 
 
 @triton.jit
+def _sample_threshold(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    buf_idx_ptr,
+    n,
+    want,
+    HAS_KEEP: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    OVERSAMPLE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """The key t of ``min(n, SAMPLE)`` lanes sampled at stride ``n // SAMPLE`` with about ``OVERSAMPLE * want``
+    keys >= t expected in the row."""
+    stride = tl.maximum(n // SAMPLE, 1)
+    sampled = tl.minimum(n, SAMPLE)
+    pick = tl.minimum(tl.maximum((OVERSAMPLE * want + stride - 1) // stride, 1), sampled)
+    t, _above_t = _kth_key(
+        row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, sampled, stride, n * 0, pick, HAS_KEEP, BLOCK
+    )
+    return t
+
+
+@triton.jit
 def _topk_kernel(
     scores_ptr,
     lengths_ptr,
@@ -177,6 +231,8 @@ def _topk_kernel(
     buf_idx_ptr,
     rank_key_ptr,
     rank_val_ptr,
+    thresh_ptr,
+    counts_ptr,
     width,
     k,
     lanes,
@@ -185,6 +241,7 @@ def _topk_kernel(
     keep_stride,
     table_width,
     rows_per_block,
+    splits,
     HAS_OFFSETS: tl.constexpr,
     HAS_KEEP: tl.constexpr,
     TRANSLATE: tl.constexpr,
@@ -197,7 +254,12 @@ def _topk_kernel(
     DIRECT: tl.constexpr,
     CAP: tl.constexpr,
     KPAD: tl.constexpr,
+    PRESPLIT: tl.constexpr,
+    NSPLIT: tl.constexpr,
 ):
+    """One program per row (steps in the module docstring). ``PRESPLIT``: the sampled path's threshold, counts
+    and buffer come from the split-row kernels (``thresh_ptr`` i32[M], ``counts_ptr`` i32[M, 2, NSPLIT]: keys
+    >= t and > t per split) instead of this program's own sample and compaction pass."""
     row = tl.program_id(0).to(tl.int64)
     row_ptr = scores_ptr + row * width
     keep_row = keep_ptr + row * keep_stride
@@ -222,49 +284,54 @@ def _topk_kernel(
             )
             quota = want - above
         else:
-            stride = tl.maximum(n // SAMPLE, 1)
-            sampled = tl.minimum(n, SAMPLE)
-            pick = tl.minimum(tl.maximum((OVERSAMPLE * want + stride - 1) // stride, 1), sampled)
-            t, _above_t = _kth_key(
-                row_ptr, keep_row, block_size, buf_key, buf_idx, sampled, stride, from_buf, pick, HAS_KEEP, BLOCK
-            )
-            at_least = n * 0
-            above_t = n * 0
-            full = n // BLOCK * BLOCK
-            for start in range(0, full, BLOCK):  # whole chunks: unmasked, vectorized loads
-                at_least, above_t = _compact(
-                    row_ptr,
-                    keep_row,
-                    block_size,
-                    buf_key,
-                    buf_idx,
-                    start,
-                    n,
-                    t,
-                    at_least,
-                    above_t,
-                    False,
-                    HAS_KEEP,
-                    CAP,
-                    BLOCK,
+            if PRESPLIT:
+                t = tl.load(thresh_ptr + row).to(tl.uint32, bitcast=True)
+                s = tl.arange(0, NSPLIT)
+                at_least = tl.sum(tl.load(counts_ptr + row * 2 * NSPLIT + s, mask=s < splits, other=0), 0)
+                above_t = tl.sum(tl.load(counts_ptr + row * 2 * NSPLIT + NSPLIT + s, mask=s < splits, other=0), 0)
+            else:
+                t = _sample_threshold(
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, n, want, HAS_KEEP, SAMPLE, OVERSAMPLE, BLOCK
                 )
-            if full < n:  # the last, partial chunk: lanes past n are not loaded
-                at_least, above_t = _compact(
-                    row_ptr,
-                    keep_row,
-                    block_size,
-                    buf_key,
-                    buf_idx,
-                    full,
-                    n,
-                    t,
-                    at_least,
-                    above_t,
-                    True,
-                    HAS_KEEP,
-                    CAP,
-                    BLOCK,
-                )
+                at_least = n * 0
+                above_t = n * 0
+                full = n // BLOCK * BLOCK
+                for start in range(0, full, BLOCK):  # whole chunks: unmasked, vectorized loads
+                    at_least, above_t = _compact(
+                        row_ptr,
+                        keep_row,
+                        block_size,
+                        buf_key,
+                        buf_idx,
+                        start,
+                        n,
+                        t,
+                        at_least,
+                        above_t,
+                        False,
+                        HAS_KEEP,
+                        CAP,
+                        BLOCK,
+                        True,
+                    )
+                if full < n:  # the last, partial chunk: lanes past n are not loaded
+                    at_least, above_t = _compact(
+                        row_ptr,
+                        keep_row,
+                        block_size,
+                        buf_key,
+                        buf_idx,
+                        full,
+                        n,
+                        t,
+                        at_least,
+                        above_t,
+                        True,
+                        HAS_KEEP,
+                        CAP,
+                        BLOCK,
+                        True,
+                    )
             tl.debug_barrier()
             if (at_least >= want) & (at_least <= CAP):
                 # the survivors hold the answer: select among them, collect from the buffer
@@ -327,6 +394,135 @@ def _topk_kernel(
         j = start + tl.arange(0, BLOCK)
         empty = tl.zeros([BLOCK], dtype=out_row.dtype.element_ty) + fill
         tl.store(out_row + j, empty, mask=(j >= taken) & (j < lanes))
+
+
+@triton.jit
+def _split_threshold_kernel(
+    scores_ptr,
+    lengths_ptr,
+    keep_ptr,
+    thresh_ptr,
+    width,
+    k,
+    block_size,
+    keep_stride,
+    HAS_KEEP: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    OVERSAMPLE: tl.constexpr,
+    DIRECT: tl.constexpr,
+):
+    """Split-row path, step 1 (one program per row): the sampled threshold t of :func:`_topk_kernel`, for the
+    rows that take its sampled path (``n > k`` and ``n > DIRECT``); other rows are left alone."""
+    row = tl.program_id(0).to(tl.int64)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
+    want = tl.minimum(n, k)
+    if (n > k) & (n > DIRECT):
+        t = _sample_threshold(
+            scores_ptr + row * width,
+            keep_ptr + row * keep_stride,
+            block_size,
+            thresh_ptr,
+            thresh_ptr,
+            n,
+            want,
+            HAS_KEEP,
+            SAMPLE,
+            OVERSAMPLE,
+            BLOCK,
+        )
+        tl.store(thresh_ptr + row, t.to(tl.int32, bitcast=True))
+
+
+@triton.jit
+def _split_pass_kernel(
+    scores_ptr,
+    lengths_ptr,
+    keep_ptr,
+    thresh_ptr,
+    counts_ptr,
+    buf_key_ptr,
+    buf_idx_ptr,
+    width,
+    k,
+    block_size,
+    keep_stride,
+    splits,
+    HAS_KEEP: tl.constexpr,
+    DIRECT: tl.constexpr,
+    CAP: tl.constexpr,
+    SPLIT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    NSPLIT: tl.constexpr,
+    STORE: tl.constexpr,
+):
+    """Split-row path, one program per (split, row) over lanes ``[split * SPLIT, (split + 1) * SPLIT)`` of the
+    visible prefix. Without ``STORE`` (step 2): count the keys >= t and > t into ``counts[row, 0, split]`` and
+    ``counts[row, 1, split]``. With ``STORE`` (step 3): write the split's (key, lane) of every key >= t into the
+    row's buffer from the sum of the counts of the splits before it, so the buffer is in lane order as the
+    one-program pass leaves it; only when the whole row fits (``k <= count(>= t) <= CAP``), the only case in
+    which :func:`_topk_kernel` reads the buffer."""
+    split = tl.program_id(0)
+    row = tl.program_id(1).to(tl.int64)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
+    want = tl.minimum(n, k)
+    row_ptr = scores_ptr + row * width
+    keep_row = keep_ptr + row * keep_stride
+    row_counts = counts_ptr + row * 2 * NSPLIT
+    start = split * SPLIT
+    end = tl.maximum(tl.minimum(start + SPLIT, n), start)
+    active = (n > k) & (n > DIRECT)
+    at_least = n * 0
+    above_t = n * 0
+    if STORE:
+        s = tl.arange(0, NSPLIT)
+        ge = tl.load(row_counts + s, mask=s < splits, other=0)
+        total = tl.sum(ge, 0)
+        at_least = tl.sum(tl.where(s < split, ge, 0), 0)
+        mine = tl.load(row_counts + split)
+        active = active & (total >= want) & (total <= CAP) & (mine > 0)
+    if active:
+        t = tl.load(thresh_ptr + row).to(tl.uint32, bitcast=True)
+        full = start + (end - start) // BLOCK * BLOCK
+        for c in range(start, full, BLOCK):  # whole chunks: unmasked, vectorized loads
+            at_least, above_t = _compact(
+                row_ptr,
+                keep_row,
+                block_size,
+                buf_key_ptr + row * CAP,
+                buf_idx_ptr + row * CAP,
+                c,
+                end,
+                t,
+                at_least,
+                above_t,
+                False,
+                HAS_KEEP,
+                CAP,
+                BLOCK,
+                STORE,
+            )
+        if full < end:
+            at_least, above_t = _compact(
+                row_ptr,
+                keep_row,
+                block_size,
+                buf_key_ptr + row * CAP,
+                buf_idx_ptr + row * CAP,
+                full,
+                end,
+                t,
+                at_least,
+                above_t,
+                True,
+                HAS_KEEP,
+                CAP,
+                BLOCK,
+                STORE,
+            )
+    if not STORE:
+        tl.store(row_counts + split, at_least)
+        tl.store(row_counts + NSPLIT + split, above_t)
 
 
 @triton.jit
@@ -597,7 +793,8 @@ def topk(
     bs = 1
     if candidate_blocks is not None and block_size is not None:
         keep, bs = keep_map(candidate_blocks, a.width, block_size), block_size
-    if cfg.pairwise and a.width <= cfg.pairwise:
+    split = uses_split(cfg, a.rows, a.width)
+    if cfg.pairwise and a.width <= cfg.pairwise and not split:
         return _small(
             scores, lengths, offsets, keep, bs, block_table, rows_per_block, out, a, rank, drop_neg_inf, drop_nan
         )
@@ -606,8 +803,57 @@ def topk(
     rank_key = torch.empty(a.rows, kpad if rank else 1, dtype=torch.int32, device=device)
     rank_val = torch.empty(a.rows, kpad if rank else 1, dtype=out.dtype, device=device)
     dummy = torch.zeros(1, dtype=torch.int32, device=device)
+    restrict = keep is not None
     keep = dummy if keep is None else keep
+    keep_stride = keep.shape[-1] if restrict else 0
     table = dummy if block_table is None else block_table
+    splits, nsplit = 0, 1
+    thresh = counts = dummy
+    if split:
+        splits = -(-a.width // cfg.split_lanes)
+        nsplit = _pow2(splits)
+        thresh = torch.empty(a.rows, dtype=torch.int32, device=device)
+        counts = torch.empty(a.rows, 2, nsplit, dtype=torch.int32, device=device)
+        k_row = min(a.k, a.width)
+        _split_threshold_kernel[(a.rows,)](
+            scores,
+            lengths,
+            keep,
+            thresh,
+            a.width,
+            k_row,
+            bs,
+            keep_stride,
+            HAS_KEEP=restrict,
+            BLOCK=cfg.block,
+            SAMPLE=cfg.sample,
+            OVERSAMPLE=cfg.oversample,
+            DIRECT=cfg.direct,
+            num_warps=cfg.num_warps,
+        )
+        for store in (False, True):
+            _split_pass_kernel[(splits, a.rows)](
+                scores,
+                lengths,
+                keep,
+                thresh,
+                counts,
+                buf_key,
+                buf_idx,
+                a.width,
+                k_row,
+                bs,
+                keep_stride,
+                splits,
+                HAS_KEEP=restrict,
+                DIRECT=cfg.direct,
+                CAP=cap,
+                SPLIT=cfg.split_lanes,
+                BLOCK=min(cfg.block, cfg.split_lanes),
+                NSPLIT=nsplit,
+                STORE=store,
+                num_warps=cfg.split_warps,
+            )
     _topk_kernel[(a.rows,)](
         scores,
         lengths,
@@ -619,16 +865,19 @@ def topk(
         buf_idx,
         rank_key,
         rank_val,
+        thresh,
+        counts,
         a.width,
         min(a.k, a.width),
         a.lanes,
         a.fill,
         bs,
-        keep.shape[-1] if a.restrict else 0,
+        keep_stride,
         table.shape[1] if block_table is not None else 0,
         rows_per_block or 1,
+        splits,
         HAS_OFFSETS=offsets is not None,
-        HAS_KEEP=a.restrict,
+        HAS_KEEP=restrict,
         TRANSLATE=a.translate,
         RANK=rank,
         DROP_NEG_INF=drop_neg_inf,
@@ -639,6 +888,8 @@ def topk(
         DIRECT=cfg.direct,
         CAP=cap,
         KPAD=kpad,
+        PRESPLIT=split,
+        NSPLIT=nsplit,
         num_warps=cfg.num_warps,
     )
     return out
