@@ -217,10 +217,18 @@ def term_scales(
     invalid, _ = attention_convention(convention)
     rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
     kv64 = kv.to(torch.float64)
-    gathered = kv64[rows] if kv64.shape[0] else torch.zeros((*rows.shape, kv64.shape[1]), dtype=torch.float64)
+    gathered = (
+        kv64[rows]
+        if kv64.shape[0]
+        else torch.zeros((*rows.shape, kv64.shape[1]), dtype=torch.float64, device=kv.device)
+    )
     scores = scale * torch.einsum("mhd,mkd->mhk", q.to(torch.float64), gathered)
     scores = scores.masked_fill(~valid[:, None, :], NEG_INF)
-    top = scores.amax(-1) if scores.shape[2] else torch.full(scores.shape[:2], NEG_INF, dtype=torch.float64)
+    top = (
+        scores.amax(-1)
+        if scores.shape[2]
+        else torch.full(scores.shape[:2], NEG_INF, dtype=torch.float64, device=scores.device)
+    )
     safe_top = torch.where(torch.isinf(top), 0.0, top)
     weights = torch.exp(scores - safe_top[..., None])
     total = weights.sum(-1)
