@@ -145,21 +145,24 @@ def check(plan: Plan) -> str:
 
 
 C = tk.Config
-SWEEPS = {  # tile variants timed beside the default: (rows, entries, channels, warps), exponential, tile order
-    2: [C(64, 2, 64, 8, poly_exp=True), C(64, 2, 64, 8, order_rkc=True), C(32, 2, 128, 8), C(128, 2, 32, 8),
-        C(32, 2, 64, 4), C(64, 2, 128, 8), C(16, 2, 256, 8, order_rkc=True), C(32, 2, 128, 8, order_rkc=True)],
-    8: [C(32, 8, 32, 8, poly_exp=True), C(32, 8, 32, 8, order_rkc=True), C(16, 8, 64, 8, order_rkc=True),
-        C(8, 8, 128, 8, order_rkc=True), C(8, 8, 128, 8), C(16, 8, 32, 4), C(64, 8, 16, 8),
-        C(4, 8, 256, 8, order_rkc=True), C(16, 8, 32, 4, order_rkc=True), C(16, 8, 64, 8)],
-    128: [C(1, 32, 128, 4, poly_exp=True), C(1, 32, 128, 4, order_rkc=True), C(1, 64, 128, 8), C(1, 32, 64, 4),
-          C(2, 32, 64, 4, order_rkc=True)],
+SWEEPS = {  # tile variants timed beside the default: rows, entries, channels, warps (and the polynomial exp2)
+    2: [C(32, 2, 128, 8, poly_exp=True), C(64, 2, 64, 8), C(16, 2, 256, 8), C(128, 2, 32, 8), C(32, 2, 64, 4),
+        C(8, 2, 512, 8)],
+    8: [C(8, 8, 128, 8, poly_exp=True), C(32, 8, 32, 8), C(16, 8, 64, 8), C(4, 8, 256, 8), C(8, 8, 64, 4),
+        C(16, 8, 32, 4)],
+    128: [C(1, 32, 128, 4, poly_exp=True), C(1, 64, 128, 8), C(1, 32, 64, 4), C(2, 32, 64, 4), C(1, 32, 256, 8)],
 }  # fmt: skip
 
 
+DECODE_SWEEPS = {  # decode variants (1..6 new positions: at most 2 (V4) or 3 (C2) rows per request)
+    2: [C(4, 2, 32, 1, 8), C(4, 2, 64, 2, 8), C(4, 2, 512, 4, 8), C(4, 2, 256, 2, 8)],
+    8: [C(2, 8, 64, 2, 8), C(2, 8, 128, 4, 8), C(2, 8, 512, 4, 8), C(2, 8, 16, 1, 8)],
+}
+
+
 def variant_name(cfg: tk.Config) -> str:
-    exp = "poly" if cfg.poly_exp else "hw"
-    order = "rkc" if cfg.order_rkc else "krc"
-    return f"r{cfg.block_r} k{cfg.block_k} c{cfg.block_c} w{cfg.num_warps} {exp} {order}"
+    exp = " poly" if cfg.poly_exp else ""
+    return f"r{cfg.block_r} k{cfg.block_k} c{cfg.block_c} w{cfg.num_warps}{exp}"
 
 
 def variant(plan: Plan, config: tk.Config) -> Callable[[], object]:
@@ -210,7 +213,8 @@ def decode_case(name: str, ratio: int, overlap: bool, requests: int) -> Case:
         if with_compile:
             impls["torch_compile"] = naive_fn(plan, True)
         graphs = ("triton", "torch_eager", "torch_compile")
-        built = Built(impls, bytes_moved(plan), flops(plan), check=lambda: check(plan), graphs=graphs)
+        sweep = {variant_name(cfg): variant(plan, cfg) for cfg in DECODE_SWEEPS[window]}
+        built = Built(impls, bytes_moved(plan), flops(plan), check=lambda: check(plan), sweep=sweep, graphs=graphs)
         built.notes.append(f"{requests} requests, {sum(lengths)} new positions, tiles {tk.default_config(plan)}")
         return built
 

@@ -43,8 +43,6 @@ def flags(
                 num_warps=cfg.num_warps)  # fmt: skip
     if mode is Mode.DECODE:
         base["BLOCK_N"] = cfg.block_n
-    else:
-        base["ORDER_RKC"] = cfg.order_rkc
     return base | extra
 
 

@@ -1,15 +1,16 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """Triton kernels for compression: prefill over packed requests, and one-launch decode / verify.
 
-Names and shapes follow ``naive.py``. Every kernel works on a tile of window entries x output rows x channels
-(``[BLOCK_K, BLOCK_R, BLOCK_C]``, channels contiguous in memory):
+Names and shapes follow ``naive.py``. Every kernel works on a tile of output rows x window entries x channels
+(``[BLOCK_R, BLOCK_K, BLOCK_C]``, channels contiguous in memory):
 
 - ``_prefill_rows_kernel``: one program per (tile of one request's output rows, block of channels), channel
   blocks fastest. The tile's request data is one host-built record (``prefill_tiles``), so addresses are
   scalars plus aranges; ring loads happen only in tiles that read before the request's start. A window of up
   to ``BLOCK_K`` entries is a two-pass softmax in registers; longer windows (r = 128) go through it in chunks
-  with an online (running max) merge. Exponentials are ``_exp2`` of ``(x - max) * log2(e)`` (within one ulp),
-  accumulation is f32, the final division is correctly rounded.
+  with an online (running max) merge. Exponentials are the hardware ``exp2`` of ``(x - max) * log2(e)``
+  (``Config.poly_exp``: a polynomial within one ulp instead), accumulation is f32, the final division is
+  correctly rounded.
 - ``_keep_kernel``: after the rows (same stream, so after every ring read), writes each request's newest
   ``min(n, S)`` positions to its ring: what writing every position in order would leave.
 - ``_decode_kernel``: one program per (request, block of channels) for the whole batch: the rows the step
@@ -108,83 +109,10 @@ def _window_mean(
 
     start, cu0, slot: the request's first new position, first input row and state slot (scalars); group, valid:
     [BLOCK_R] row j and whether it completes; needs_ring: whether any row of the tile reads a position before
-    ``start`` (only then are ring loads issued). Entries are ordered current group first, so the first chunk of
-    a valid row always holds a present entry.
+    ``start`` (only then are ring loads issued). Tiles are [rows, entries, channels], the window reduction over
+    axis 1. Entries are ordered current group first, so the first chunk of a valid row always holds a present
+    entry.
     """
-    entry = tl.arange(0, BLOCK_K)
-    for k0 in tl.static_range(0, W, BLOCK_K):
-        # tiles are [entries, rows, channels]: the compiler spreads warps over rows before entries, so the
-        # reductions over a window's entries stay inside each thread
-        e = k0 + entry
-        in_window = e < W
-        if OVERLAP:  # arithmetic, not selects, so the channel offset keeps its known divisibility by D
-            previous = (e >= R).to(tl.int32)
-            offset = e - previous * R
-            half = (1 - previous) * D
-            t = (group[None, :] - previous[:, None]) * R + offset[:, None]
-        else:
-            offset = e
-            half = tl.zeros_like(e)
-            t = group[None, :] * R + offset[:, None]
-        present = valid[None, :] & in_window[:, None] & (t >= 0)
-        c3 = cols[None, None, :]
-        in_row = (cu0 + t - start).to(tl.int64) * C + half[:, None]
-        m_in = (present & (t >= start))[:, :, None] & col_ok[None, None, :]
-        x = tl.load(score_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
-        v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
-        if needs_ring:  # positions before the request's start come from its ring slot (the tile's first rows)
-            ring_row = ((slot.to(tl.int64) * S + tl.where(t >= 0, t, 0) % S) * 2) * C + half[:, None]
-            m_ring = (present & (t < start))[:, :, None] & col_ok[None, None, :]
-            x = tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=x)
-            v = tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=v)
-        if HAS_APE:  # loaded at the full tile shape (cache hits) so it takes the layout of x, warps over rows
-            a_row = (offset * C + half)[:, None] + (group * 0)[None, :]
-            a = tl.load(
-                ape_ptr + a_row[:, :, None] + c3, mask=in_window[:, None, None] & col_ok[None, None, :], other=0.0
-            )
-            x = x + a
-        x = tl.where(present[:, :, None], x, float("-inf"))
-        chunk_max = tl.max(x, axis=0)
-        if k0 == 0:
-            run_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)  # a row without entries: weights 0
-            p = _pow2((x - run_max[None, :, :]) * LOG2E, POLY_EXP)
-            total = tl.sum(p, axis=0)
-            acc = tl.sum(p * v, axis=0)
-        else:
-            new_max = tl.maximum(run_max, chunk_max)
-            alpha = _pow2((run_max - new_max) * LOG2E, POLY_EXP)
-            p = _pow2((x - new_max[None, :, :]) * LOG2E, POLY_EXP)
-            total = total * alpha + tl.sum(p, axis=0)
-            acc = acc * alpha + tl.sum(p * v, axis=0)
-            run_max = new_max
-    return tl.math.div_rn(acc, tl.where(valid[:, None], total, 1.0))
-
-
-@triton.jit
-def _window_mean_rkc(
-    score_ptr,
-    latent_ptr,
-    ape_ptr,
-    state_ptr,
-    start,
-    cu0,
-    slot,
-    group,
-    valid,
-    needs_ring,
-    cols,
-    col_ok,
-    R: tl.constexpr,
-    D: tl.constexpr,
-    C: tl.constexpr,
-    OVERLAP: tl.constexpr,
-    HAS_APE: tl.constexpr,
-    S: tl.constexpr,
-    W: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    POLY_EXP: tl.constexpr,
-):
-    """``_window_mean`` on tiles ordered [rows, entries, channels] (the window reduction is over axis 1)."""
     entry = tl.arange(0, BLOCK_K)
     for k0 in tl.static_range(0, W, BLOCK_K):
         e = k0 + entry
@@ -321,7 +249,6 @@ def _prefill_rows_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
     POLY_EXP: tl.constexpr,
-    ORDER_RKC: tl.constexpr,
 ):
     """One (tile of a request's output rows, block of channels); the tile's request data is one record of
     ``tiles_ptr`` (``TILE_FIELDS``), so every address below is a scalar plus an arange."""
@@ -346,16 +273,10 @@ def _prefill_rows_kernel(
         first_read = (start // R + row0) * R
     cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < D
-    if ORDER_RKC:
-        acc = _window_mean_rkc(
-            score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
-            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP,
-        )  # fmt: skip
-    else:
-        acc = _window_mean(
-            score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
-            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP,
-        )  # fmt: skip
+    acc = _window_mean(
+        score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
+        col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP,
+    )  # fmt: skip
     _store_rows(
         out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, out0 + local, local < reserved, valid,
         request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE, OUT_BF16,
@@ -537,26 +458,24 @@ class Config:
     num_warps: int
     block_n: int = 1
     poly_exp: bool = False
-    order_rkc: bool = False
 
 
 TILE_ELEMENTS = 8192
 
 
 def default_tiles(mode: Mode, window: int, dim: int, max_new: int, max_completed: int) -> Config:
-    """Tile sizes, from the H200 sweeps of the benchmark (results/bench.md) and the sm_90 register counts of
-    compile_check. Prefill: 8192-element tiles of 8 warps with narrow channel blocks and many rows (C2
-    ``2 x 64 x 64``, V4 ``8 x 32 x 32``); a window longer than 16 entries in chunks of 32 (``32 x 1 x 128``,
-    4 warps). Decode: only the rows that complete (``max_completed`` per request), so a batch fits one wave;
-    warps go to rows, never to window entries (tile order [entries, rows, channels]), so the window reductions
-    stay inside a warp."""
+    """Tile sizes [rows, entries, channels], warps, from the H200 sweep of the benchmark (results/bench.md)
+    and the sm_90 register counts of compile_check. Prefill: 8192-element tiles of 8 warps (C2
+    ``32 x 2 x 128``, V4 overlap ``8 x 8 x 128``); a window longer than 16 entries in chunks of 32
+    (``1 x 32 x 128``, 4 warps). Decode: only the rows that complete (``max_completed`` per request), so a
+    batch fits one wave."""
+    new_tile = triton.next_power_of_2(max(1, min(max_new, 16)))
     if window > 16:
-        block_k = 32
         block_c = min(triton.next_power_of_2(dim), 128 if mode is Mode.PREFILL else 64)
-        return Config(1, block_k, block_c, 4, triton.next_power_of_2(max(1, min(max_new, 16))))
+        return Config(1, 32, block_c, 4, new_tile)
     block_k = triton.next_power_of_2(window)
     if mode is Mode.PREFILL:
-        block_c = min(triton.next_power_of_2(dim), 64 if window <= 4 else 32)
+        block_c = min(triton.next_power_of_2(dim), 128)
         block_r = max(1, min(64, TILE_ELEMENTS // (block_k * block_c)))
         warps = 8 if block_r * block_k * block_c >= 8192 else 4
     else:
@@ -564,7 +483,7 @@ def default_tiles(mode: Mode, window: int, dim: int, max_new: int, max_completed
         block_c = min(triton.next_power_of_2(dim), 128 if block_r >= 4 else 32)
         block_r = max(1, min(block_r, TILE_ELEMENTS // (block_k * block_c)))
         warps = 4 if block_r >= 4 else 1
-    return Config(block_r, block_k, block_c, warps, triton.next_power_of_2(max(1, min(max_new, 16))))
+    return Config(block_r, block_k, block_c, warps, new_tile)
 
 
 def default_config(plan: Plan) -> Config:
@@ -619,7 +538,7 @@ class Launch:
                 grid = (self.tiles.shape[0] * triton.cdiv(plan.dim, cfg.block_c),)
                 _prefill_rows_kernel[grid](
                     score, latent, ape, state, self.tiles, table, table_stride, out, slots, positions, cache,
-                    **self.flags, ORDER_RKC=cfg.order_rkc, num_warps=cfg.num_warps,
+                    **self.flags, num_warps=cfg.num_warps,
                 )  # fmt: skip
             if any(plan.kept):
                 C = plan.channels

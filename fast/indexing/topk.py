@@ -65,7 +65,7 @@ INTERPRETED = TopKConfig(
     pairwise=64,
     split_lanes=8,
     split_warps=1,
-    split_min_width=17,
+    split_min_width=24,
     split_max_rows=8,
 )
 """The interpreter pays per operation, not per element: rows of 17 lanes or more (at most 8 rows) take the
