@@ -181,7 +181,7 @@ def run_case(case: Case, with_compile: bool, copy_gbs: float, sweep: bool = True
     for key, impls, graph in (
         ("results", built.impls, False),
         ("results", graphed, True),
-        ("sweep", built.sweep, False),
+        ("sweep", built.sweep, bool(built.graphs)),  # variants of a launch-bound case are timed as graphs too
     ):
         entry.setdefault(key, {})
         for name, fn in impls.items():

@@ -211,10 +211,11 @@ def _sparse_attention_kernel(
     tl.store(lse_ptr + m * H + h, lse, mask=h_ok)
 
 
-def default_config(heads: int, dim: int) -> Config:
-    """A launch configuration for ``heads`` query heads of width ``dim`` (tuned on the H200 at D = 512)."""
+def default_config(heads: int, dim: int, fp8: bool = False) -> Config:
+    """A launch configuration for ``heads`` query heads of width ``dim`` (from the H200 sweep at D = 512: BF16
+    KV 64 lanes per tile, 0.36 against 0.43 ms for 32 at b = 128, h = 64; FP8 KV 32, 0.86 against 1.04 ms)."""
     block_h = max(16, min(64, triton.next_power_of_2(heads)))
-    block_n = 64 if dim <= 256 else 32
+    block_n = 64 if dim <= 256 or not fp8 else 32
     return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
 
 
@@ -268,7 +269,7 @@ def sparse_attention(
     if M == 0 or H == 0:
         return out, lse
     mode = MODES[precision]
-    cfg = _launch_config(config or default_config(H, D), mode, D, dv)
+    cfg = _launch_config(config or default_config(H, D, kv_cache is not None), mode, D, dv)
     if kv_cache is not None:
         rows_per_block, scale_base = kv_cache
         N = kv.shape[0] * rows_per_block

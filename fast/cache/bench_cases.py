@@ -84,7 +84,8 @@ def store_case(conv: str) -> Callable[[bool], Built]:
         notes = [f"{ROWS} rows of {fmt.dims} f32 into {conv} ({fmt.row_bytes} B/row) at random slots of "
                  f"{cache.shape[0]} blocks x {ROWS_PER_BLOCK} rows; copy_same_bytes: a device copy of as many "
                  "bytes (read + write), the practical roof at this size"]  # fmt: skip
-        return Built(impls, moved, 0, check, sweep=sweep if conv == "v4_584" else {}, notes=notes)
+        graphs = ("triton", "copy_same_bytes")
+        return Built(impls, moved, 0, check, sweep=sweep if conv == "v4_584" else {}, notes=notes, graphs=graphs)
 
     return build
 
@@ -144,7 +145,7 @@ def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
     return out
 
 
-STORE_SWEEP = ((1, 2), (1, 1), (2, 2), (4, 4), (8, 8))
+STORE_SWEEP = ((1, 4), (1, 2), (2, 4), (4, 4), (8, 8), (8, 4), (16, 8))
 SWEEP = (
     attention.Config(64, 32, 8, 4),
     attention.Config(64, 32, 8, 3),
