@@ -104,6 +104,7 @@ def _window_mean(
     W: tl.constexpr,
     BLOCK_K: tl.constexpr,
     POLY_EXP: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """Gated mean of the window of each row: f32[BLOCK_R, BLOCK_C] (meaningless where not ``valid``).
 
@@ -130,8 +131,8 @@ def _window_mean(
         c3 = cols[None, None, :]
         in_row = (cu0 + t - start).to(tl.int64) * C + half[None, :]
         m_in = (present & (t >= start))[:, :, None] & col_ok[None, None, :]
-        x = tl.load(score_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
-        v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0)
+        x = tl.load(score_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0, eviction_policy=EVICT)
+        v = tl.load(latent_ptr + in_row[:, :, None] + c3, mask=m_in, other=0.0, eviction_policy=EVICT)
         if needs_ring:
             ring_row = ((slot.to(tl.int64) * S + tl.where(t >= 0, t, 0) % S) * 2) * C + half[None, :]
             m_ring = (present & (t < start))[:, :, None] & col_ok[None, None, :]
@@ -249,6 +250,7 @@ def _prefill_rows_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
     POLY_EXP: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """One (tile of a request's output rows, block of channels); the tile's request data is one record of
     ``tiles_ptr`` (``TILE_FIELDS``), so every address below is a scalar plus an arange."""
@@ -275,7 +277,7 @@ def _prefill_rows_kernel(
     col_ok = cols < D
     acc = _window_mean(
         score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
-        col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP,
+        col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP, EVICT,
     )  # fmt: skip
     _store_rows(
         out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, out0 + local, local < reserved, valid,
@@ -377,6 +379,7 @@ def _decode_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_C: tl.constexpr,
     POLY_EXP: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """One (request, channel block): its completed rows (tiles of BLOCK_R rows, only the positions that complete
     a group), zero rows for the other positions (tiles of BLOCK_N), then its ring write."""
@@ -417,7 +420,7 @@ def _decode_kernel(
             first_read = (group_base + r0) * R
         acc = _window_mean(
             score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, first_read < start, cols,
-            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP,
+            col_ok, R, D, C, OVERLAP, HAS_APE, S, W, BLOCK_K, POLY_EXP, EVICT,
         )  # fmt: skip
         _store_rows(
             out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, cu0 + (group + 1) * R - 1 - start,
@@ -458,6 +461,8 @@ class Config:
     num_warps: int
     block_n: int = 1
     poly_exp: bool = False
+    evict_first: bool = True
+    """Streamed inputs loaded with the evict-first cache hint (each is read once)."""
 
 
 TILE_ELEMENTS = 8192
@@ -584,6 +589,7 @@ def launcher(plan: Plan, config: Config | None = None) -> Launch:
         BLOCK_K=cfg.block_k,
         BLOCK_C=cfg.block_c,
         POLY_EXP=cfg.poly_exp,
+        EVICT="evict_first" if cfg.evict_first else "",
     )
     tiles = prefill_tiles(plan, cfg.block_r) if plan.mode is Mode.PREFILL and plan.total_rows > 0 else None
     return Launch(plan, cfg, tiles, (plan.score, plan.latent, ape, state, table, table_stride, cache_arg), flags)
