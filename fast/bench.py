@@ -329,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         report["cases"].append(entry)
         summary = ", ".join(f"{k} {v['ms']:.4g} ms" for k, v in entry["results"].items() if "ms" in v)
         print(f"{case.name}: {summary} [{entry.get('check', '')}] ({entry['seconds']} s)", flush=True)
+        args.out.mkdir(parents=True, exist_ok=True)  # the cases so far, in case the run is cut short
+        (args.out / "bench.partial.json").write_text(json.dumps(report, indent=1, default=_json_default))
     report["targets"] = targets(report)
     report["seconds"] = round(time.perf_counter() - start, 1)
     args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.partial.json").unlink(missing_ok=True)
     (args.out / "bench.json").write_text(json.dumps(report, indent=1, default=_json_default))
     (args.out / "bench.md").write_text(markdown(report))
     try:
