@@ -302,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=420.0, help="after this, torch.compile baselines are skipped")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile baselines out")
     parser.add_argument("--no-sweep", action="store_true", help="leave the tile variants out")
+    parser.add_argument("--render", type=pathlib.Path, help="write bench.md and roofline.png from this JSON only")
     args = parser.parse_args(argv)
+    if args.render is not None:
+        return render(json.loads(args.render.read_text()), args.out)
     if not torch.cuda.is_available():
         print("fast.bench: no CUDA device; the benchmarks run only on a GPU.", file=sys.stderr)
         return 2
@@ -331,18 +334,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case.name}: {summary} [{entry.get('check', '')}] ({entry['seconds']} s)", flush=True)
         args.out.mkdir(parents=True, exist_ok=True)  # the cases so far, in case the run is cut short
         (args.out / "bench.partial.json").write_text(json.dumps(report, indent=1, default=_json_default))
-    report["targets"] = targets(report)
     report["seconds"] = round(time.perf_counter() - start, 1)
+    report["targets"] = targets(report)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.partial.json").unlink(missing_ok=True)
     (args.out / "bench.json").write_text(json.dumps(report, indent=1, default=_json_default))
-    (args.out / "bench.md").write_text(markdown(report))
+    return render(report, args.out)
+
+
+def render(report: dict[str, Any], out: pathlib.Path) -> int:
+    """bench.md and roofline.png of a report (its targets evaluated again)."""
+    report["targets"] = targets(report)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.md").write_text(markdown(report))
     try:
         from fast.plot import plot
 
-        plot(report, args.out / "roofline.png")
+        plot(report, out / "roofline.png")
     except ImportError as err:
-        print(f"fast.bench: no plot ({err}); run `python -m fast.plot {args.out / 'bench.json'}` elsewhere")
+        print(f"fast.bench: no plot ({err}); run `python -m fast.plot {out / 'bench.json'}` elsewhere")
     print(markdown(report))
     return 0
 
