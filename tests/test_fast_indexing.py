@@ -9,6 +9,7 @@ skipped without a GPU.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -229,6 +230,96 @@ def test_topk_within_candidate_blocks() -> None:
         ]
         assert got.tolist() == expected
         assert naive.topk(scores, lengths, k=7, candidate_blocks=kept, block_size=8).tolist() == expected
+
+
+# --- top-k: the split-row path ---------------------------------------------------------------------------------------
+
+
+def split_pair(cap_factor: int, split_lanes: int = 16, block: int = 8) -> tuple[tk.TopKConfig, tk.TopKConfig]:
+    """A one-program configuration of the sampled path and the same with the split-row path forced (splits of
+    ``split_lanes`` lanes, in chunks of ``block`` lanes)."""
+    one = tk.TopKConfig(
+        block=block, num_warps=1, sample=8, oversample=2, cap_factor=cap_factor, direct=0, pairwise=0, split_lanes=0
+    )
+    split = dataclasses.replace(one, split_lanes=split_lanes, split_warps=1, split_min_width=1, split_max_rows=64)
+    return one, split
+
+
+def same_three_ways(
+    scores: torch.Tensor, lengths: torch.Tensor, cap_factor: int, split_lanes: int = 16, block: int = 8, **kwargs: Any
+) -> torch.Tensor:
+    """The split-row path's result, asserted equal bit for bit to the one-program path's and the torch twin's."""
+    one, split = split_pair(cap_factor, split_lanes, block)
+    rows, width = scores.shape
+    assert tk.uses_split(split, rows, width) and not tk.uses_split(one, rows, width)
+    got = K.topk(scores, lengths, config=split, **kwargs)
+    assert got.dtype == (torch.int64 if "block_table" in kwargs else torch.int32)
+    assert torch.equal(got, K.topk(scores, lengths, config=one, **kwargs))
+    assert torch.equal(got, naive.topk(scores, lengths, **kwargs))
+    return got
+
+
+@pytest.mark.parametrize("convention", sorted(REF_CONVENTIONS))
+def test_topk_split_rows_equal_reference(convention: str) -> None:
+    """Split-row path, every convention: rows of 44 lanes in three splits (the last partial), lengths 0, full
+    and random (mostly not split multiples), ties and -inf / +inf / NaN / -0.0, garbage past each length."""
+    scores, lengths = score_rows(40 + sorted(REF_CONVENTIONS).index(convention), 4, 44)
+    if convention == "v4-decode":
+        lengths.fill_(scores.shape[1])
+        scores = torch.where(scores.abs() > 1e30, 0.5, scores)
+    offsets = torch.tensor([0, 5, 2**31 - 100, 17], dtype=torch.int32)
+    got = same_three_ways(scores, lengths, 4, k=6, convention=convention, offsets=offsets)
+    assert got.tolist() == reference_topk(scores, lengths, 6, convention, offsets)
+
+
+def test_topk_split_rows_options() -> None:
+    """Split-row path with the fill override, i64 offsets, the fused slot translation (slots past 2**31), the
+    candidate-block keep map and the -inf / NaN drops; 12-lane splits (a full 8-lane chunk and a 4-lane tail)."""
+    scores, lengths = score_rows(51, 3, 40)
+    offsets = torch.tensor([3, 2**31 - 41, 0], dtype=torch.int64)
+    big = 2**31 // 4 + 5
+    table = torch.tensor([[big + i for i in range(10)], [3, 1, 4, 0, 9, 2, 6, 5, 8, 7], [20 + i for i in range(10)]])
+    kept = torch.tensor([[0, 3, -1], [1, 2, 4], [-1, -1, -1]], dtype=torch.int32)
+    same_three_ways(scores, lengths, 4, 12, k=7, fill=-9, offsets=offsets)
+    slots = same_three_ways(scores, lengths, 4, 12, k=7, convention="v4-prefill", block_table=table, rows_per_block=4)
+    assert int(slots.max()) > 2**31
+    same_three_ways(scores, lengths, 4, 12, k=7, candidate_blocks=kept, block_size=8)
+    same_three_ways(scores, lengths, 4, 12, k=7, convention="select", drop_neg_inf=True, drop_nan=True)
+
+
+def test_topk_split_rows_every_branch() -> None:
+    """Each way the split counts decide the row: the buffer (ties at the threshold spanning splits), the
+    threshold itself (more ties than the buffer holds), and the whole-row select (a sample that misleads, and no
+    buffer at all); lengths 0, <= k, past k by one, and not multiples of the split."""
+    width = 48
+    g = torch.Generator().manual_seed(61)
+    ties = (torch.arange(width) % 3).float().repeat(5, 1)  # every third lane ties at each value
+    ties[1] = torch.randint(0, 4, (width,), generator=g).float()
+    misled = torch.full((width,), 0.25)
+    misled[0::6] = torch.arange(8).float() + 10.0  # the sampled lanes (stride 6) hold the row's best keys
+    misled[[1, 13, 29, 47]] = 5.0
+    ties[2] = misled
+    ties[3] = torch.where(torch.arange(width) < 31, float("-inf"), 1.0)  # -inf ties across splits
+    lengths = torch.tensor([width, 37, width, 43, 0], dtype=torch.int32)
+    offsets = torch.zeros(5, dtype=torch.int32)
+    for cap_factor in (4, 1, 0):
+        for k, short, convention in ((9, 9, "v4.1"), (9, 10, "select-unsorted"), (16, 0, "v4-prefill")):
+            lengths[4] = short
+            got = same_three_ways(ties, lengths, cap_factor, 16, 16, k=k, convention=convention)
+            assert got.tolist() == reference_topk(ties, lengths, k, convention, offsets)
+
+
+def test_topk_registered_default_takes_split_rows() -> None:
+    """The interpreted default configuration sends rows of 24 to 64 lanes (at most 8 rows) down the split-row
+    path, so the property suite's registered top-k exercises it; longer or more rows do not."""
+    cfg = tk.INTERPRETED
+    assert tk.uses_split(cfg, 4, 32) and tk.uses_split(cfg, 8, 24) and cfg.split_lanes < 24
+    assert not tk.uses_split(cfg, 9, 32) and not tk.uses_split(cfg, 4, 23)
+    assert not tk.uses_split(tk.COMPILED, 4096, 16384) and tk.uses_split(tk.COMPILED, 128, 262144)
+    scores, lengths = score_rows(71, 4, 30)
+    offsets = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
+    got = tk.topk(scores, lengths, k=8, convention="v4.1", offsets=offsets, config=cfg)
+    assert got.tolist() == reference_topk(scores, lengths, 8, "v4.1", offsets)
 
 
 # --- candidate blocks, restoration, addresses, windows ---------------------------------------------------------------

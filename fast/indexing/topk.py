@@ -68,7 +68,7 @@ INTERPRETED = TopKConfig(
     split_min_width=24,
     split_max_rows=8,
 )
-"""The interpreter pays per operation, not per element: rows of 17 lanes or more (at most 8 rows) take the
+"""The interpreter pays per operation, not per element: rows of 24 lanes or more (at most 8 rows) take the
 split-row path with 8-lane splits, so the property suite's rows exercise it; other rows up to 64 lanes take
 the pairwise-rank path."""
 
