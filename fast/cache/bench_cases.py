@@ -145,7 +145,7 @@ def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
     return out
 
 
-STORE_SWEEP = ((1, 4), (1, 2), (2, 4), (4, 4), (8, 8), (8, 4), (16, 8))
+STORE_SWEEP = ((1, 4), (4, 2), (8, 4), (8, 8), (16, 4), (16, 8), (32, 8))
 SWEEP = (
     attention.Config(64, 32, 8, 4),
     attention.Config(64, 32, 8, 3),
