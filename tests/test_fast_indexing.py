@@ -241,7 +241,9 @@ def split_pair(cap_factor: int, split_lanes: int = 16, block: int = 8) -> tuple[
     one = tk.TopKConfig(
         block=block, num_warps=1, sample=8, oversample=2, cap_factor=cap_factor, direct=0, pairwise=0, split_lanes=0
     )
-    split = dataclasses.replace(one, split_lanes=split_lanes, split_warps=1, split_min_width=1, split_max_rows=64)
+    split = dataclasses.replace(
+        one, split_lanes=split_lanes, split_block=block, split_warps=1, split_min_width=1, split_max_rows=64
+    )
     return one, split
 
 
@@ -316,6 +318,11 @@ def test_topk_registered_default_takes_split_rows() -> None:
     assert tk.uses_split(cfg, 4, 32) and tk.uses_split(cfg, 8, 24) and cfg.split_lanes < 24
     assert not tk.uses_split(cfg, 9, 32) and not tk.uses_split(cfg, 4, 23)
     assert not tk.uses_split(tk.COMPILED, 4096, 16384) and tk.uses_split(tk.COMPILED, 128, 262144)
+    # compiled: 16384-lane splits, halved while the grid has fewer than 264 programs (two waves on 132 SMs)
+    assert tk.split_lanes_for(tk.COMPILED, 128, 262144) == 16384  # 128 * 16 = 2048 programs
+    assert tk.split_lanes_for(tk.COMPILED, 6, 262144) == 4096  # 6 * 64 = 384 programs
+    assert tk.split_lanes_for(tk.COMPILED, 64, 65536) == 8192  # 64 * 8 = 512 programs
+    assert tk.split_lanes_for(tk.COMPILED, 1, 32768) == tk.COMPILED.split_block  # never below a chunk
     scores, lengths = score_rows(71, 4, 30)
     offsets = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
     got = tk.topk(scores, lengths, k=8, convention="v4.1", offsets=offsets, config=cfg)

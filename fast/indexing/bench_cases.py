@@ -13,6 +13,7 @@ lists this module).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -284,6 +285,16 @@ def topk_bytes(lengths: torch.Tensor, lanes: int, out_bytes: int) -> int:
     return int(lengths.sum()) * 4 + lengths.numel() * (lanes * out_bytes + 8)
 
 
+TOPK_SPLITS: tuple[dict[str, int], ...] = (
+    dict(split_lanes=16384, split_block=2048, split_warps=8),
+    dict(split_lanes=8192, split_block=2048, split_warps=8),
+    dict(split_lanes=32768, split_block=2048, split_warps=8),
+    dict(split_lanes=16384, split_block=4096, split_warps=16),
+    dict(split_lanes=8192, split_block=1024, split_warps=4),
+)
+"""Split-row configurations of the top-k sweep (fast/indexing/compile_check.py lowers the same ones)."""
+
+
 def _topk_case(rows: int, width: int, k: int, convention: str, compile_it: bool, sweep: bool) -> None:
     def build(with_compile: bool) -> Built:
         scores, lengths, offsets = _scores(rows, width, rows + width + k)
@@ -303,6 +314,10 @@ def _topk_case(rows: int, width: int, k: int, convention: str, compile_it: bool,
             return tk.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
 
         impls: dict[str, Callable[[], object]] = {"triton": run, "triton+checks": checked}
+        one_program = dataclasses.replace(tk.COMPILED, split_lanes=0)
+        split_lanes = tk.split_lanes_for(tk.COMPILED, rows, width)
+        if split_lanes:  # the default takes the split-row path: time the one-program path beside it
+            impls["triton_one_program"] = functools.partial(run, one_program)
         impls["torch_topk_plain"] = lambda: scores.topk(k, dim=-1, sorted=False)
         if convention == "v4.1":
             impls["torch_eager"] = lambda: eager_topk(scores, lengths, k, offsets)
@@ -313,24 +328,28 @@ def _topk_case(rows: int, width: int, k: int, convention: str, compile_it: bool,
             impls["torch_eager"] = lambda: naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
 
         def check() -> str:
-            got = run()
             want = naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
-            return "ok (equal to the torch twin)" if torch.equal(got, want) else "DIFFERS from the torch twin"
+            configs = [tk.COMPILED, one_program] + [dataclasses.replace(tk.COMPILED, **c) for c in TOPK_SPLITS]
+            differ = [str(i) for i, cfg in enumerate(configs) if not torch.equal(run(cfg), want)]
+            if differ:
+                return "DIFFERS from the torch twin (configurations " + ", ".join(differ) + ")"
+            return "ok (default, one-program and every split configuration equal to the torch twin)"
 
         variants: dict[str, Callable[[], object]] = {}
         if sweep:
+            variants["one_program"] = functools.partial(run, one_program)
             for block, warps in ((2048, 8), (8192, 16)):
-                cfg = tk.TopKConfig(block=block, num_warps=warps)
-                variants[f"block{block}_w{warps}"] = functools.partial(run, cfg)
+                cfg = tk.TopKConfig(block=block, num_warps=warps, split_lanes=0)
+                variants[f"one_program_block{block}_w{warps}"] = functools.partial(run, cfg)
+            for c in TOPK_SPLITS:
+                cfg = dataclasses.replace(tk.COMPILED, **c)
+                name = f"split{c['split_lanes']}_block{c['split_block']}_w{c['split_warps']}"
+                variants[name] = functools.partial(run, cfg)
             variants["oversample4"] = lambda: run(tk.TopKConfig(oversample=4))
-        return Built(
-            impls,
-            topk_bytes(lengths, k, 4),
-            0,
-            check=check,
-            sweep=variants,
-            notes=["torch_topk_plain: scores.topk(k, sorted=False) alone, no mask, sort or fill"],
-        )
+        notes = ["torch_topk_plain: scores.topk(k, sorted=False) alone, no mask, sort or fill"]
+        if split_lanes:
+            notes.append(f"triton: split-row path, {split_lanes}-lane splits; triton_one_program: one program a row")
+        return Built(impls, topk_bytes(lengths, k, 4), 0, check=check, sweep=variants, notes=notes)
 
     name = f"indexing/topk_{rows}x{width // 1024}K_k{k}_{convention}"
     register(Case(name, "indexing-topk", f"valid-prefix top-k, {convention}, random normal scores", build))

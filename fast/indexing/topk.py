@@ -38,7 +38,12 @@ from fast.indexing import validate as v
 @dataclass(frozen=True)
 class TopKConfig:
     """Launch constants: lanes per chunk, warps, sample size, the expected candidates per chosen row
-    (``oversample``) and the candidate buffer's size as a multiple of k (``cap_factor``, a power of two)."""
+    (``oversample``) and the candidate buffer's size as a multiple of k (``cap_factor``, a power of two).
+
+    Split-row path (:func:`split_lanes_for`): lanes per split program (``split_lanes``, 0: never split), lanes
+    per chunk within it (``split_block``) and its warps; taken for at most ``split_max_rows`` rows of at least
+    ``split_min_width`` lanes; splits are halved (not below ``split_block``) until the grid has at least
+    ``split_min_programs`` programs."""
 
     block: int = 4096
     num_warps: int = 16
@@ -49,9 +54,11 @@ class TopKConfig:
     direct: int = 4096
     pairwise: int = 0
     split_lanes: int = 16384
+    split_block: int = 2048
     split_warps: int = 8
     split_min_width: int = 32768
     split_max_rows: int = 512
+    split_min_programs: int = 264
 
 
 COMPILED = TopKConfig()
@@ -64,21 +71,35 @@ INTERPRETED = TopKConfig(
     direct=8,
     pairwise=64,
     split_lanes=8,
+    split_block=8,
     split_warps=1,
     split_min_width=24,
     split_max_rows=8,
+    split_min_programs=0,
 )
 """The interpreter pays per operation, not per element: rows of 24 lanes or more (at most 8 rows) take the
 split-row path with 8-lane splits, so the property suite's rows exercise it; other rows up to 64 lanes take
 the pairwise-rank path."""
 
 
+def split_lanes_for(cfg: TopKConfig, rows: int, width: int) -> int:
+    """Lanes per split program of the split-row path for ``rows`` rows of ``width`` lanes, 0 for the
+    one-program path. The split-row path is for few long rows: one program per row leaves SMs idle (or each
+    streaming one long row alone) while ``rows <= split_max_rows``, and splitting pays only once a row spans
+    several splits (``width >= split_min_width``, a multiple of ``split_lanes``). The split starts at
+    ``split_lanes`` and is halved, not below ``split_block``, while ``rows * ceil(width / split)`` is under
+    ``split_min_programs`` (two waves on 132 SMs by default). Rows are the grid's second axis: at most 65535."""
+    if cfg.split_lanes <= 0 or width < cfg.split_min_width or not 0 < rows <= min(cfg.split_max_rows, 65535):
+        return 0
+    lanes = cfg.split_lanes
+    while lanes // 2 >= cfg.split_block and rows * -(-width // lanes) < cfg.split_min_programs:
+        lanes //= 2
+    return lanes
+
+
 def uses_split(cfg: TopKConfig, rows: int, width: int) -> bool:
-    """Whether :func:`topk` takes the split-row path: few long rows. One program per row leaves SMs idle (or
-    each streaming one long row alone) while ``rows <= split_max_rows``; splitting pays only once a row spans
-    several splits (``width >= split_min_width``, a multiple of ``split_lanes``). ``split_lanes = 0``: never.
-    Rows are the launch grid's second axis: at most 65535."""
-    return cfg.split_lanes > 0 and width >= cfg.split_min_width and 0 < rows <= min(cfg.split_max_rows, 65535)
+    """Whether :func:`topk` takes the split-row path (:func:`split_lanes_for`)."""
+    return split_lanes_for(cfg, rows, width) > 0
 
 
 def default_config() -> TopKConfig:
@@ -793,7 +814,8 @@ def topk(
     bs = 1
     if candidate_blocks is not None and block_size is not None:
         keep, bs = keep_map(candidate_blocks, a.width, block_size), block_size
-    split = uses_split(cfg, a.rows, a.width)
+    split_lanes = split_lanes_for(cfg, a.rows, a.width)
+    split = split_lanes > 0
     if cfg.pairwise and a.width <= cfg.pairwise and not split:
         return _small(
             scores, lengths, offsets, keep, bs, block_table, rows_per_block, out, a, rank, drop_neg_inf, drop_nan
@@ -810,7 +832,7 @@ def topk(
     splits, nsplit = 0, 1
     thresh = counts = dummy
     if split:
-        splits = -(-a.width // cfg.split_lanes)
+        splits = -(-a.width // split_lanes)
         nsplit = _pow2(splits)
         thresh = torch.empty(a.rows, dtype=torch.int32, device=device)
         counts = torch.empty(a.rows, 2, nsplit, dtype=torch.int32, device=device)
@@ -848,8 +870,8 @@ def topk(
                 HAS_KEEP=restrict,
                 DIRECT=cfg.direct,
                 CAP=cap,
-                SPLIT=cfg.split_lanes,
-                BLOCK=min(cfg.block, cfg.split_lanes),
+                SPLIT=split_lanes,
+                BLOCK=min(cfg.split_block, split_lanes),
                 NSPLIT=nsplit,
                 STORE=store,
                 num_warps=cfg.split_warps,

@@ -1,0 +1,149 @@
+"""Lower the top-k kernels to sm_90 (H100 / H200) code on any machine, without a GPU.
+
+    python -m fast.indexing.compile_check [--only NAME]        (TRITON_INTERPRET must be unset)
+
+The interpreter runs what a kernel computes but compiles nothing: constructs the compiler refuses, register
+spills and scalar instead of 16-byte vector loads only show when lowering. For each top-k kernel in the
+configurations the launches and the benchmark sweep use (the one-program kernel, and the split-row path's
+threshold, count and compaction kernels and its select-and-collect entry) this prints registers, spilled
+stack bytes, shared memory and global loads with their 16-byte vector form. Exit status 1 if a kernel fails
+to compile or spills.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+MAX_STACK_BYTES = 0
+# integer arguments that are multiples of 16 in the benchmarked launches (Triton specializes on that)
+DIVISIBLE = {"width", "lanes", "k"}
+I32, F32 = "*i32", "*fp32"
+MAIN_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, offsets_ptr=I32, keep_ptr="*u8", table_ptr=I32, out_ptr=I32,
+                 buf_key_ptr=I32, buf_idx_ptr=I32, rank_key_ptr=I32, rank_val_ptr=I32, thresh_ptr=I32,
+                 counts_ptr=I32, width="i32", k="i32", lanes="i32", fill="i32", block_size="i32", keep_stride="i32",
+                 table_width="i32", rows_per_block="i32", splits="i32")  # fmt: skip
+THRESHOLD_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, keep_ptr="*u8", thresh_ptr=I32, width="i32", k="i32",
+                      block_size="i32", keep_stride="i32")  # fmt: skip
+PASS_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, keep_ptr="*u8", thresh_ptr=I32, counts_ptr=I32, buf_key_ptr=I32,
+                 buf_idx_ptr=I32, width="i32", k="i32", block_size="i32", keep_stride="i32",
+                 splits="i32")  # fmt: skip
+
+Case = tuple[str, Any, dict[str, str], dict[str, Any], int]
+
+
+def cases(k: int = 2048, width: int = 262144) -> list[Case]:
+    """(name, kernel, argument types, constexprs, warps) for rows of ``width`` lanes and this k."""
+    from fast.indexing import topk as tk
+    from fast.indexing.bench_cases import TOPK_SPLITS
+
+    cfg = tk.COMPILED
+    kpad = tk._pow2(k)
+    cap = min(max(tk._pow2(cfg.cap_factor * kpad), cfg.min_cap), tk._pow2(width))
+    main = dict(HAS_OFFSETS=True, HAS_KEEP=False, TRANSLATE=False, RANK=False, DROP_NEG_INF=False, DROP_NAN=False,
+                BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, CAP=cap,
+                KPAD=kpad, PRESPLIT=False, NSPLIT=1)  # fmt: skip
+    out: list[Case] = [
+        ("one-program v4.1", tk._topk_kernel, MAIN_ARGS, main, cfg.num_warps),
+        ("one-program rank order", tk._topk_kernel, MAIN_ARGS, main | dict(RANK=True), cfg.num_warps),
+        ("one-program slots", tk._topk_kernel, MAIN_ARGS | dict(out_ptr="*i64"), main | dict(TRANSLATE=True),
+         cfg.num_warps),
+    ]  # fmt: skip
+    sweep = [(c["split_lanes"], c["split_block"], c["split_warps"]) for c in TOPK_SPLITS]
+    for split_lanes, block, warps in sweep:
+        splits = -(-width // split_lanes)
+        label = f"split{split_lanes} block{block} w{warps}"
+        presplit = main | dict(PRESPLIT=True, NSPLIT=tk._pow2(splits))
+        passes = dict(HAS_KEEP=False, DIRECT=cfg.direct, CAP=cap, SPLIT=split_lanes, BLOCK=min(block, split_lanes),
+                      NSPLIT=tk._pow2(splits))  # fmt: skip
+        out += [
+            (f"{label} count", tk._split_pass_kernel, PASS_ARGS, passes | dict(STORE=False), warps),
+            (f"{label} compact", tk._split_pass_kernel, PASS_ARGS, passes | dict(STORE=True), warps),
+            (f"{label} compact keep map", tk._split_pass_kernel, PASS_ARGS, passes | dict(STORE=True, HAS_KEEP=True),
+             warps),
+            (f"{label} select+collect", tk._topk_kernel, MAIN_ARGS, presplit, cfg.num_warps),
+        ]  # fmt: skip
+    out += [
+        ("split select+collect slots, rank order", tk._topk_kernel, MAIN_ARGS | dict(out_ptr="*i64"),
+         main | dict(PRESPLIT=True, NSPLIT=32, TRANSLATE=True, RANK=True), cfg.num_warps),
+        ("split threshold", tk._split_threshold_kernel, THRESHOLD_ARGS,
+         dict(HAS_KEEP=False, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct),
+         cfg.num_warps),
+    ]  # fmt: skip
+    return out
+
+
+def compile_one(
+    fn: Any, args: dict[str, str], constexprs: dict[str, Any], num_warps: int
+) -> tuple[dict[str, Any], str]:
+    """Compile ``fn`` for sm_90; its resource report and PTX."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.compiler import compile as triton_compile
+
+    target = GPUTarget("cuda", 90, 32)
+    backend = make_backend(target)
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in constexprs:
+            signature[name] = "constexpr"
+            continue
+        signature[name] = args[name]
+        if args[name].startswith("*") or name in DIVISIBLE:  # as the launches specialize them
+            attrs[(i,)] = backend.parse_attr("D")
+    kernel = triton_compile(
+        ASTSource(fn, signature, constexprs, attrs), target=target, options={"num_warps": num_warps}
+    )
+    ptx = kernel.asm["ptx"]
+    report: dict[str, Any] = {
+        "loads": len(re.findall(r"ld\.global", ptx)),
+        "loads_v4": len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)),
+        "shared": kernel.metadata.shared,
+        "registers": None,
+        "stack": None,
+    }
+    tool = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if tool.exists():
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(kernel.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True).stdout
+        regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
+        report["registers"] = int(regs.group(1)) if regs else None
+        report["stack"] = int(stack.group(1)) if stack else None
+    return report, ptx
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fast.indexing.compile_check", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default="", help="compile only cases whose name contains this")
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
+        return 2
+    failed = False
+    for name, fn, sig, constexprs, warps in cases():
+        if args.only not in name:
+            continue
+        try:
+            r, _ = compile_one(fn, sig, constexprs, warps)
+        except Exception as err:
+            print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
+            failed = True
+            continue
+        spills = r["stack"] is None or r["stack"] > MAX_STACK_BYTES
+        failed |= spills
+        print(f"{name} (w{warps}): regs {r['registers']}, stack {r['stack']} B{' (SPILLS)' if spills else ''}, "
+              f"smem {r['shared']} B, loads {r['loads']} ({r['loads_v4']} x16B)", flush=True)  # fmt: skip
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
