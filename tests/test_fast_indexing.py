@@ -654,3 +654,39 @@ def test_cuda_topk_matches_twin_on_large_rows() -> None:
     blocks = torch.arange(m * 1100, device="cuda").view(m, 1100).int() * 3 + 2**29
     fused = tk.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64)
     assert torch.equal(fused, naive.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64))
+
+
+@pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")
+def test_cuda_topk_split_rows_match_one_program() -> None:
+    """Compiled split-row path on long rows (a width no split size divides): random rows, heavy ties, ascending
+    rows (every chosen lane in the last splits), all-equal and NaN rows, the whole-row fallback (no buffer), the
+    rank-order and translated conventions and the keep map, equal to the one-program path and the torch twin."""
+    g = torch.Generator(device="cuda").manual_seed(2)
+    m, n = 12, 300001
+    scores = torch.randn(m, n, device="cuda", generator=g)
+    scores[2:4] = scores[2:4].round()
+    scores[4:6] = torch.arange(n, device="cuda").float()
+    scores[6] = 0.0
+    scores[7, ::7] = float("nan")
+    lengths = torch.randint(0, n + 1, (m,), device="cuda", generator=g, dtype=torch.int32)
+    lengths[0], lengths[1], lengths[4] = n, 3000, n
+    one = dataclasses.replace(tk.COMPILED, split_lanes=0)
+    splits = [
+        tk.COMPILED,
+        dataclasses.replace(tk.COMPILED, split_lanes=8192, split_block=1024, split_warps=4),
+        dataclasses.replace(tk.COMPILED, split_lanes=16384, split_block=4096, split_warps=16),
+        dataclasses.replace(tk.COMPILED, cap_factor=0),
+    ]
+    for cfg in splits:
+        assert tk.uses_split(cfg, m, n)
+        for k, convention in ((2048, "v4.1"), (512, "v4-prefill"), (2048, "select-unsorted")):
+            want = naive.topk(scores, lengths, k=k, convention=convention)
+            assert torch.equal(tk.topk(scores, lengths, k=k, convention=convention, config=one), want)
+            assert torch.equal(tk.topk(scores, lengths, k=k, convention=convention, config=cfg), want), (cfg, k)
+    blocks = torch.arange(m * 4700, device="cuda").view(m, 4700).int() * 3 + 2**29
+    fused = tk.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64)
+    assert torch.equal(fused, naive.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64))
+    kept = torch.randint(-1, n // 64 + 1, (m, 900), device="cuda", generator=g, dtype=torch.int32)
+    got = tk.topk(scores, lengths, k=2048, candidate_blocks=kept, block_size=64, drop_neg_inf=True)
+    want = naive.topk(scores, lengths, k=2048, candidate_blocks=kept, block_size=64, drop_neg_inf=True)
+    assert torch.equal(got, want)

@@ -22,6 +22,10 @@ order (the lowest index wins a tie). Steps per row of n visible lanes (lanes pas
 5. Collect: prefix sums of the chosen mask give each chosen lane its output position; the lane's row (plus its
    offset, or translated to a slot through the block table in int64) is stored there. Rank-order conventions
    then sort the chosen lanes by (key descending, index ascending) with one bitonic sort.
+
+Split-row path (few long rows, :func:`split_lanes_for`): step 2 in a per-row kernel, step 3 by programs over
+(split, row) that count, then write each split's survivors at the prefix of the earlier splits' counts, and
+steps 4-5 by the same kernel entered with ``PRESPLIT``: the same t, counts and buffer, the same output.
 """
 
 from __future__ import annotations
