@@ -349,7 +349,8 @@ def _topk_case(rows: int, width: int, k: int, convention: str, compile_it: bool,
         notes = ["torch_topk_plain: scores.topk(k, sorted=False) alone, no mask, sort or fill"]
         if split_lanes:
             notes.append(f"triton: split-row path, {split_lanes}-lane splits; triton_one_program: one program a row")
-        return Built(impls, topk_bytes(lengths, k, 4), 0, check=check, sweep=variants, notes=notes)
+        graphs = ("triton", "torch_topk_plain")  # launch-bound at these sizes: timed as graph replays too
+        return Built(impls, topk_bytes(lengths, k, 4), 0, check=check, sweep=variants, notes=notes, graphs=graphs)
 
     name = f"indexing/topk_{rows}x{width // 1024}K_k{k}_{convention}"
     register(Case(name, "indexing-topk", f"valid-prefix top-k, {convention}, random normal scores", build))
