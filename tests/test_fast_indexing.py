@@ -318,13 +318,14 @@ def test_topk_registered_default_takes_split_rows() -> None:
     assert tk.uses_split(cfg, 4, 32) and tk.uses_split(cfg, 8, 24) and cfg.split_lanes < 24
     assert not tk.uses_split(cfg, 9, 32) and not tk.uses_split(cfg, 4, 23)
     assert not tk.uses_split(tk.COMPILED, 4096, 16384) and tk.uses_split(tk.COMPILED, 128, 262144)
-    # compiled: 16384-lane splits, halved while the grid has fewer than 264 programs (two waves on 132 SMs)
-    assert tk.split_lanes_for(tk.COMPILED, 128, 262144) == 16384  # 128 * 16 = 2048 programs
+    # compiled: 8192-lane splits, halved while the grid has fewer than 264 programs (two waves on 132 SMs)
+    assert tk.split_lanes_for(tk.COMPILED, 128, 262144) == 8192  # 128 * 32 = 4096 programs
     assert tk.split_lanes_for(tk.COMPILED, 6, 262144) == 4096  # 6 * 64 = 384 programs
     assert tk.split_lanes_for(tk.COMPILED, 64, 65536) == 8192  # 64 * 8 = 512 programs
     assert tk.split_lanes_for(tk.COMPILED, 1, 32768) == tk.COMPILED.split_block  # never below a chunk
     scores, lengths = score_rows(71, 4, 30)
     offsets = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
+    scores, lengths, offsets = scores.to(DEVICE), lengths.to(DEVICE), offsets.to(DEVICE)
     got = tk.topk(scores, lengths, k=8, convention="v4.1", offsets=offsets, config=cfg)
     assert got.tolist() == reference_topk(scores, lengths, 8, "v4.1", offsets)
 

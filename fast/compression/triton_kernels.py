@@ -136,8 +136,11 @@ def _window_mean(
         if needs_ring:
             ring_row = ((slot.to(tl.int64) * S + tl.where(t >= 0, t, 0) % S) * 2) * C + half[None, :]
             m_ring = (present & (t < start))[:, :, None] & col_ok[None, None, :]
-            x = tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=x)
-            v = tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=v)
+            # other=0, then a select: with other=x the ring load would wait for the input load to land
+            ring_x = tl.load(state_ptr + ring_row[:, :, None] + c3, mask=m_ring, other=0.0)
+            ring_v = tl.load(state_ptr + ring_row[:, :, None] + C + c3, mask=m_ring, other=0.0)
+            x = tl.where(m_ring, ring_x, x)
+            v = tl.where(m_ring, ring_v, v)
         if HAS_APE:
             a = tl.load(
                 ape_ptr + (offset * C + half)[:, None] + cols[None, :],

@@ -57,9 +57,9 @@ class TopKConfig:
     min_cap: int = 0
     direct: int = 4096
     pairwise: int = 0
-    split_lanes: int = 16384
-    split_block: int = 2048
-    split_warps: int = 8
+    split_lanes: int = 8192
+    split_block: int = 1024
+    split_warps: int = 4
     split_min_width: int = 32768
     split_max_rows: int = 512
     split_min_programs: int = 264
