@@ -77,7 +77,9 @@ def _emulate(fmt: RowFormat, x: np.ndarray) -> tuple[bytes, bytes]:
         group = x[g * fmt.group_size : (g + 1) * fmt.group_size]
         amax = np.float32(np.abs(group).max())
         if fmt.scale_kind == "e4m3":
-            s_t = (torch.tensor(max(amax, np.float32(6 * 2.0**-9))) / 6).to(torch.float8_e4m3fn)
+            # clamped before the cast, as the scale rule says (torch's cast of a value past 448 differs
+            # between versions: NaN in some, saturation in others)
+            s_t = (torch.tensor(max(amax, np.float32(6 * 2.0**-9))) / 6).clamp(max=448.0).to(torch.float8_e4m3fn)
             scales += bytes([int(s_t.view(torch.uint8).item())])
             codes += _fp4_codes(group, float(s_t.to(torch.float32)))
             continue
