@@ -444,6 +444,9 @@ STORED_BF16_OVERFLOW = {
     "poison": 0,
 }
 """A stored V4 row whose RoPE value rounds to bf16 infinity: the call is refused (first seen in the writes check)."""
+STORED_NAN = {**STORED_BF16_OVERFLOW, "patterns": [{**ZERO_SPEC, "edits": [[0, "nan", 0, False]]}]}
+"""A stored row holding NaN: the call is refused in every format (a mutant that quantized it lived through 100
+generated examples on one machine)."""
 
 # Examples per mutant in the mutation hunt: every shipped mutant dies within a few dozen where it dies at all.
 HUNT_EXAMPLES = 100
@@ -454,7 +457,7 @@ PROPERTIES = [
         "quantize_store",
         store_examples(),
         check_store_matches_reference,
-        examples=(NO_ROWS, STORED_BF16_OVERFLOW),
+        examples=(NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN),
         doc="the whole cache after the call equals the reference's: stored rows' bytes at their public offsets, "
         "-1 rows skipped, every other byte untouched; arbitrary values (ties, subnormals, saturation, scale "
         "boundaries, the amax floor); a stored row with NaN/inf or a bf16-overflowing RoPE value: ValueError "
@@ -474,7 +477,7 @@ PROPERTIES = [
         "quantize_store",
         store_examples(),
         check_store_writes_only_its_rows,
-        examples=(NO_ROWS, STORED_BF16_OVERFLOW),
+        examples=(NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN),
         doc="the bytes written are exactly the stored rows' data and scale parts at the public layout offsets, "
         "the accounted row bytes each (pad byte optional); nothing else in the cache changes",
         hunt_examples=HUNT_EXAMPLES,
