@@ -147,11 +147,11 @@ def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
 
 STORE_SWEEP = ((1, 4), (4, 2), (8, 4), (8, 8), (16, 4), (16, 8), (32, 8))
 SWEEP = (
-    attention.Config(64, 32, 8, 4),
-    attention.Config(64, 32, 8, 3),
+    attention.Config(64, 32, 8, 2),
     attention.Config(64, 64, 8, 3),
-    attention.Config(64, 64, 4, 2),
-    attention.Config(64, 32, 4, 4),
+    attention.Config(64, 128, 8, 1),
+    attention.Config(64, 64, 8, 1),
+    attention.Config(64, 32, 8, 4),
 )
 
 

@@ -146,11 +146,11 @@ def check(plan: Plan) -> str:
 
 C = tk.Config
 SWEEPS = {  # tile variants timed beside the default: rows, entries, channels, warps (exp2 polynomial, cache hint)
-    2: [C(32, 2, 128, 8, poly_exp=True), C(32, 2, 128, 8, evict_first=False), C(16, 2, 256, 8), C(64, 2, 64, 8),
-        C(64, 2, 128, 8), C(32, 2, 256, 8), C(32, 2, 128, 4), C(128, 2, 64, 8)],
-    8: [C(8, 8, 128, 8, poly_exp=True), C(8, 8, 128, 8, evict_first=False), C(4, 8, 256, 8), C(16, 8, 64, 8),
-        C(16, 8, 128, 8), C(8, 8, 128, 4)],
-    128: [C(1, 32, 128, 4, poly_exp=True), C(1, 32, 128, 4, evict_first=False), C(1, 64, 128, 8), C(1, 32, 64, 4),
+    2: [C(32, 2, 128, 8, poly_exp=True), C(32, 2, 128, 8, evict_first=True), C(16, 2, 256, 8), C(64, 2, 64, 8),
+        C(8, 2, 512, 8), C(16, 2, 512, 8), C(16, 2, 128, 4), C(64, 2, 128, 8)],
+    8: [C(8, 8, 128, 8, poly_exp=True), C(8, 8, 128, 8, evict_first=True), C(4, 8, 256, 8), C(16, 8, 64, 8),
+        C(2, 8, 512, 8), C(8, 8, 128, 4)],
+    128: [C(1, 32, 128, 4, poly_exp=True), C(1, 32, 128, 4, evict_first=True), C(1, 64, 128, 8), C(1, 32, 64, 4),
           C(1, 32, 256, 8)],
 }  # fmt: skip
 
@@ -162,7 +162,7 @@ DECODE_SWEEPS = {  # decode variants (1..6 new positions: at most 2 (V4) or 3 (C
 
 
 def variant_name(cfg: tk.Config) -> str:
-    extra = (" poly" if cfg.poly_exp else "") + ("" if cfg.evict_first else " no-hint")
+    extra = (" poly" if cfg.poly_exp else "") + (" evict-first" if cfg.evict_first else "")
     return f"r{cfg.block_r} k{cfg.block_k} c{cfg.block_c} w{cfg.num_warps}{extra}"
 
 

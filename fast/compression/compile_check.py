@@ -40,7 +40,7 @@ def flags(
     base = dict(R=ratio, D=d, C=d * (2 if overlap else 1), OVERLAP=overlap, HAS_APE=ape, S=ring, ROWS_PER_BLOCK=1,
                 HAS_TABLE=False, WRITE_CACHE=False, OUT_BF16=True, CACHE_BF16=False, W=window,
                 BLOCK_R=cfg.block_r, BLOCK_K=cfg.block_k, BLOCK_C=cfg.block_c, POLY_EXP=cfg.poly_exp,
-                EVICT="evict_first",
+                EVICT="evict_first" if cfg.evict_first else "",
                 num_warps=cfg.num_warps)  # fmt: skip
     if mode is Mode.DECODE:
         base["BLOCK_N"] = cfg.block_n
