@@ -42,7 +42,7 @@ def _quantize_cases() -> list[Case]:
     out = []
     for name, fmt in FORMATS.items():
         constants = quantize._constants(fmt) | {"ROWS": 1}
-        store_constants = constants | {"SCALE_BYTES": fmt.scale_bytes, "HW_FP8": True}
+        store_constants = constants | {"SCALE_BYTES": fmt.scale_bytes}
         out.append((f"store {name}", quantize._store_kernel, store, store_constants, 4, 1))
         out.append((f"gather {name}", quantize._gather_kernel, gather, constants, 4, 1))
     return out

@@ -10,12 +10,12 @@
 A program takes ``ROWS`` rows (compiled: 8 to store, 1 to gather; 64 interpreted) as one tile ``[ROWS * groups,
 words per group, codes per word]`` (4 e4m3 or 8 e2m1 codes per 32-bit word; rows are contiguous, so the group axis
 simply runs on into the next row). Group maxima are reductions over the last two axes and the packed words a sum
-over the last axis (disjoint bit fields); the data part is stored as 32-bit words, scales as bytes. Scales, FP4
-codes and the BF16 tail are rounded by integer arithmetic on the fp32 bits (``rounding.py``); e4m3 codes too under
-the interpreter, and by the hardware conversion when compiled (``hardware_fp8``): the compiled property run checks
-those bytes against the exact reference. A group holding NaN or +-inf stores the NaN scale code (UE8M0 0xFF, e4m3
-0x7F, fp32 0x7FC00000) and element codes 0x7F (e4m3) or 0 (e2m1): the whole group reads back as NaN. The BF16 tail
-rounds to nearest even, overflows to infinity and stores NaN as 0x7FC0.
+over the last axis (disjoint bit fields); the data part is stored as 32-bit words, scales as bytes. Every rounding
+is integer arithmetic on the fp32 bits (``rounding.py``), so the interpreter gives the GPU's bytes (a variant
+through Triton's fp32 -> e4m3 conversion, tried compiled on the H200, stored wrong bytes for zeros). A group
+holding NaN or +-inf stores the NaN scale code (UE8M0 0xFF, e4m3 0x7F, fp32 0x7FC00000) and element codes 0x7F
+(e4m3) or 0 (e2m1): the whole group reads back as NaN. The BF16 tail rounds to nearest even, overflows to infinity
+and stores NaN as 0x7FC0.
 """
 
 from __future__ import annotations
@@ -72,7 +72,6 @@ def _store_kernel(
     SCALE_BYTES: tl.constexpr,
     TAIL: tl.constexpr,
     ROWS: tl.constexpr,
-    HW_FP8: tl.constexpr,
 ):
     WPG: tl.constexpr = GROUP // PACK
     # the group axis runs over ROWS rows of TG groups each: group gr is group gr % TG of row gr // TG
@@ -104,12 +103,7 @@ def _store_kernel(
             codes = tl.where(bad3, 0, codes | (neg.to(tl.int32) << 3))
         else:
             e = rd.fp8_exponent(amax)
-            if HW_FP8:  # |x| / 2^e is exact in fp32; the hardware conversion rounds to nearest even, saturating
-                inv = ((127 - e) << 23).to(tl.float32, bitcast=True)[:, None, None]
-                scaled = mag.to(tl.float32, bitcast=True) * inv
-                codes = scaled.to(tl.float8e4nv).to(tl.uint8, bitcast=True).to(tl.int32)
-            else:
-                codes = rd.round_pow2_scaled(mag, e[:, None, None], 3, -6, rd.E4M3_MAX_CODE)
+            codes = rd.round_pow2_scaled(mag, e[:, None, None], 3, -6, rd.E4M3_MAX_CODE)
             codes = tl.where(bad3, 0x7F, codes | (neg.to(tl.int32) << 7))
         scale_byte = tl.where(bad, 0xFF, e + 127)
     words = tl.sum(codes << (BITS * k), axis=2)
@@ -200,13 +194,6 @@ def _gather_kernel(
     tl.store(out_ptr + (row * DIMS)[:, None, None] + within, values, mask=row_ok[:, None, None])
 
 
-def hardware_fp8() -> bool:
-    """e4m3 codes by the GPU's conversion (round to nearest even, saturating) when compiled; by integer
-    arithmetic (``rounding.round_pow2_scaled``) under the interpreter, whose FP8 casts are not the hardware's.
-    The compiled property run checks the hardware's bytes against the exact reference."""
-    return os.environ.get("TRITON_INTERPRET") != "1"
-
-
 def store_launch() -> tuple[int, int]:
     """(rows per program, warps) of the store: 8 rows and 4 warps compiled (the H200 sweep at 8192 x 512: 16.5
     against 20.0 us for one row, the fixed per-program work shared by 8 rows); the interpreter's rows."""
@@ -264,7 +251,6 @@ def store_rows(
         **_constants(fmt),
         SCALE_BYTES=fmt.scale_bytes,
         ROWS=per,
-        HW_FP8=hardware_fp8(),
         num_warps=warps,
     )
 
