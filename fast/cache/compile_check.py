@@ -15,15 +15,16 @@ import argparse
 import os
 import pathlib
 import re
-import subprocess
 import sys
-import tempfile
 from typing import Any
 
+from fast.sm90 import compile_for_sm90
+
 MAX_STACK_BYTES = 64
-CP_ASYNC_16 = r"cp\.async\.\w+\.shared\.global(?:\.\w+)* \[[^]]+\], \[[^]]+\], 16"
 # integer arguments that are multiples of 16 in the benchmarked launches (Triton specializes on that)
-DIVISIBLE = {"H", "K", "N", "rows_per_block", "block_bytes", "scale_base", "n_slots", "data_stride", "scale_stride"}
+DIVISIBLE = frozenset(
+    {"H", "K", "N", "rows_per_block", "block_bytes", "scale_base", "n_slots", "data_stride", "scale_stride"}
+)
 
 
 Case = tuple[str, Any, dict[str, str], dict[str, Any], int, int]
@@ -92,54 +93,6 @@ def _attention_cases() -> list[Case]:
     return out
 
 
-def compile_one(
-    fn: Any, args: dict[str, str], constexprs: dict[str, Any], num_warps: int, num_stages: int = 2
-) -> tuple[dict[str, Any], str]:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.compiler import compile as triton_compile
-
-    target = GPUTarget("cuda", 90, 32)
-    backend = make_backend(target)
-    signature, attrs = {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in constexprs:
-            signature[name] = "constexpr"
-            continue
-        signature[name] = args[name]
-        if args[name].startswith("*") or name in DIVISIBLE:  # as the launches specialize them
-            attrs[(i,)] = backend.parse_attr("D")
-    kernel = triton_compile(
-        ASTSource(fn, signature, constexprs, attrs),
-        target=target,
-        options={"num_warps": num_warps, "num_stages": num_stages},
-    )
-    ptx = kernel.asm["ptx"]
-    report: dict[str, Any] = {
-        "loads": len(re.findall(r"ld\.global", ptx)),
-        "loads_v4": len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx))
-        + len(re.findall(r"cp\.async\.\w+\.shared\.global(?:\.\w+)* \[[^]]+\], \[[^]]+\], 16", ptx)),
-        "stores": len(re.findall(r"st\.global", ptx)),
-        "stores_v4": len(re.findall(r"st\.global(?:\.\w+)*\.v4", ptx)),
-        "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
-        "mma": len(re.findall(r"\bmma\.sync", ptx)),
-        "shared": kernel.metadata.shared,
-        "registers": None,
-        "stack": None,
-    }
-    tool = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if tool.exists():
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(kernel.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True).stdout
-        regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
-        report["registers"] = int(regs.group(1)) if regs else None
-        report["stack"] = int(stack.group(1)) if stack else None
-    return report, ptx
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fast.cache.compile_check", description=__doc__.split("\n")[0])
     parser.add_argument("--ptx", type=pathlib.Path, help="write each kernel's PTX into this folder")
@@ -154,19 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.only not in name:
             continue
         try:
-            r, ptx = compile_one(fn, sig, constexprs, warps, stages)
+            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, num_stages=stages, divisible=DIVISIBLE)
         except Exception as err:
             print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
             failed = True
             continue
         if args.ptx:
             args.ptx.mkdir(parents=True, exist_ok=True)
-            (args.ptx / (re.sub(r"\W+", "_", name) + ".ptx")).write_text(ptx)
-        spills = r["stack"] is not None and r["stack"] > MAX_STACK_BYTES
+            (args.ptx / (re.sub(r"\W+", "_", name) + ".ptx")).write_text(r.ptx)
+        spills = r.spills(MAX_STACK_BYTES)
         failed |= spills
-        print(f"{name}: regs {r['registers']}, stack {r['stack']} B{' (SPILLS)' if spills else ''}, "
-              f"smem {r['shared']} B, loads {r['loads']} ({r['loads_v4']} x16B), stores {r['stores']} "
-              f"({r['stores_v4']} x16B), wgmma {r['wgmma']}, mma {r['mma']}", flush=True)  # fmt: skip
+        print(f"{name}: regs {r.registers}, stack {r.stack} B{' (SPILLS)' if spills else ''}, "
+              f"smem {r.shared} B, loads {r.loads} ({r.loads_16b} x16B), stores {r.stores} "
+              f"({r.stores_16b} x16B), wgmma {r.wgmma}, mma {r.mma}", flush=True)  # fmt: skip
     return 1 if failed else 0
 
 

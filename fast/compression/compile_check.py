@@ -4,7 +4,7 @@
 
 The interpreter checks what the kernels compute, not whether they compile: it accepts constructs the compiler
 refuses (a non-constexpr global, for one) and says nothing of registers or vector width. This lowers each kernel
-through Triton's CUDA backend to PTX and a cubin (Triton ships ptxas), and reports per kernel: registers, stack
+through Triton's CUDA backend (``fast.sm90``) to PTX and a cubin, and reports per kernel: registers, stack
 (spilled) bytes, global loads and how many of them are 128-bit vector loads. Exit status 1 if a kernel fails
 to compile, spills, or loads its streamed inputs without 128-bit vectors.
 """
@@ -12,14 +12,12 @@ to compile, spills, or loads its streamed inputs without 128-bit vectors.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
-import tempfile
 from typing import Any
 
 from fast.compression.plan import Mode
 from fast.compression.triton_kernels import default_tiles
+from fast.sm90 import compile_for_sm90
 
 F32, I32, I16, I64 = "*fp32", "*i32", "*i16", "*i64"
 ROWS_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, tiles_ptr=I32, table_ptr=I32,
@@ -65,46 +63,6 @@ def cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any]]]:
     ]  # fmt: skip
 
 
-def compile_one(fn: Any, args: dict[str, str], constexprs: dict[str, Any]) -> dict[str, Any]:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.compiler import compile as triton_compile
-
-    constexprs = dict(constexprs)
-    num_warps = constexprs.pop("num_warps", 4)
-    target = GPUTarget("cuda", 90, 32)
-    backend = make_backend(target)
-    signature, attrs = {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in constexprs:
-            signature[name] = "constexpr"
-            continue
-        signature[name] = args[name]
-        if args[name].startswith("*"):  # launches see 16-byte aligned tensors
-            attrs[(i,)] = backend.parse_attr("D")
-    kernel = triton_compile(
-        ASTSource(fn, signature, constexprs, attrs), target=target, options={"num_warps": num_warps}
-    )
-    ptx = kernel.asm["ptx"]
-    report = {
-        "global_loads": len(re.findall(r"ld\.global", ptx)),
-        "vector_loads": len(re.findall(r"ld\.global(?:\.[\w:]+)*\.v4", ptx)),
-        "registers": None,
-        "stack_bytes": None,
-    }
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    if os.path.exists(tool):
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(kernel.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
-        regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
-        report["registers"] = int(regs.group(1)) if regs else None
-        report["stack_bytes"] = int(stack.group(1)) if stack else None
-    return report
-
-
 def main() -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
@@ -112,19 +70,21 @@ def main() -> int:
     failed = False
     for name, fn, args, constexprs in cases():
         try:
-            r = compile_one(fn, args, constexprs)
+            constexprs = dict(constexprs)
+            warps = constexprs.pop("num_warps", 4)
+            r = compile_for_sm90(fn, args, constexprs, num_warps=warps)
         except Exception as err:
             print(f"{name}: FAILED to compile: {type(err).__name__}: {err}")
             failed = True
             continue
         problems = []
-        if r["vector_loads"] == 0:
+        if r.loads_16b == 0:
             problems.append("no 128-bit loads")
-        if r["stack_bytes"] is not None and r["stack_bytes"] > MAX_STACK_BYTES:
-            problems.append(f"{r['stack_bytes']} bytes of stack (spills)")
+        if r.spills(MAX_STACK_BYTES):
+            problems.append(f"{r.stack} bytes of stack (spills)")
         failed |= bool(problems)
-        print(f"{name}: registers {r['registers']}, stack {r['stack_bytes']} B, global loads {r['global_loads']} "
-              f"({r['vector_loads']} 128-bit){'; ' + ', '.join(problems) if problems else ''}")  # fmt: skip
+        print(f"{name}: registers {r.registers}, stack {r.stack} B, global loads {r.loads} "
+              f"({r.loads_16b} 128-bit){'; ' + ', '.join(problems) if problems else ''}")  # fmt: skip
     return 1 if failed else 0
 
 

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import pathlib
-import re
-import subprocess
 import sys
-import tempfile
 from typing import Any
+
+from fast.sm90 import compile_for_sm90
 
 MAX_STACK_BYTES = 0
 # integer arguments that are multiples of 16 in the benchmarked launches (Triton specializes on that)
-DIVISIBLE = {"width", "lanes", "k"}
+DIVISIBLE = frozenset({"width", "lanes", "k"})
 I32, F32 = "*i32", "*fp32"
 MAIN_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, offsets_ptr=I32, keep_ptr="*u8", table_ptr=I32, out_ptr=I32,
                  buf_key_ptr=I32, buf_idx_ptr=I32, rank_key_ptr=I32, rank_val_ptr=I32, thresh_ptr=I32,
@@ -79,48 +77,6 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
     return out
 
 
-def compile_one(
-    fn: Any, args: dict[str, str], constexprs: dict[str, Any], num_warps: int
-) -> tuple[dict[str, Any], str]:
-    """Compile ``fn`` for sm_90; its resource report and PTX."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.compiler import compile as triton_compile
-
-    target = GPUTarget("cuda", 90, 32)
-    backend = make_backend(target)
-    signature, attrs = {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in constexprs:
-            signature[name] = "constexpr"
-            continue
-        signature[name] = args[name]
-        if args[name].startswith("*") or name in DIVISIBLE:  # as the launches specialize them
-            attrs[(i,)] = backend.parse_attr("D")
-    kernel = triton_compile(
-        ASTSource(fn, signature, constexprs, attrs), target=target, options={"num_warps": num_warps}
-    )
-    ptx = kernel.asm["ptx"]
-    report: dict[str, Any] = {
-        "loads": len(re.findall(r"ld\.global", ptx)),
-        "loads_v4": len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)),
-        "shared": kernel.metadata.shared,
-        "registers": None,
-        "stack": None,
-    }
-    tool = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if tool.exists():
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(kernel.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True).stdout
-        regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
-        report["registers"] = int(regs.group(1)) if regs else None
-        report["stack"] = int(stack.group(1)) if stack else None
-    return report, ptx
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fast.indexing.compile_check", description=__doc__.split("\n")[0])
     parser.add_argument("--only", default="", help="compile only cases whose name contains this")
@@ -133,15 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.only not in name:
             continue
         try:
-            r, _ = compile_one(fn, sig, constexprs, warps)
+            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, divisible=DIVISIBLE)
         except Exception as err:
             print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
             failed = True
             continue
-        spills = r["stack"] is None or r["stack"] > MAX_STACK_BYTES
+        spills = r.stack is None or r.spills(MAX_STACK_BYTES)
         failed |= spills
-        print(f"{name} (w{warps}): regs {r['registers']}, stack {r['stack']} B{' (SPILLS)' if spills else ''}, "
-              f"smem {r['shared']} B, loads {r['loads']} ({r['loads_v4']} x16B)", flush=True)  # fmt: skip
+        print(f"{name} (w{warps}): regs {r.registers}, stack {r.stack} B{' (SPILLS)' if spills else ''}, "
+              f"smem {r.shared} B, loads {r.loads} ({r.loads_16b} x16B)", flush=True)  # fmt: skip
     return 1 if failed else 0
 
 
