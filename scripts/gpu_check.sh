@@ -39,7 +39,7 @@ if [ "$PHASE" != bench ]; then
     # shellcheck disable=SC2086
     workers=()
     "$PY" -c "import xdist" 2>/dev/null && workers=(-n "$(($(nproc) > 2 ? $(nproc) - 2 : 1))")
-    "$PY" -m pytest -q -p no:cacheprovider --maxfail=30 "${workers[@]}" ${PYTEST_ARGS:-} >"$OUT/tests.full" 2>&1
+    "$PY" -m pytest -q -p no:cacheprovider --maxfail=30 ${workers[@]+"${workers[@]}"} ${PYTEST_ARGS:-} >"$OUT/tests.full" 2>&1
     status=$?
     echo "pytest exit status $status after $((SECONDS - start)) s" >>"$OUT/tests.full"
     tail -n 300 "$OUT/tests.full" >"$OUT/tests.log"
