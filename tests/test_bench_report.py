@@ -1,0 +1,82 @@
+"""The benchmark report on a saved H200 run (results/bench.json): the targets are evaluated from the run's own
+times, the tables name every target, and the harness refuses to time without a GPU. Runs on any machine."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+import torch
+
+from fast import bench
+
+RUN = pathlib.Path(__file__).resolve().parents[1] / "results" / "bench.json"
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:  # type: ignore[type-arg]
+    return json.loads(RUN.read_text())
+
+
+def _ms(report: dict, case: str, impl: str) -> float:  # type: ignore[type-arg]
+    (entry,) = [c for c in report["cases"] if c["name"] == case]
+    return float(entry["results"][impl]["ms"])
+
+
+def _target(targets: list[dict], words: str) -> dict:  # type: ignore[type-arg]
+    """The one target named exactly ``words``, else the one whose name starts with them."""
+    exact = [t for t in targets if t["target"] == words]
+    (row,) = exact or [t for t in targets if t["target"].startswith(words)]
+    return row
+
+
+def test_compression_targets_follow_the_runs_times(report: dict) -> None:  # type: ignore[type-arg]
+    targets = bench.targets(report)
+    c2, v4 = "compression/c2_prefill_1M", "compression/v4_overlap_prefill_1M"
+    c2_base = min(_ms(report, c2, "torch_compile"), _ms(report, c2, "torch_compile_plain"))
+    v4_base = min(_ms(report, v4, "torch_compile"), _ms(report, v4, "torch_compile_plain"))
+    row = _target(targets, "C2 prefill")
+    assert row["met"] == (_ms(report, c2, "triton") <= c2_base)
+    assert row["ratio"] == pytest.approx(c2_base / _ms(report, c2, "triton"))
+    row = _target(targets, "V4 overlap")
+    assert row["met"] == (v4_base / _ms(report, v4, "triton") >= 1.8)
+    decode = _target(targets, "decode, 128 requests, one launch: within 2x of an empty kernel (graph)")
+    empty = float(report["empty_kernel"]["graph_ms"])
+    assert decode["met"] == (_ms(report, "compression/decode_v4_B128", "triton (graph)") <= 2 * empty)
+
+
+def test_indexing_and_cache_targets_follow_the_runs_times(report: dict) -> None:  # type: ignore[type-arg]
+    targets = bench.targets(report)
+    topk = _ms(report, "indexing/topk_128x256K_k2048_v4.1", "triton")
+    assert _target(targets, "top-k 128 x 262144")["met"] == (topk <= 0.25)
+    (logits,) = [c for c in report["cases"] if c["name"] == "indexing/logits_bf16_4096x16384"]
+    tflops = logits["flops"] / _ms(report, logits["name"], "triton") / 1e9
+    assert _target(targets, "logits 4096 x 16384")["met"] == (tflops >= 400)
+    fused = _ms(report, "indexing/topk_slots_128x256K_k2048", "triton")
+    alone = _ms(report, "indexing/topk_slots_128x256K_k2048", "triton_topk_alone")
+    assert _target(targets, "slot translation fused")["met"] == (fused <= 1.05 * alone)
+    (store,) = [c for c in report["cases"] if c["name"] == "cache/store_v4_584"]
+    fraction = store["bytes"] / _ms(report, store["name"], "triton") / 1e6 / report["copy"]["gbs"]
+    row = _target(targets, "store 8192 x 512 f32 rows, V4 584 B: >= 80% of the copy bandwidth")
+    assert row["ratio"] == pytest.approx(fraction, rel=1e-3)
+    assert row["met"] == (fraction >= 0.8)
+    (decode,) = [c for c in report["cases"] if c["name"] == "cache/decode_bf16_b128_h64"]
+    rate = decode["flops"] / _ms(report, decode["name"], "triton") / 1e9
+    assert _target(targets, "sparse decode b = 128")["met"] == (rate >= 200)
+
+
+def test_tables_name_every_target_and_case(report: dict, tmp_path: pathlib.Path) -> None:  # type: ignore[type-arg]
+    assert bench.render(report, tmp_path) == 0
+    table = (tmp_path / "bench.md").read_text()
+    for t in bench.targets(report):
+        assert f"| {t['target']} |" in table
+    for case in report["cases"]:
+        assert f"| {case['name']} |" in table
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
+def test_timing_without_a_gpu_is_refused(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--out", str(tmp_path)]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
