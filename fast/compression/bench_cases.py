@@ -147,9 +147,9 @@ def check(plan: Plan) -> str:
 C = tk.Config
 SWEEPS = {  # tile variants timed beside the default: rows, entries, channels, warps (exp2 polynomial, cache hint)
     2: [C(32, 2, 128, 8, poly_exp=True), C(32, 2, 128, 8, evict_first=True), C(16, 2, 256, 8), C(64, 2, 64, 8),
-        C(8, 2, 512, 8), C(16, 2, 512, 8), C(16, 2, 128, 4), C(64, 2, 128, 8)],
+        C(8, 2, 512, 8), C(16, 2, 128, 4), C(8, 2, 128, 2), C(16, 2, 64, 2), C(32, 2, 64, 4)],
     8: [C(8, 8, 128, 8, poly_exp=True), C(8, 8, 128, 8, evict_first=True), C(4, 8, 256, 8), C(16, 8, 64, 8),
-        C(2, 8, 512, 8), C(8, 8, 128, 4)],
+        C(8, 8, 128, 4), C(4, 8, 128, 4), C(8, 8, 64, 4), C(4, 8, 64, 2)],
     128: [C(1, 32, 128, 4, poly_exp=True), C(1, 32, 128, 4, evict_first=True), C(1, 64, 128, 8), C(1, 32, 64, 4),
           C(1, 32, 256, 8)],
 }  # fmt: skip
