@@ -95,52 +95,35 @@ def run(
     return rows_out, torch.tensor(store_rows, dtype=torch.int64, device=device)
 
 
-@implementation(PREFILL, "reference", convention="reserve_max1", origin="reference")
-def reference_prefill(
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state: torch.Tensor,
-    state_index: torch.Tensor,
-    *,
-    ratio: int,
-    overlap: bool,
-    ape: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``reference.state.ring_prefill`` per request: ``max(1, nc)`` reserved rows each."""
-    return run(PREFILL, None, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)
+def reference_adapter(op: str, discipline: str | None, doc: str) -> Any:
+    """A contract-shaped callable running ``run`` for one (op, discipline)."""
+
+    def adapter(
+        score: torch.Tensor,
+        latent: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        start_pos: torch.Tensor,
+        state: torch.Tensor,
+        state_index: torch.Tensor,
+        *,
+        ratio: int,
+        overlap: bool,
+        ape: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return run(op, discipline, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)
+
+    adapter.__name__ = f"reference_{op}_{discipline or 'prefill'}"
+    adapter.__doc__ = doc
+    return adapter
 
 
-@implementation(DECODE, "reference", convention=WRITE_THEN_READ, origin="reference")
-def reference_decode_write_then_read(
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state: torch.Tensor,
-    state_index: torch.Tensor,
-    *,
-    ratio: int,
-    overlap: bool,
-    ape: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``reference.state.ring_step``, write-then-read (needs ``S >= W + q - 1``): a row per new position."""
-    return run(DECODE, WRITE_THEN_READ, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)
-
-
-@implementation(DECODE, "reference", convention=READ_THEN_WRITE, origin="reference")
-def reference_decode_read_then_write(
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state: torch.Tensor,
-    state_index: torch.Tensor,
-    *,
-    ratio: int,
-    overlap: bool,
-    ape: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``reference.state.ring_step``, read-then-write (needs ``S >= W - 1``): a row per new position."""
-    return run(DECODE, READ_THEN_WRITE, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)
+for _op, _discipline, _convention, _doc in (
+    (PREFILL, None, "reserve_max1", "``reference.state.ring_prefill`` per request: ``max(1, nc)`` reserved rows each."),
+    (DECODE, WRITE_THEN_READ, WRITE_THEN_READ,
+     "``reference.state.ring_step``, write-then-read (needs ``S >= W + q - 1``): a row per new position."),
+    (DECODE, READ_THEN_WRITE, READ_THEN_WRITE,
+     "``reference.state.ring_step``, read-then-write (needs ``S >= W - 1``): a row per new position."),
+):  # fmt: skip
+    implementation(_op, "reference", convention=_convention, origin="reference")(
+        reference_adapter(_op, _discipline, _doc)
+    )
