@@ -199,7 +199,8 @@ def run_case(case: Case, with_compile: bool, copy_gbs: float, sweep: bool = True
 
 
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets, evaluated on this run (a target whose inputs are missing is reported as such)."""
+    """The kernel issues' targets, evaluated on this run (a target whose inputs are missing is reported as such);
+    each row names its case, so a family's summary can take its own."""
     by_name = {c["name"]: c["results"] for c in report["cases"]}
 
     def ms(case: str, impl: str) -> float | None:
@@ -215,14 +216,15 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         best = min(timed, key=lambda k: timed[k]) if timed else None
         base = timed[best] if best else None
         ratio = None if not (mine and base) else base / mine
-        out.append({"target": label, "triton_ms": mine, "baseline": best, "baseline_ms": base, "ratio": ratio,
-                    "met": None if ratio is None else ratio >= factor})  # fmt: skip
+        out.append({"case": case, "target": label, "triton_ms": mine, "baseline": best, "baseline_ms": base,
+                    "ratio": ratio, "met": None if ratio is None else ratio >= factor})  # fmt: skip
 
     against_compile("compression/c2_prefill_1M", "C2 prefill 1M x 512: Triton at or below torch.compile", 1.0)
     against_compile("compression/v4_overlap_prefill_1M", "V4 overlap r=4 prefill 1M x 512: >= 1.8x torch.compile", 1.8)
     for suffix, empty_key in ((" (graph)", "graph_ms"), ("", "ms")):
         dec, empty = ms("compression/decode_v4_B128", "triton" + suffix), report.get("empty_kernel", {}).get(empty_key)
-        out.append({"target": f"decode, 128 requests, one launch: within 2x of an empty kernel{suffix}",
+        out.append({"case": "compression/decode_v4_B128",
+                    "target": f"decode, 128 requests, one launch: within 2x of an empty kernel{suffix}",
                     "triton_ms": dec, "baseline": f"empty Triton kernel{suffix}", "baseline_ms": empty,
                     "ratio": None if not (dec and empty) else dec / empty,
                     "met": None if not (dec and empty) else dec <= 2 * empty})  # fmt: skip
@@ -231,7 +233,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         mine = ms(case, "triton")
         flops = next((c["flops"] for c in report["cases"] if c["name"] == case), None)
         achieved = None if not (mine and flops) else flops / mine / 1e9
-        out.append({"target": label, "triton_ms": mine, "baseline": f"{tflops:g} TFLOP/s",
+        out.append({"case": case, "target": label, "triton_ms": mine, "baseline": f"{tflops:g} TFLOP/s",
                     "baseline_ms": None if not flops else flops / tflops / 1e9,
                     "ratio": None if achieved is None else achieved / tflops,
                     "met": None if achieved is None else achieved >= tflops})  # fmt: skip
@@ -240,6 +242,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         mine = ms(case, impl)
         out.append(
             {
+                "case": case,
                 "target": label,
                 "triton_ms": mine,
                 "baseline": "limit",
@@ -251,7 +254,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
 
     def relative(case: str, impl: str, label: str, base_impl: str, factor: float) -> None:
         mine, base = ms(case, impl), ms(case, base_impl)
-        out.append({"target": label, "triton_ms": mine, "baseline": base_impl, "baseline_ms": base,
+        out.append({"case": case, "target": label, "triton_ms": mine, "baseline": base_impl, "baseline_ms": base,
                     "ratio": None if not (mine and base) else mine / base,
                     "met": None if not (mine and base) else mine <= factor * base})  # fmt: skip
 
@@ -266,11 +269,22 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     for suffix in ("", " (graph)"):
         mine = by_name.get(store, {}).get("triton" + suffix, {})
         frac = mine.get("fraction_of_copy")
-        out.append({"target": f"store 8192 x 512 f32 rows, V4 584 B: >= 80% of the copy bandwidth{suffix}",
+        out.append({"case": store,
+                    "target": f"store 8192 x 512 f32 rows, V4 584 B: >= 80% of the copy bandwidth{suffix}",
                     "triton_ms": mine.get("ms"), "baseline": f"copy {copy_gbs:.0f} GB/s" if copy_gbs else "copy",
                     "baseline_ms": None, "ratio": frac, "met": None if frac is None else frac >= 0.8})  # fmt: skip
     rate("cache/decode_bf16_b128_h64", "sparse decode b = 128, h = 64, top-k 2048, bf16 KV: >= 200 TFLOP/s", 200.0)
     return out
+
+
+def target_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines of target rows (``targets``)."""
+    fmt = lambda x: "" if x is None else f"{x:.4g}"  # noqa: E731
+    lines = ["| target | Triton ms | baseline | baseline ms | ratio | met |", "|---|---:|---|---:|---:|---|"]
+    for t in rows:
+        lines.append(f"| {t['target']} | {fmt(t['triton_ms'])} | {t['baseline']} | {fmt(t['baseline_ms'])} "
+                     f"| {fmt(t['ratio'])} | {t['met']} |")  # fmt: skip
+    return lines
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -314,15 +328,8 @@ def markdown(report: dict[str, Any]) -> str:
         "version, plain reshape formula), ratio = baseline / Triton; decode and slot fusion: ratio = Triton / "
         "baseline; rates and the store: ratio = achieved / target.",
         "",
-        "| target | Triton ms | baseline | baseline ms | ratio | met |",
-        "|---|---:|---|---:|---:|---|",
+        *target_table(report["targets"]),
     ]
-    for t in report["targets"]:
-        fmt = lambda x: "" if x is None else f"{x:.4g}"  # noqa: E731
-        lines.append(
-            f"| {t['target']} | {fmt(t['triton_ms'])} | {t['baseline']} | {fmt(t['baseline_ms'])} | {fmt(t['ratio'])} "
-            f"| {t['met']} |"
-        )
     sweeps = [(c["name"], k, r) for c in report["cases"] for k, r in c.get("sweep", {}).items()]
     if sweeps:
         lines += [

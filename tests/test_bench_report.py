@@ -80,3 +80,13 @@ def test_timing_without_a_gpu_is_refused(tmp_path: pathlib.Path, capsys: pytest.
     assert bench.main(["--out", str(tmp_path)]) == 2
     assert "no CUDA device" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_family_summaries_take_their_targets_from_the_harness(report: dict) -> None:  # type: ignore[type-arg]
+    from fast.cache import bench_cases as cache_cases
+    from fast.indexing import bench as indexing_bench
+
+    texts = {"cache/": cache_cases.summary(report), "indexing/": indexing_bench.summary(report, {"tflops": 800.0})}
+    for family, text in texts.items():
+        for t in bench.targets(report):
+            assert (f"| {t['target']} |" in text) == t["case"].startswith(family), (family, t["target"])

@@ -247,7 +247,6 @@ def summary(report: dict[str, Any]) -> str:
         "| case | impl | ms | TFLOP/s | GB/s | % of roofline |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    targets = []
     for case in report["cases"]:
         if not case["name"].startswith("cache/"):
             continue
@@ -260,19 +259,10 @@ def summary(report: dict[str, Any]) -> str:
             tflops = flops / r["ms"] / 1e9
             lines.append(f"| {case['name']} | {impl} | {r['ms']:.4g} | {tflops:.0f} | {r['gbs']:.0f} | "
                          f"{100 * roof_ms / r['ms']:.0f}% |")  # fmt: skip
-        res = case["results"]
-        if case["name"] == "cache/store_v4_584" and "ms" in res.get("triton", {}):
-            frac = res["triton"]["fraction_of_copy"]
-            verdict = "met" if frac >= 0.8 else "NOT met"
-            targets.append(f"- quantize-and-store 8192 x 512 f32 (v4_584): {res['triton']['gbs']:.0f} GB/s = "
-                           f"{100 * frac:.0f}% of the copy bandwidth (target >= 80%): {verdict}")  # fmt: skip
-        if case["name"] == "cache/decode_bf16_b128_h64" and "ms" in res.get("triton", {}):
-            tf = flops / res["triton"]["ms"] / 1e9
-            targets.append(f"- sparse decode b=128 h=64 bf16: {tf:.0f} TFLOP/s (target >= 200): "
-                           f"{'met' if tf >= 200 else 'NOT met'}")  # fmt: skip
         if case.get("check"):
             lines.append(f"| {case['name']} | check: {case['check']} | | | | |")
-    return "\n".join([*lines, "", "## Targets", "", *targets]) + "\n"
+    targets = [t for t in bench.targets(report) if t["case"].startswith("cache/")]
+    return "\n".join([*lines, "", "## Targets", "", *bench.target_table(targets)]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,52 +42,6 @@ def _rate(case: dict[str, Any], result: dict[str, Any], copy_gbs: float, peak: f
     return f"{ms:.4g} ms, {result['gbs']:.0f} GB/s ({100 * result['gbs'] / copy_gbs:.0f}% of copy)"
 
 
-def _ms(report: dict[str, Any], case: str, impl: str) -> float | None:
-    for c in report["cases"]:
-        if c["name"] == case:
-            value = c["results"].get(impl, {}).get("ms")
-            return float(value) if value is not None else None
-    return None
-
-
-def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met) for the issue's three targets."""
-    out: list[tuple[str, str, bool | None]] = []
-    name = "indexing/logits_bf16_4096x16384"
-    ms = _ms(report, name, "triton")
-    flops = next((c["flops"] for c in report["cases"] if c["name"] == name), 0)
-    eager, comp = _ms(report, name, "torch_eager"), _ms(report, name, "torch_compile")
-    if ms:
-        rate = flops / ms / 1e9
-        base = ", ".join(f"{k} {flops / v / 1e9:.0f}" for k, v in (("eager", eager), ("compile", comp)) if v)
-        out.append(("logits 4096 x 16384, 64 x 128, bf16: >= 400 TFLOP/s", f"{rate:.0f} TFLOP/s ({base})", rate >= 400))
-    else:
-        out.append(("logits 4096 x 16384, 64 x 128, bf16: >= 400 TFLOP/s", "not run", None))
-    name = "indexing/topk_128x256K_k2048_v4.1"
-    ms, plain = _ms(report, name, "triton"), _ms(report, name, "torch_topk_plain")
-    eager, comp = _ms(report, name, "torch_eager"), _ms(report, name, "torch_compile")
-    if ms:
-        base = ", ".join(
-            f"{k} {v:.3g} ms" for k, v in (("torch.topk", plain), ("eager", eager), ("compile", comp)) if v
-        )
-        out.append(("top-k 128 x 262144, k = 2048, -1 fill, by index: <= 0.25 ms", f"{ms:.3g} ms ({base})", ms <= 0.25))
-    else:
-        out.append(("top-k 128 x 262144, k = 2048, -1 fill, by index: <= 0.25 ms", "not run", None))
-    name = "indexing/topk_slots_128x256K_k2048"
-    fused, alone = _ms(report, name, "triton"), _ms(report, name, "triton_topk_alone")
-    if fused and alone:
-        out.append(
-            (
-                "slot translation fused: <= 5% over top-k alone",
-                f"{fused:.3g} ms vs {alone:.3g} ms ({100 * (fused / alone - 1):+.1f}%)",
-                fused <= 1.05 * alone,
-            )
-        )
-    else:
-        out.append(("slot translation fused: <= 5% over top-k alone", "not run", None))
-    return out
-
-
 def summary(report: dict[str, Any], matmul: dict[str, Any]) -> str:
     copy_gbs, peak = report["copy"]["gbs"], matmul["tflops"]
     m = report["machine"]
@@ -100,10 +54,8 @@ def summary(report: dict[str, Any], matmul: dict[str, Any]) -> str:
         "",
         "## Targets",
         "",
-        "| target | measured | met |",
-        "|---|---|---|",
+        *bench.target_table([t for t in bench.targets(report) if t["case"].startswith("indexing/")]),
     ]
-    lines += [f"| {t} | {v} | {met} |" for t, v, met in targets(report)]
     lines += ["", "## Cases", ""]
     for case in report["cases"]:
         lines.append(f"### {case['name']}")
