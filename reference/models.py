@@ -7,7 +7,7 @@ configuration does not say something, the preset says so in ``not_published`` in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from reference.checks import fail, require
@@ -125,31 +125,15 @@ V4_PRO = ModelPreset(
     ),
 )
 
-V4_FLASH = ModelPreset(
+V4_FLASH = replace(
+    V4_PRO,
     name="v4-flash",
-    version="v4",
     config_source="huggingface.co/deepseek-ai/DeepSeek-V4-Flash config.json",
     num_layers=43,
-    mtp_layers=1,
     compress_ratios=tuple([0, 0, *_alternating(2, 42), 0]),
-    window_size=128,
-    head_dim=512,
-    rope_head_dim=64,
-    index_head_dim=128,
-    index_n_heads=64,
     index_topk=512,
-    max_context=1048576,
-    kv_source_layers=None,
-    index_source_layers=None,
-    candidate_source_layer=None,
-    candidate_block_size=None,
-    candidate_topk_blocks=None,
-    window_format="v4-main-fp8",
-    compressed_format="v4-main-fp8",
-    index_format="index-fp8",
-    state_backtrack_tokens=None,
-    not_published=V4_PRO.not_published,
 )
+"""V4-Pro's layout and formats with its own depth, ratios and index top-k."""
 
 V41_FLASH = ModelPreset(
     name="v4.1-flash",
