@@ -50,13 +50,21 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def hypothesis_test(prop: Property, impl: Implementation, record: list[Any] | None = None) -> Callable[[], None]:
-    """The Hypothesis test function for ``prop`` on ``impl``; ``record`` receives every example tried."""
+def hypothesis_test(
+    prop: Property, impl: Implementation, record: list[Any] | None = None, failed: list[Any] | None = None
+) -> Callable[[], None]:
+    """The Hypothesis test function for ``prop`` on ``impl``; ``record`` receives every example tried, ``failed``
+    every example whose check raised (Hypothesis goes on after a failing explicit example)."""
 
     def body(example: Any) -> None:
         if record is not None:
             record.append(example)
-        prop.check(impl, example)
+        try:
+            prop.check(impl, example)
+        except BaseException:
+            if failed is not None:
+                failed.append(example)
+            raise
 
     test = given(prop.strategy)(body)
     for frozen in prop.examples:
@@ -78,7 +86,8 @@ def run_property(
     """Run ``prop`` on ``impl`` outside pytest; the failing example returned is the shrunk one (with
     ``shrink=False`` the first failing example: enough to know that a property fails, and much faster)."""
     record: list[Any] = []
-    test = hypothesis_test(prop, impl, record)
+    failed: list[Any] = []
+    test = hypothesis_test(prop, impl, record, failed)
     overrides: dict[str, Any] = {}
     if max_examples is not None:
         overrides["max_examples"] = max_examples
@@ -108,7 +117,7 @@ def run_property(
             len(record),
             time.perf_counter() - start,
             err,
-            record[-1] if record else None,
+            failed[-1] if failed else (record[-1] if record else None),
             seed,
         )
     return Outcome(prop.name, impl.id, True, len(record), time.perf_counter() - start, seed=seed)
