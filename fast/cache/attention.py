@@ -212,8 +212,8 @@ def _sparse_attention_kernel(
 
 
 def default_config(heads: int, dim: int, fp8: bool = False) -> Config:
-    """A launch configuration for ``heads`` query heads of width ``dim`` (from the H200 sweep at D = 512: BF16
-    KV 64 lanes per tile, 0.36 against 0.43 ms for 32 at b = 128, h = 64; FP8 KV 32, 0.86 against 1.04 ms)."""
+    """A launch configuration for ``heads`` query heads of width ``dim`` (from the H200 sweeps at D = 512,
+    docs/cache-kernels.md: BF16 KV 64 lanes per tile, FP8 KV 32)."""
     block_h = max(16, min(64, triton.next_power_of_2(heads)))
     block_n = 64 if dim <= 256 or not fp8 else 32
     return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
