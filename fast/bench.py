@@ -359,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", type=pathlib.Path, help="write bench.md and roofline.png from this JSON only")
     args = parser.parse_args(argv)
     if args.render is not None:
+        if not args.render.is_file():
+            print(f"fast.bench: --render: no such file {args.render}", file=sys.stderr)
+            return 2
         return render(json.loads(args.render.read_text()), args.out)
     if not torch.cuda.is_available():
         print("fast.bench: no CUDA device; the benchmarks run only on a GPU.", file=sys.stderr)

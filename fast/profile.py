@@ -23,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=4)
     parser.add_argument("--list", action="store_true", help="list the case's implementations and variants")
     args = parser.parse_args(argv)
+    if args.calls < 1:
+        print(f"fast.profile: --calls: must be at least 1, got {args.calls}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("fast.profile: no CUDA device", file=sys.stderr)
         return 2

@@ -90,3 +90,15 @@ def test_family_summaries_take_their_targets_from_the_harness(report: dict) -> N
     for family, text in texts.items():
         for t in bench.targets(report):
             assert (f"| {t['target']} |" in text) == t["case"].startswith(family), (family, t["target"])
+
+
+def test_render_of_a_missing_report_is_refused(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--render", str(tmp_path / "none.json"), "--out", str(tmp_path)]) == 2
+    assert "--render: no such file" in capsys.readouterr().err
+
+
+def test_profile_refuses_a_call_count_below_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from fast import profile
+
+    assert profile.main(["compression/c2_prefill_1M", "--calls", "0"]) == 2
+    assert "--calls: must be at least 1" in capsys.readouterr().err
