@@ -329,6 +329,16 @@ DECODE_LONG_SUM = {
     ],
 }
 """Torch backend, ratio 128: a 128-term float32 sum, 5.4 units off."""
+DECODE_OVERLAP_RING_SHORT = {
+    "layer": {"ratio": 4, "dim": 1, "overlap": True, "ape": None},
+    "ring_extra": 0,
+    "slots": 1,
+    "fill": float("nan"),
+    "requests": [{"slot": 0, "start": 5, "positions": [[[0.0, 0.0], [0.0, 0.0]]]}],
+    "fault": "ring_short",
+}
+"""V4 overlap, one new position, a ring one short of the discipline's safe size (write-then-read: 7 < 8): a
+bound of r + q - 1 (4) would accept it. A hunt of generated calls found this only by luck of the seed."""
 LIFE_CANCELLATION = {
     "layer": {"ratio": 3, "dim": 4, "overlap": False, "ape": None},
     "qmax": 1,
@@ -449,6 +459,7 @@ PROPERTIES = [
         DECODE,
         bad_calls(),
         _rejects(DECODE),
+        examples=(DECODE_OVERLAP_RING_SHORT,),
         doc="A ring below the declared discipline's safe size (write-then-read W + q - 1, read-then-write "
         "W - 1) or any malformed argument raises ValueError or TypeError before the state is touched.",
         hunt_examples=HUNT_EXAMPLES_QUICK,
