@@ -9,13 +9,15 @@
 BF16 RoPE dims; D = 512), dequantized in the kernel. A lane is read only if ``0 <= lane < N``; every other lane
 (-1, any negative, past the end, anywhere in the row) contributes nothing.
 
-One program per (query row, block of heads), head blocks fastest so the programs of one query run together.
-A program walks the row's lanes in tiles of ``BLOCK_N``: it gathers the tile's KV rows once, computes the scores
-of all its heads with one ``tl.dot`` (heads are the M dimension), and folds them into a running maximum, sum
-and f32 accumulator (online softmax; scores and maxima in natural units, as a torch softmax rounds them). The
-sink enters once, in the final denominator; lse excludes it. At f32 precision (f32 inputs, or ``pv_f32``) the
-compiled kernel takes ``exp`` and ``log`` from libdevice (within 1 ulp, as torch's); the bf16 mode uses the
-hardware's approximate ``ex2``.
+One program per (query row, block of heads), head blocks fastest so the programs of one query run together. A
+program first reads the row's lane indices once, ``COUNT_LANES`` at a time, to count its valid lanes (the empty-row
+test); the pass also brings the row into the cache, so the main loop's index loads, on which its gathers wait, hit
+it (docs/cache-kernels.md has the H200 figures). It then walks the row's lanes in tiles of ``BLOCK_N``: it gathers
+the tile's KV rows once, computes the scores of all its heads with one ``tl.dot`` (heads are the M dimension), and
+folds them into a running maximum, sum and f32 accumulator (online softmax; scores and maxima in natural units, as a
+torch softmax rounds them). The sink enters once, in the final denominator; lse excludes it. At f32 precision (f32
+inputs, or ``pv_f32``) the compiled kernel takes ``exp`` and ``log`` from libdevice (within 1 ulp, as torch's); the
+bf16 mode uses the hardware's approximate ``ex2``.
 The "f64" mode forms the same products by broadcasting and ``tl.sum`` instead of ``tl.dot`` (the GPU's dot
 lowering has no float64 path at these shapes), on tiles small enough for that (``_launch_config``).
 A tile with no valid lane leaves the state unchanged (the running maximum stays -inf and is read as 0).
@@ -119,6 +121,7 @@ def _sparse_attention_kernel(
     IS_F32: tl.constexpr,
     INTERPRETED: tl.constexpr,
     LIBDEVICE: tl.constexpr,
+    COUNT_LANES: tl.constexpr,
 ):
     hb = tl.program_id(0)
     m = tl.program_id(1).to(tl.int64)
@@ -133,10 +136,14 @@ def _sparse_attention_kernel(
         scale = tl.cast(scale_hi, tl.float64) + tl.cast(scale_lo, tl.float64)
     else:
         scale = scale_hi
+    n_valid = 0
+    for start in range(0, K, COUNT_LANES):
+        lane = start + tl.arange(0, COUNT_LANES)
+        idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+        n_valid += tl.sum(((idx >= 0) & (idx < N)).to(tl.int32), axis=0)
     m_i = tl.full([BLOCK_H], float("-inf"), ACC)
     l_i = tl.zeros([BLOCK_H], ACC)
     acc = tl.zeros([BLOCK_H, BLOCK_DV], ACC)
-    n_valid = tl.zeros([BLOCK_H], tl.int32)
     for start in range(0, K, BLOCK_N):
         lane = start + tl.arange(0, BLOCK_N)
         idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
@@ -190,7 +197,6 @@ def _sparse_attention_kernel(
             pv = tl.dot(p.to(dtype), v)
         acc = acc * alpha[:, None] + pv
         m_i = m_new
-        n_valid += tl.sum(valid.to(tl.int32), axis=0)
     m_use = tl.where(m_i == float("-inf"), 0.0, m_i)
     denominator = l_i
     if HAS_SINK:
@@ -205,19 +211,21 @@ def _sparse_attention_kernel(
         empty_out = 0.0
         empty_lse = float("inf")
     empty = n_valid == 0
-    out = tl.where(empty[:, None], empty_out, out)
+    out = tl.where(empty, empty_out, out)
     lse = tl.where(empty, empty_lse, lse)
     tl.store(out_ptr + (m * H + h)[:, None] * DV + dv[None, :], out, mask=h_ok[:, None] & (dv[None, :] < DV))
     tl.store(lse_ptr + m * H + h, lse, mask=h_ok)
 
 
-def default_config(heads: int, dim: int, fp8: bool = False) -> Config:
+def default_config(heads: int, dim: int) -> Config:
     """A launch configuration for ``heads`` query heads of width ``dim`` (from the H200 sweeps at D = 512,
-    docs/cache-kernels.md: BF16 KV 64 lanes per tile, FP8 KV 32)."""
+    docs/cache-kernels.md: 64 lanes per tile, BF16 and FP8 KV alike, two stages)."""
     block_h = max(16, min(64, triton.next_power_of_2(heads)))
-    block_n = 64 if dim <= 256 or not fp8 else 32
-    return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
+    return Config(block_h=block_h, block_n=64, num_warps=8 if dim >= 256 else 4, num_stages=2)
 
+
+COUNT_LANES = 1024
+"""Lanes per step of the first pass over a row's indices (the valid-lane count)."""
 
 F64_TILE_ELEMENTS = 4096
 
@@ -269,7 +277,7 @@ def sparse_attention(
     if M == 0 or H == 0:
         return out, lse
     mode = MODES[precision]
-    cfg = _launch_config(config or default_config(H, D, kv_cache is not None), mode, D, dv)
+    cfg = _launch_config(config or default_config(H, D), mode, D, dv)
     if kv_cache is not None:
         rows_per_block, scale_base = kv_cache
         N = kv.shape[0] * rows_per_block
@@ -316,6 +324,7 @@ def sparse_attention(
         IS_F32=q.dtype == torch.float32,
         INTERPRETED=interpreted,
         LIBDEVICE=not interpreted and (mode < 2 or q.dtype == torch.float32),
+        COUNT_LANES=min(COUNT_LANES, max(16, triton.next_power_of_2(K))),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

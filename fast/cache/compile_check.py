@@ -58,7 +58,8 @@ def _attention_cases() -> list[Case]:
                 sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32", H="i32", N="i64", K="i32", scale_hi="fp32",
                 scale_lo="fp32", rows_per_block="i32", block_bytes="i32", scale_base="i32")  # fmt: skip
     base = dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=False, SEPARATE_V=False, HAS_SINK=True,
-                EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False)  # fmt: skip
+                EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
+                COUNT_LANES=attention.COUNT_LANES)  # fmt: skip
     out = []
     for cfg in (attention.Config(64, 32, 8, 2), attention.Config(64, 64, 8, 2), attention.Config(64, 32, 8, 3)):
         tiles = dict(BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n)
