@@ -21,7 +21,8 @@ from fast.sm90 import compile_for_sm90
 
 F32, I32, I16, I64 = "*fp32", "*i32", "*i16", "*i64"
 ROWS_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, tiles_ptr=I32, table_ptr=I32,
-                 table_stride="i32", out_ptr=I16, slot_ptr=I64, pos_ptr=I64, cache_ptr=F32)  # fmt: skip
+                 table_stride="i32", out_ptr=I16, slot_ptr=I64, pos_ptr=I64, cache_ptr=F32, cu_ptr=I32,
+                 one_start="i32", one_length="i32", one_slot="i32")  # fmt: skip
 DECODE_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, state_index_ptr=I32, cu_ptr=I32,
                    start_ptr=I32, table_ptr=I32, table_stride="i32", out_ptr=I16, slot_ptr=I64, pos_ptr=I64,
                    cache_ptr=F32)  # fmt: skip
@@ -42,6 +43,8 @@ def flags(
                 num_warps=cfg.num_warps)  # fmt: skip
     if mode is Mode.DECODE:
         base["BLOCK_N"] = cfg.block_n
+    else:
+        base |= dict(ONE_REQUEST=True, KEEP=True, BLOCK_P=8)
     return base | extra
 
 
@@ -54,6 +57,8 @@ def cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any]]]:
         ("prefill C2", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 2, False, False, 4)),
         ("prefill V4 overlap", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 4, True, True, 9)),
         ("prefill r128", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 128, False, True, 130)),
+        ("prefill V4 overlap, several requests", tk._prefill_rows_kernel, ROWS_ARGS,
+         flags(P, 4, True, True, 9, ONE_REQUEST=False)),
         ("prefill V4 f32 + cache", tk._prefill_rows_kernel, ROWS_ARGS | {"out_ptr": F32},
          flags(P, 4, True, True, 9, OUT_BF16=False, HAS_TABLE=True, WRITE_CACHE=True)),
         ("decode V4 overlap", tk._decode_kernel, DECODE_ARGS, flags(D, 4, True, True, 12, WRITE_RING=True)),

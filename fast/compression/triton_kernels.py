@@ -11,8 +11,13 @@ Names and shapes follow ``naive.py``. Every kernel works on a tile of output row
   with an online (running max) merge. Exponentials are the hardware ``exp2`` of ``(x - max) * log2(e)``
   (``Config.poly_exp``: a polynomial within one ulp instead), accumulation is f32, the final division is
   correctly rounded.
-- ``_keep_kernel``: after the rows (same stream, so after every ring read), writes each request's newest
-  ``min(n, S)`` positions to its ring: what writing every position in order would leave.
+- The ring after a prefill holds each request's newest ``min(n, S)`` positions: what writing every position
+  in order would leave. Only the first ``W / r`` rows of a request read its ring, so when they share the
+  request's first tile, that tile's programs write the ring themselves after a barrier (``KEEP``; one
+  launch in all). Otherwise (tiles of one row with overlap) ``_keep_kernel`` writes it in a second launch,
+  on the same stream, so after every ring read.
+- One request (the usual long prefill): its start, length and state slot are launch arguments, so programs
+  start loading inputs at once instead of waiting for a tile record (``ONE_REQUEST``).
 - ``_decode_kernel``: one program per (request, block of channels) for the whole batch: the rows the step
   completes, zero rows for the other positions, a barrier, then the ring write of the same channels. A program
   reads and writes only its own request's ring slot and channels, so read-then-write holds in one launch.
@@ -254,21 +259,40 @@ def _prefill_rows_kernel(
     BLOCK_C: tl.constexpr,
     POLY_EXP: tl.constexpr,
     EVICT: tl.constexpr,
+    cu_ptr,
+    one_start,
+    one_length,
+    one_slot,
+    ONE_REQUEST: tl.constexpr,
+    KEEP: tl.constexpr,
+    BLOCK_P: tl.constexpr,
 ):
-    """One (tile of a request's output rows, block of channels); the tile's request data is one record of
-    ``tiles_ptr`` (``TILE_FIELDS``), so every address below is a scalar plus an arange."""
+    """One (tile of a request's output rows, block of channels). The tile's request data is one record of
+    ``tiles_ptr`` (``TILE_FIELDS``), or, for a call of ``ONE_REQUEST``, launch arguments (no load to wait for),
+    so every address below is a scalar plus an arange. ``KEEP``: a request's first tile, the only one that reads
+    its ring, also writes it, after its reads (a barrier between), for the channels it read."""
     num_cb = (D + BLOCK_C - 1) // BLOCK_C
     pid = tl.program_id(0)
     pid_c = pid % num_cb
-    record = tiles_ptr + (pid // num_cb) * 8
-    request = tl.load(record)
-    row0 = tl.load(record + 1)
-    start = tl.load(record + 2)
-    cu0 = tl.load(record + 3)
-    slot = tl.load(record + 4)
-    completed = tl.load(record + 5)
-    out0 = tl.load(record + 6)
-    reserved = tl.load(record + 7)
+    if ONE_REQUEST:
+        request = 0
+        row0 = (pid // num_cb) * BLOCK_R
+        start = one_start
+        cu0 = 0
+        slot = one_slot
+        completed = (one_start + one_length) // R - one_start // R
+        out0 = 0
+        reserved = tl.maximum(completed, 1)
+    else:
+        record = tiles_ptr + (pid // num_cb) * 8
+        request = tl.load(record)
+        row0 = tl.load(record + 1)
+        start = tl.load(record + 2)
+        cu0 = tl.load(record + 3)
+        slot = tl.load(record + 4)
+        completed = tl.load(record + 5)
+        out0 = tl.load(record + 6)
+        reserved = tl.load(record + 7)
     local = row0 + tl.arange(0, BLOCK_R)
     valid = local < completed
     group = start // R + local
@@ -287,6 +311,32 @@ def _prefill_rows_kernel(
         request, group, cols, col_ok, acc, pid_c, R, D, ROWS_PER_BLOCK, HAS_TABLE, WRITE_CACHE, OUT_BF16,
         CACHE_BF16,
     )  # fmt: skip
+    if KEEP:
+        if row0 == 0:
+            if ONE_REQUEST:
+                length = one_length
+            else:
+                length = tl.load(cu_ptr + request + 1) - cu0
+            kept = tl.minimum(length, S)
+            channels, channel_ok = _read_channels(cols, col_ok, D, OVERLAP)
+            tl.debug_barrier()  # every ring read of this program happens before any of its ring writes
+            for p0 in range(0, kept, BLOCK_P):
+                i = p0 + tl.arange(0, BLOCK_P)
+                _copy_to_ring(
+                    score_ptr, latent_ptr, state_ptr, cu0, start, slot, length - kept + i, i < kept, channels,
+                    channel_ok, C, S,
+                )  # fmt: skip
+
+
+@triton.jit
+def _read_channels(cols, col_ok, D: tl.constexpr, OVERLAP: tl.constexpr):
+    """The state channels a program of output channels ``cols`` reads: [halves, BLOCK_C] offsets and mask
+    (``cols``, and with overlap also ``D + cols``)."""
+    if OVERLAP:
+        halves = tl.arange(0, 2)
+    else:
+        halves = tl.arange(0, 1)
+    return halves[:, None] * D + cols[None, :], (halves[:, None] >= 0) & col_ok[None, :]
 
 
 @triton.jit
@@ -398,12 +448,7 @@ def _decode_kernel(
     col_ok = cols < D
     if WRITE_RING:  # load the first tile of positions to keep now, while the rows' loads are in flight
         kept = tl.minimum(length, S)
-        if OVERLAP:  # the channels this program reads: cols, and D + cols
-            halves = tl.arange(0, 2)
-        else:
-            halves = tl.arange(0, 1)
-        channels = halves[:, None] * D + cols[None, :]
-        channel_ok = (halves[:, None] >= 0) & col_ok[None, :]
+        channels, channel_ok = _read_channels(cols, col_ok, D, OVERLAP)
         ahead = tl.arange(0, BLOCK_N)
         keep_local = length - kept + ahead
         keep_mask = (ahead < kept)[:, None, None] & channel_ok[None, :, :]
@@ -470,14 +515,16 @@ class Config:
 
 
 TILE_ELEMENTS = 8192
+PREFILL_TILE_ELEMENTS = 2048
 
 
 def default_tiles(mode: Mode, window: int, dim: int, max_new: int, max_completed: int) -> Config:
-    """Tile sizes [rows, entries, channels], warps, from the H200 sweep of the benchmark (results/bench.md)
-    and the sm_90 register counts of compile_check. Prefill: 8192-element tiles of 8 warps (C2
-    ``32 x 2 x 128``, V4 overlap ``8 x 8 x 128``); a window longer than 16 entries in chunks of 32
-    (``1 x 32 x 128``, 4 warps). Decode: only the rows that complete (``max_completed`` per request), so a
-    batch fits one wave."""
+    """Tile sizes [rows, entries, channels], warps, from the H200 sweeps of the benchmark (results/bench.md)
+    and the sm_90 register counts of compile_check. Prefill: 2048-element tiles, at least 2 rows, at most one
+    warp per row, up to 4 (C2 ``8 x 2 x 128``, 4 warps; V4 overlap ``2 x 8 x 128``, 2 warps: warps split over
+    the entries would reduce the window through shared memory, see ``2 x 8 x 128`` with 4 warps in the sweep);
+    a window longer than 16 entries in chunks of 32 (``1 x 32 x 128``, 4 warps). Decode: only the rows that
+    complete (``max_completed`` per request), so a batch fits one wave."""
     new_tile = triton.next_power_of_2(max(1, min(max_new, 16)))
     if window > 16:
         block_c = min(triton.next_power_of_2(dim), 128 if mode is Mode.PREFILL else 64)
@@ -485,8 +532,8 @@ def default_tiles(mode: Mode, window: int, dim: int, max_new: int, max_completed
     block_k = triton.next_power_of_2(window)
     if mode is Mode.PREFILL:
         block_c = min(triton.next_power_of_2(dim), 128)
-        block_r = max(1, min(64, TILE_ELEMENTS // (block_k * block_c)))
-        warps = 8 if block_r * block_k * block_c >= 8192 else 4
+        block_r = max(2, min(64, PREFILL_TILE_ELEMENTS // (block_k * block_c)))
+        warps = min(4, block_r)
     else:
         block_r = triton.next_power_of_2(max(1, max_completed))
         block_c = min(triton.next_power_of_2(dim), 128 if block_r >= 4 else 32)
@@ -543,13 +590,14 @@ class Launch:
         out = rows.view(torch.int16) if plan.out_dtype == torch.bfloat16 else rows
         score, latent, ape, state, table, table_stride, cache = self.args
         if plan.mode is Mode.PREFILL:
-            if self.tiles is not None:
-                grid = (self.tiles.shape[0] * triton.cdiv(plan.dim, cfg.block_c),)
-                _prefill_rows_kernel[grid](
-                    score, latent, ape, state, self.tiles, table, table_stride, out, slots, positions, cache,
+            if R > 0:
+                tiles = self.tiles if self.tiles is not None else plan.cu_seqlens
+                grid = (triton.cdiv(R, cfg.block_r) if self.tiles is None else self.tiles.shape[0],)
+                _prefill_rows_kernel[(grid[0] * triton.cdiv(plan.dim, cfg.block_c),)](
+                    score, latent, ape, state, tiles, table, table_stride, out, slots, positions, cache,
                     **self.flags, num_warps=cfg.num_warps,
                 )  # fmt: skip
-            if any(plan.kept):
+            if any(plan.kept) and not self.flags.get("KEEP"):
                 C = plan.channels
                 keep_c = min(triton.next_power_of_2(C), 256)
                 keep_p = max(1, min(triton.next_power_of_2(max(plan.kept)), 4096 // keep_c))
@@ -576,7 +624,7 @@ def launcher(plan: Plan, config: Config | None = None) -> Launch:
     table_stride = int(table.stride(0)) if plan.block_table is not None else 0
     cache = plan.kv_cache
     cache_arg = dummy if cache is None else (cache.view(torch.int16) if cache.dtype == torch.bfloat16 else cache)
-    flags = dict(
+    flags: dict[str, Any] = dict(
         R=plan.ratio,
         D=plan.dim,
         C=plan.channels,
@@ -595,10 +643,20 @@ def launcher(plan: Plan, config: Config | None = None) -> Launch:
         POLY_EXP=cfg.poly_exp,
         EVICT="evict_first" if cfg.evict_first else "",
     )
-    tiles = prefill_tiles(plan, cfg.block_r) if plan.mode is Mode.PREFILL and plan.total_rows > 0 else None
+    tiles = None
+    if plan.mode is Mode.PREFILL:
+        one = plan.num_requests == 1
+        if plan.total_rows > 0 and not one:
+            tiles = prefill_tiles(plan, cfg.block_r)
+        start, length, slot = (plan.starts[0], plan.lengths[0], plan.slots[0]) if one else (0, 0, 0)
+        readers = 2 if plan.overlap else 1  # the rows whose windows can reach before the start
+        flags |= dict(cu_ptr=plan.cu_seqlens, one_start=start, one_length=length, one_slot=slot, ONE_REQUEST=one,
+                      KEEP=any(plan.kept) and cfg.block_r >= readers,
+                      BLOCK_P=max(1, min(triton.next_power_of_2(max(plan.kept, default=1)), 16)))  # fmt: skip
     return Launch(plan, cfg, tiles, (plan.score, plan.latent, ape, state, table, table_stride, cache_arg), flags)
 
 
 def run(plan: Plan, config: Config | None = None) -> CompressionResult:
-    """Launch the kernels for a validated call: prefill 2 launches (rows, ring), decode 1."""
+    """Launch the kernels for a validated call: one launch (prefill: two where a tile of one row leaves an
+    overlapping window's ring readers in two tiles, see ``_keep_kernel``)."""
     return launcher(plan, config)()
