@@ -217,11 +217,14 @@ def _sparse_attention_kernel(
     tl.store(lse_ptr + m * H + h, lse, mask=h_ok)
 
 
-def default_config(heads: int, dim: int) -> Config:
+def default_config(heads: int, dim: int, fp8: bool = False, precision: str = "bf16") -> Config:
     """A launch configuration for ``heads`` query heads of width ``dim`` (from the H200 sweeps at D = 512,
-    docs/cache-kernels.md: 64 lanes per tile, BF16 and FP8 KV alike, two stages)."""
+    docs/cache-kernels.md: 64 lanes per tile, BF16 and FP8 KV alike, two stages), except FP8 KV at f32
+    probability precision: 32 lanes, since 64 need more shared memory than sm_90 has (``compile_check
+    --defaults``)."""
     block_h = max(16, min(64, triton.next_power_of_2(heads)))
-    return Config(block_h=block_h, block_n=64, num_warps=8 if dim >= 256 else 4, num_stages=2)
+    block_n = 32 if fp8 and precision == "f32" and dim > 256 else 64
+    return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
 
 
 COUNT_LANES = 1024
@@ -277,7 +280,7 @@ def sparse_attention(
     if M == 0 or H == 0:
         return out, lse
     mode = MODES[precision]
-    cfg = _launch_config(config or default_config(H, D), mode, D, dv)
+    cfg = _launch_config(config or default_config(H, D, kv_cache is not None, precision), mode, D, dv)
     if kv_cache is not None:
         rows_per_block, scale_base = kv_cache
         N = kv.shape[0] * rows_per_block

@@ -94,14 +94,53 @@ def _attention_cases() -> list[Case]:
     return out
 
 
+SM90_SHARED_BYTES = 232448
+"""The most shared memory one program may take on sm_90 (227 KiB)."""
+
+
+def check_default_configs() -> bool:
+    """Compile ``attention.default_config`` at the benchmark's shapes (64 heads, D = 512) for BF16 and FP8 KV
+    at both probability precisions; False if one fails to compile or needs more shared memory than sm_90 has
+    (the compiler accepts such a kernel; only its launch on the GPU fails)."""
+    import triton.language as tl
+
+    from fast.cache import attention
+
+    args = _attention_cases()[0][2]
+    ok = True
+    for fp8 in (False, True):
+        for precision, mode in (("bf16", 2), ("f32", 1)):
+            cfg = attention.default_config(64, 512, fp8, precision)
+            constexprs = dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=fp8, SEPARATE_V=False, HAS_SINK=True,
+                              EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
+                              COUNT_LANES=attention.COUNT_LANES, MODE=mode, LIBDEVICE=mode == 1,
+                              BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n)  # fmt: skip
+            name = f"default config, {'fp8' if fp8 else 'bf16'} kv, {precision} p: {cfg}"
+            try:
+                r = compile_for_sm90(attention._sparse_attention_kernel, args, constexprs, num_warps=cfg.num_warps,
+                                     num_stages=cfg.num_stages, divisible=DIVISIBLE)  # fmt: skip
+            except Exception as err:
+                print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
+                ok = False
+                continue
+            fits = r.shared <= SM90_SHARED_BYTES
+            ok &= fits
+            print(f"{name}: smem {r.shared} B{'' if fits else f' EXCEEDS the sm_90 limit {SM90_SHARED_BYTES} B'}")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fast.cache.compile_check", description=__doc__.split("\n")[0])
     parser.add_argument("--ptx", type=pathlib.Path, help="write each kernel's PTX into this folder")
     parser.add_argument("--only", default="", help="compile only cases whose name contains this")
+    parser.add_argument("--defaults", action="store_true", help="only whether the attention's default "
+                        "configurations fit sm_90's shared memory")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
         return 2
+    if args.defaults:
+        return 0 if check_default_configs() else 1
     failed = False
     for case in _quantize_cases() + _attention_cases():
         name, fn, sig, constexprs, warps, stages = case
