@@ -109,6 +109,14 @@ def time_ms(
             "runs": runs}  # fmt: skip
 
 
+def copy_of(nbytes: int) -> Callable[[], object]:
+    """A device copy that reads and writes ``nbytes`` in all (half each way): the floor, timed the same way, of
+    any kernel that moves those bytes (``copy_same_bytes`` in the cases)."""
+    src = torch.empty(nbytes // 8, dtype=torch.int32, device=DEVICE)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
 def as_graph(fn: Callable[[], object]) -> Callable[[], object]:
     """``fn`` captured once in a CUDA graph (after warm-up runs on a side stream); the result replays it."""
     side = torch.cuda.Stream()

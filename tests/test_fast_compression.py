@@ -502,11 +502,12 @@ def test_prefill_tiles(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     the rows, slots and positions of the formula, the ring as written in order (no read of a position written
     by the same call: the rings hold NaN outside each request's readable positions), and the launch count."""
     name, cfg, requests, launches = PREFILL_TILES[case]
-    call = make_call(LAYERS[name], Mode.PREFILL, seed=11)
-    if requests == 1:  # the request that starts one position after a boundary and runs past S positions
-        call = Call(call.layer, call.mode, call.histories[:1], [call.layer.ratio + 1], [3 * call.layer.window + 2],
-                    [3], call.ring, 7, call.ape)  # fmt: skip
-        call.histories[0] = make_history(call.layer, 4 * call.layer.window + 4, 12)
+    layer = LAYERS[name]
+    call = make_call(layer, Mode.PREFILL, seed=11)
+    if requests == 1:  # one position after a boundary, and past S positions long
+        start, length = layer.ratio + 1, 3 * layer.window + 2
+        history = make_history(layer, start + length + 1, 12)
+        call = Call(layer, Mode.PREFILL, [history], [start], [length], [3], call.ring, 7, call.ape)
     counters = {k: LaunchCounter(getattr(tk, k)) for k in ("_prefill_rows_kernel", "_keep_kernel")}
     for kernel, counter in counters.items():
         monkeypatch.setattr(tk, kernel, counter)

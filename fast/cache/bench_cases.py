@@ -57,13 +57,11 @@ def store_case(conv: str) -> Callable[[bool], Built]:
         fmt = FORMATS[conv]
         rows, slots, cache, moved = _store_inputs(conv)
         other = cache.clone()
-        src = torch.empty(moved // 8, device=DEVICE)  # read + write = moved bytes
-        dst = torch.empty_like(src)
         impls: dict[str, Callable[[], object]] = {
             "triton": lambda: quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK),
             "triton+checks": lambda: store_api(rows, slots, cache, fmt=conv, rows_per_block=ROWS_PER_BLOCK),
             "torch_eager": lambda: quantize_naive.store_rows(rows, slots, other, fmt, ROWS_PER_BLOCK),
-            "copy_same_bytes": lambda: dst.copy_(src),
+            "copy_same_bytes": bench.copy_of(moved),
         }
         if with_compile:
             compiled = torch.compile(quantize_naive.store_rows, dynamic=False)

@@ -49,17 +49,29 @@ def _quantize_cases() -> list[Case]:
     return out
 
 
+ATTENTION_ARGS = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_b_ptr="*u8", kv_h_ptr="*i16", kv_q_ptr="*i64",
+                      idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32", H="i32", N="i64", K="i32",
+                      scale_hi="fp32", scale_lo="fp32", rows_per_block="i32", block_bytes="i32",
+                      scale_base="i32")  # fmt: skip
+
+
+def _attention_base() -> dict[str, Any]:
+    """Constexprs of a D = dv = 512 launch with BF16 KV and a sink, before mode and tiles."""
+    import triton.language as tl
+
+    from fast.cache import attention
+
+    return dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=False, SEPARATE_V=False, HAS_SINK=True,
+                EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
+                COUNT_LANES=attention.COUNT_LANES)  # fmt: skip
+
+
 def _attention_cases() -> list[Case]:
     import triton.language as tl
 
     from fast.cache import attention
 
-    args = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_b_ptr="*u8", kv_h_ptr="*i16", kv_q_ptr="*i64", idx_ptr="*i32",
-                sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32", H="i32", N="i64", K="i32", scale_hi="fp32",
-                scale_lo="fp32", rows_per_block="i32", block_bytes="i32", scale_base="i32")  # fmt: skip
-    base = dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=False, SEPARATE_V=False, HAS_SINK=True,
-                EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
-                COUNT_LANES=attention.COUNT_LANES)  # fmt: skip
+    base = _attention_base()
     out = []
     for cfg in (attention.Config(64, 32, 8, 2), attention.Config(64, 64, 8, 2), attention.Config(64, 32, 8, 3)):
         tiles = dict(BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n)
@@ -69,7 +81,7 @@ def _attention_cases() -> list[Case]:
             ("bf16 kv, f32 p", dict(MODE=1, LIBDEVICE=True)),
             ("fp8 kv, bf16 p", dict(MODE=2, LIBDEVICE=False, FP8_V4=True)),
         ):
-            out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, args,
+            out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, ATTENTION_ARGS,
                         base | tiles | extra, cfg.num_warps, cfg.num_stages))  # fmt: skip
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
     for name, extra in (
@@ -84,7 +96,7 @@ def _attention_cases() -> list[Case]:
             dict(MODE=0, ACC=tl.float64, LIBDEVICE=True, FP8_V4=True, D=512, DV=512, BLOCK_D=512, BLOCK_DV=512),
         ),
     ):
-        sig = args | dict(q_ptr="*fp32", kv_ptr="*fp32") if extra.get("IS_F32") else args
+        sig = ATTENTION_ARGS | dict(q_ptr="*fp32", kv_ptr="*fp32") if extra.get("IS_F32") else ATTENTION_ARGS
         constants = small | extra
         cfg = attention._launch_config(attention.Config(16, 16, 4, 1), constants["MODE"], constants["D"],
                                        constants["DV"])  # fmt: skip
@@ -102,23 +114,20 @@ def check_default_configs() -> bool:
     """Compile ``attention.default_config`` at the benchmark's shapes (64 heads, D = 512) for BF16 and FP8 KV
     at both probability precisions; False if one fails to compile or needs more shared memory than sm_90 has
     (the compiler accepts such a kernel; only its launch on the GPU fails)."""
-    import triton.language as tl
-
     from fast.cache import attention
 
-    args = _attention_cases()[0][2]
     ok = True
     for fp8 in (False, True):
-        for precision, mode in (("bf16", 2), ("f32", 1)):
+        for precision in ("bf16", "f32"):
             cfg = attention.default_config(64, 512, fp8, precision)
-            constexprs = dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=fp8, SEPARATE_V=False, HAS_SINK=True,
-                              EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
-                              COUNT_LANES=attention.COUNT_LANES, MODE=mode, LIBDEVICE=mode == 1,
-                              BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n)  # fmt: skip
+            mode = attention.MODES[precision]
+            constexprs = _attention_base() | dict(FP8_V4=fp8, MODE=mode, LIBDEVICE=mode == 1, BLOCK_H=cfg.block_h,
+                                                  BLOCK_N=cfg.block_n)  # fmt: skip
             name = f"default config, {'fp8' if fp8 else 'bf16'} kv, {precision} p: {cfg}"
             try:
-                r = compile_for_sm90(attention._sparse_attention_kernel, args, constexprs, num_warps=cfg.num_warps,
-                                     num_stages=cfg.num_stages, divisible=DIVISIBLE)  # fmt: skip
+                r = compile_for_sm90(attention._sparse_attention_kernel, ATTENTION_ARGS, constexprs,
+                                     num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                                     divisible=DIVISIBLE)  # fmt: skip
             except Exception as err:
                 print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
                 ok = False

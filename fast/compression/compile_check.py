@@ -22,7 +22,8 @@ from fast.sm90 import compile_for_sm90
 F32, I32, I16, I64 = "*fp32", "*i32", "*i16", "*i64"
 ROWS_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, tiles_ptr=I32, table_ptr=I32,
                  table_stride="i32", out_ptr=I16, slot_ptr=I64, pos_ptr=I64, cache_ptr=F32, cu_ptr=I32,
-                 one_start="i32", one_length="i32", one_slot="i32")  # fmt: skip
+                 one_start="i32", one_length="i32", one_slot="i32", one_completed="i32",
+                 one_reserved="i32")  # fmt: skip
 DECODE_ARGS = dict(score_ptr=F32, latent_ptr=F32, ape_ptr=F32, state_ptr=F32, state_index_ptr=I32, cu_ptr=I32,
                    start_ptr=I32, table_ptr=I32, table_stride="i32", out_ptr=I16, slot_ptr=I64, pos_ptr=I64,
                    cache_ptr=F32)  # fmt: skip

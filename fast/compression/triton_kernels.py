@@ -263,6 +263,8 @@ def _prefill_rows_kernel(
     one_start,
     one_length,
     one_slot,
+    one_completed,
+    one_reserved,
     ONE_REQUEST: tl.constexpr,
     KEEP: tl.constexpr,
     BLOCK_P: tl.constexpr,
@@ -280,9 +282,9 @@ def _prefill_rows_kernel(
         start = one_start
         cu0 = 0
         slot = one_slot
-        completed = (one_start + one_length) // R - one_start // R
+        completed = one_completed
         out0 = 0
-        reserved = tl.maximum(completed, 1)
+        reserved = one_reserved
     else:
         record = tiles_ptr + (pid // num_cb) * 8
         request = tl.load(record)
@@ -580,6 +582,7 @@ class Launch:
     tiles: torch.Tensor | None
     args: tuple[Any, ...]
     flags: dict[str, Any]
+    """Keyword arguments of the kernels: compile-time flags and, for prefill, a single request's fields."""
 
     def __call__(self) -> CompressionResult:
         plan, cfg = self.plan, self.config
@@ -591,9 +594,9 @@ class Launch:
         score, latent, ape, state, table, table_stride, cache = self.args
         if plan.mode is Mode.PREFILL:
             if R > 0:
-                tiles = self.tiles if self.tiles is not None else plan.cu_seqlens
-                grid = (triton.cdiv(R, cfg.block_r) if self.tiles is None else self.tiles.shape[0],)
-                _prefill_rows_kernel[(grid[0] * triton.cdiv(plan.dim, cfg.block_c),)](
+                tiles = self.tiles if self.tiles is not None else plan.cu_seqlens  # unread with ONE_REQUEST
+                tile_count = self.tiles.shape[0] if self.tiles is not None else triton.cdiv(R, cfg.block_r)
+                _prefill_rows_kernel[(tile_count * triton.cdiv(plan.dim, cfg.block_c),)](
                     score, latent, ape, state, tiles, table, table_stride, out, slots, positions, cache,
                     **self.flags, num_warps=cfg.num_warps,
                 )  # fmt: skip
@@ -648,9 +651,11 @@ def launcher(plan: Plan, config: Config | None = None) -> Launch:
         one = plan.num_requests == 1
         if plan.total_rows > 0 and not one:
             tiles = prefill_tiles(plan, cfg.block_r)
-        start, length, slot = (plan.starts[0], plan.lengths[0], plan.slots[0]) if one else (0, 0, 0)
+        start, length, slot, reserved = (plan.starts[0], plan.lengths[0], plan.slots[0], plan.row_counts[0]) if one \
+            else (0, 0, 0, 0)  # fmt: skip
         readers = 2 if plan.overlap else 1  # the rows whose windows can reach before the start
-        flags |= dict(cu_ptr=plan.cu_seqlens, one_start=start, one_length=length, one_slot=slot, ONE_REQUEST=one,
+        flags |= dict(cu_ptr=plan.cu_seqlens, one_start=start, one_length=length, one_slot=slot,
+                      one_completed=completed_rows(start, length, plan.ratio), one_reserved=reserved, ONE_REQUEST=one,
                       KEEP=any(plan.kept) and cfg.block_r >= readers,
                       BLOCK_P=max(1, min(triton.next_power_of_2(max(plan.kept, default=1)), 16)))  # fmt: skip
     return Launch(plan, cfg, tiles, (plan.score, plan.latent, ape, state, table, table_stride, cache_arg), flags)
