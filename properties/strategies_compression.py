@@ -126,6 +126,19 @@ def _slots(draw: st.DrawFn, requests: int) -> tuple[int, list[int]]:
     return count, draw(st.permutations(range(count)))[:requests]
 
 
+def _batch(
+    draw: st.DrawFn, spec: LayerSpec, slot_count: int, requests: list[dict[str, Any]], fresh: bool
+) -> dict[str, Any]:
+    """A batch of ``requests`` over ``slot_count`` state slots: the ring's extra size and fill are drawn here."""
+    return {
+        "layer": spec,
+        "ring_extra": draw(RING_EXTRA),
+        "slots": slot_count,
+        "fill": draw(leftovers() if fresh else fills()),
+        "requests": requests,
+    }
+
+
 @st.composite
 def prefill_batches(
     draw: st.DrawFn, specs: st.SearchStrategy[LayerSpec] | None = None, fresh: bool = False
@@ -147,13 +160,7 @@ def prefill_batches(
                 "delay": draw(st.integers(0, 2)),
             }
         )
-    return {
-        "layer": spec,
-        "ring_extra": draw(RING_EXTRA),
-        "slots": slot_count,
-        "fill": draw(leftovers() if fresh else fills()),
-        "requests": requests,
-    }
+    return _batch(draw, spec, slot_count, requests, fresh)
 
 
 @st.composite
@@ -188,13 +195,7 @@ def decode_batches(
                 "delay": draw(st.integers(0, 2)),
             }
         )
-    return {
-        "layer": spec,
-        "ring_extra": draw(RING_EXTRA),
-        "slots": slot_count,
-        "fill": draw(leftovers() if fresh else fills()),
-        "requests": requests,
-    }
+    return _batch(draw, spec, slot_count, requests, fresh)
 
 
 def fresh_prefill_batches() -> st.SearchStrategy[dict[str, Any]]:

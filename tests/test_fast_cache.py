@@ -650,3 +650,10 @@ def test_default_attention_configs_fit_sm90_shared_memory() -> None:
                          text=True, env=env, timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.count("smem") == 4, run.stdout
+
+
+def test_default_config_refuses_an_unknown_precision() -> None:
+    from fast.cache.attention import default_config
+
+    with pytest.raises(ValueError, match="precision"):
+        default_config(64, 512, True, "fp16")

@@ -217,11 +217,16 @@ def _sparse_attention_kernel(
     tl.store(lse_ptr + m * H + h, lse, mask=h_ok)
 
 
+MODES = {"f64": 0, "f32": 1, "bf16": 2}
+
+
 def default_config(heads: int, dim: int, fp8: bool = False, precision: str = "bf16") -> Config:
     """A launch configuration for ``heads`` query heads of width ``dim`` (from the H200 sweeps at D = 512,
     docs/cache-kernels.md: 64 lanes per tile, BF16 and FP8 KV alike, two stages), except FP8 KV at f32
     probability precision: 32 lanes, since 64 need more shared memory than sm_90 has (``compile_check
     --defaults``)."""
+    if precision not in MODES:
+        raise ValueError(f"precision: must be one of {', '.join(MODES)}, got {precision!r}")
     block_h = max(16, min(64, triton.next_power_of_2(heads)))
     block_n = 32 if fp8 and precision == "f32" and dim > 256 else 64
     return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
@@ -249,9 +254,6 @@ def _launch_config(cfg: Config, mode: int, dim: int, dv: int) -> Config:
 def _nonempty(x: torch.Tensor) -> torch.Tensor:
     """``x`` itself, or a 16-byte stand-in when it is empty (no element of it is ever read then)."""
     return x if x.numel() else torch.zeros(16 // x.element_size(), dtype=x.dtype, device=x.device)
-
-
-MODES = {"f64": 0, "f32": 1, "bf16": 2}
 
 
 def sparse_attention(
