@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from fast.cache import FORMATS, gather_dequantize, quantize_store, sparse_attention
+from fast.cache import FORMATS, gather_dequantize, quantize, quantize_store, sparse_attention
 from fast.cache.attention import Config
 from reference.attention import NAN, POS_INF
 from reference.attention import sparse_attention as exact_attention
@@ -131,6 +131,22 @@ def test_store_equals_reference_bytes(conv: str, backend: str) -> None:
                    backend=backend)  # fmt: skip
     expected, pads = expected_cache(conv, rows, slots, rows_per_block, blocks)
     assert_same_bytes(cache_bytes(cache), expected, pads, f"{conv} {backend}")
+
+
+@pytest.mark.parametrize("launch", [(1, 1, 1), (2, 2, 3), (4, 1, 0), None])
+@pytest.mark.parametrize("conv", list(FORMATS))
+def test_store_tiles_walked_by_fewer_programs(conv: str, launch: tuple[int, int, int] | None) -> None:
+    """The store's programs walk tiles (rows per tile, warps, programs per SM; off CUDA the last is the program
+    count): one program for every tile, a few programs looping over many, a last tile cut short by the row
+    count, and the default launch. Every stored byte equals the reference's."""
+    rows_per_block, blocks, count = 4, 5, 13
+    rows = hard_rows(conv, count)
+    slots = [int(s) for s in RNG.permutation(rows_per_block * blocks)[:count]]
+    slots[2] = -1
+    cache = poisoned_cache(conv, rows_per_block, blocks)
+    quantize.store_rows(f32(rows), torch.tensor(slots, device=DEVICE), cache, FORMATS[conv], rows_per_block, launch)
+    expected, pads = expected_cache(conv, rows, slots, rows_per_block, blocks)
+    assert_same_bytes(cache_bytes(cache), expected, pads, f"{conv} launch {launch}")
 
 
 @pytest.mark.parametrize("conv", list(FORMATS))

@@ -75,10 +75,10 @@ def store_case(conv: str) -> Callable[[bool], Built]:
             differ = int((cache != other).sum())
             return "ok: triton bytes == torch bytes" if differ == 0 else f"{differ} bytes differ from torch"
 
-        def launch(per: int, warps: int) -> Callable[[], object]:
-            return lambda: quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK, (per, warps))
+        def launch(shape: tuple[int, int, int]) -> Callable[[], object]:
+            return lambda: quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK, shape)
 
-        sweep = {f"triton[rows {per}, w{warps}]": launch(per, warps) for per, warps in STORE_SWEEP}
+        sweep = {f"triton[rows {s[0]}, w{s[1]}, {s[2] or 'all'}/SM]": launch(s) for s in STORE_SWEEP}
         notes = [f"{ROWS} rows of {fmt.dims} f32 into {conv} ({fmt.row_bytes} B/row) at random slots of "
                  f"{cache.shape[0]} blocks x {ROWS_PER_BLOCK} rows; copy_same_bytes: a device copy of as many "
                  "bytes (read + write), the practical roof at this size"]  # fmt: skip
@@ -143,7 +143,7 @@ def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
     return out
 
 
-STORE_SWEEP = ((1, 4), (4, 2), (8, 4), (8, 8), (16, 4), (16, 8), (32, 8))
+STORE_SWEEP = ((1, 1, 8), (1, 1, 24), (1, 1, 0), (2, 1, 8), (2, 2, 8), (4, 2, 8), (8, 4, 0))
 SWEEP = (
     attention.Config(64, 32, 8, 2),
     attention.Config(64, 64, 8, 3),

@@ -7,19 +7,22 @@
     gather_rows(cache, slots: i64[R], fmt, rows_per_block, out: f32[R, d], fill) -> out
         row i is the dequantized slot slots[i]; ``fill`` where the slot is outside the cache.
 
-A program takes ``ROWS`` rows (compiled: 8 to store, 1 to gather; 64 interpreted) as one tile ``[ROWS * groups,
-words per group, codes per word]`` (4 e4m3 or 8 e2m1 codes per 32-bit word; rows are contiguous, so the group axis
-simply runs on into the next row). Group maxima are reductions over the last two axes and the packed words a sum
-over the last axis (disjoint bit fields); the data part is stored as 32-bit words, scales as bytes. Every rounding
-is integer arithmetic on the fp32 bits (``rounding.py``), so the interpreter gives the GPU's bytes (a variant
-through Triton's fp32 -> e4m3 conversion, tried compiled on the H200, stored wrong bytes for zeros). A group
-holding NaN or +-inf stores the NaN scale code (UE8M0 0xFF, e4m3 0x7F, fp32 0x7FC00000) and element codes 0x7F
-(e4m3) or 0 (e2m1): the whole group reads back as NaN. The BF16 tail rounds to nearest even, overflows to infinity
-and stores NaN as 0x7FC0.
+A tile is ``ROWS`` rows seen as ``[ROWS * groups, words per group, codes per word]`` (4 e4m3 or 8 e2m1 codes per
+32-bit word; rows are contiguous, so the group axis simply runs on into the next row). Group maxima are
+reductions over the last two axes and the packed words a sum over the last axis (disjoint bit fields); the data
+part is stored as 32-bit words, scales as bytes. A store program walks tiles ``pid, pid + grid, ...`` and loads
+the next tile (rows and slots) before rounding and storing the current one; a gather program takes one row
+compiled, 64 interpreted. Every rounding works on the fp32 bits with integer operations and exact fp32
+multiplications and additions (``rounding.py``), so the interpreter gives the GPU's bytes (Triton's own fp32 ->
+e4m3 conversion, tried compiled on the H200, stored bytes that differ from the reference's in most launch
+shapes). A group holding NaN or +-inf stores the NaN scale code (UE8M0 0xFF, e4m3 0x7F, fp32 0x7FC00000) and
+element codes 0x7F (e4m3) or 0 (e2m1): the whole group reads back as NaN. The BF16 tail rounds to nearest even,
+overflows to infinity and stores NaN as 0x7FC0.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -38,15 +41,112 @@ SCALE_FP8_FP32 = tl.constexpr(formats.SCALE_FP8_FP32)
 
 
 @triton.jit
-def _slot_offsets(slots_ptr, row, row_ok, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride):
-    """For each entry of ``row``: (stored, data byte offset, scale byte offset), offsets in int64."""
-    slot = tl.load(slots_ptr + row, mask=row_ok, other=-1).to(tl.int64)
+def _slot_offsets(slot, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride):
+    """For each slot: (stored, data byte offset, scale byte offset), offsets in int64."""
+    slot = slot.to(tl.int64)
     ok = (slot >= 0) & (slot < n_slots)
     slot = tl.where(ok, slot, 0)
     block = slot // rows_per_block
     r = slot - block * rows_per_block
     base = block * block_bytes
     return ok, base + r * data_stride, base + scale_base + r * scale_stride
+
+
+@triton.jit
+def _load_tile(rows_ptr, slots_ptr, tile, R, DIMS: tl.constexpr, GROUP: tl.constexpr, TG: tl.constexpr,
+               PACK: tl.constexpr, TAIL: tl.constexpr, NG: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
+    """Tile ``tile``'s rows as ``[ROWS * TG, GROUP / PACK, PACK]`` with each entry's slot, and its BF16 tail as
+    ``[ROWS, TAIL / 2, 2]`` with each row's slot (zeros and slot -1 past ``R``)."""
+    gr = tl.arange(0, ROWS * TG)
+    row = (gr // TG).to(tl.int64) + tile * ROWS
+    w = tl.arange(0, GROUP // PACK)[None, :, None]
+    k = tl.arange(0, PACK)[None, None, :]
+    element = (row * DIMS + (gr % TG) * GROUP)[:, None, None] + w * PACK + k
+    # the BF16 tail's lanes (groups NG..TG-1) are loaded apart, as the tail tile
+    x = tl.load(rows_ptr + element, mask=((row < R) & (gr % TG < NG))[:, None, None], other=0.0)
+    slot = tl.load(slots_ptr + row, mask=row < R, other=-1)
+    if TAIL > 0:
+        trow = tl.arange(0, ROWS).to(tl.int64) + tile * ROWS
+        t = tl.arange(0, TAIL // 2)[None, :, None]
+        half = tl.arange(0, 2)[None, None, :]
+        tail_at = (trow * DIMS + NG * GROUP)[:, None, None] + 2 * t + half
+        tail_x = tl.load(rows_ptr + tail_at, mask=(trow < R)[:, None, None], other=0.0)
+        tail_slot = tl.load(slots_ptr + trow, mask=trow < R, other=-1)
+    else:
+        tail_x = x
+        tail_slot = slot
+    return x, slot, tail_x, tail_slot
+
+
+@triton.jit
+def _store_tile(
+    x,
+    slot,
+    tail_x,
+    tail_slot,
+    cache_w_ptr,
+    cache_b_ptr,
+    n_slots,
+    rows_per_block,
+    block_bytes,
+    data_stride,
+    scale_base,
+    scale_stride,
+    GROUP: tl.constexpr,
+    NG: tl.constexpr,
+    TG: tl.constexpr,
+    PACK: tl.constexpr,
+    BITS: tl.constexpr,
+    SCALE_RULE: tl.constexpr,
+    SCALE_BYTES: tl.constexpr,
+    TAIL: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    """Quantize one loaded tile (``_load_tile``) and store it at its rows' slots."""
+    WPG: tl.constexpr = GROUP // PACK
+    g = tl.arange(0, ROWS * TG) % TG
+    ok, data_b, scale_b = _slot_offsets(
+        slot, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+    )
+    k = tl.arange(0, PACK)[None, None, :]
+    mag, neg = rd.magnitude(x)
+    amax = tl.max(tl.max(mag, axis=2), axis=1)
+    bad = amax >= 0x7F800000
+    bad3 = bad[:, None, None]
+    if SCALE_RULE == SCALE_FP4_E4M3:
+        scale_code = rd.fp4_e4m3_scale_code(amax)
+        s = rd.e4m3_value(scale_code)[:, None, None]
+        codes = rd.e2m1_by_thresholds(mag.to(tl.float32, bitcast=True), s)
+        codes = tl.where(bad3, 0, codes | (neg.to(tl.int32) << 3))
+        scale_byte = tl.where(bad, 0x7F, scale_code)
+    else:
+        if SCALE_RULE == SCALE_FP4_UE8M0:
+            e = rd.fp4_ue8m0_exponent(amax)
+            codes = rd.round_pow2_scaled(mag, e[:, None, None], 1, 0, rd.E2M1_MAX_CODE)
+            codes = tl.where(bad3, 0, codes | (neg.to(tl.int32) << 3))
+        else:
+            e = rd.fp8_exponent(amax)
+            codes = rd.round_pow2_scaled(mag, e[:, None, None], 3, -6, rd.E4M3_MAX_CODE)
+            codes = tl.where(bad3, 0x7F, codes | (neg.to(tl.int32) << 7))
+        scale_byte = tl.where(bad, 0xFF, e + 127)
+    words = tl.sum(codes << (BITS * k), axis=2)
+    word_at = (data_b // 4 + g * WPG)[:, None] + tl.arange(0, WPG)[None, :]
+    tl.store(cache_w_ptr + word_at, words, mask=(ok & (g < NG))[:, None])
+    if SCALE_RULE == SCALE_FP8_FP32:
+        scale_bits = tl.where(bad, 0x7FC00000, (e + 127) << 23)
+        tl.store(cache_w_ptr + scale_b // 4 + g, scale_bits, mask=ok & (g < NG))
+    else:
+        scale_byte = tl.where(g < NG, scale_byte, 0)
+        tl.store(cache_b_ptr + scale_b + g, scale_byte.to(tl.uint8), mask=ok & (g < SCALE_BYTES))
+    if TAIL > 0:
+        # the BF16 tail, two values per word
+        tok, tdata_b, _ = _slot_offsets(
+            tail_slot, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+        )
+        half = tl.arange(0, 2)[None, None, :]
+        tail_words = tl.sum(rd.bf16_bits(tail_x) << (16 * half), axis=2)
+        tw = tl.arange(0, TAIL // 2)[None, :]
+        tl.store(cache_w_ptr + (tdata_b // 4 + (NG * GROUP) // 4)[:, None] + tw, tail_words, mask=tok[:, None])
 
 
 @triton.jit
@@ -73,63 +173,20 @@ def _store_kernel(
     TAIL: tl.constexpr,
     ROWS: tl.constexpr,
 ):
-    WPG: tl.constexpr = GROUP // PACK
-    # the group axis runs over ROWS rows of TG groups each: group gr is group gr % TG of row gr // TG
-    gr = tl.arange(0, ROWS * TG)
-    row = tl.program_id(0).to(tl.int64) * ROWS + gr // TG
-    g = gr % TG
-    ok, data_b, scale_b = _slot_offsets(
-        slots_ptr, row, row < R, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+    # tiles pid, pid + grid, ...: the next tile's loads are issued before this tile's rounding and stores
+    step = tl.num_programs(0)
+    n_tiles = tl.cdiv(R, ROWS)
+    x, slot, tail_x, tail_slot = _load_tile(
+        rows_ptr, slots_ptr, tl.program_id(0), R, DIMS, GROUP, TG, PACK, TAIL, NG, ROWS
     )
-    w = tl.arange(0, WPG)[None, :, None]
-    k = tl.arange(0, PACK)[None, None, :]
-    element = (row * DIMS + g * GROUP)[:, None, None] + w * PACK + k
-    # masked by the row bound, not the slot, so the row's load is not held behind the slot's
-    x = tl.load(rows_ptr + element, mask=(row < R)[:, None, None], other=0.0)
-    mag, neg = rd.magnitude(x)
-    amax = tl.max(tl.max(mag, axis=2), axis=1)
-    bad = amax >= 0x7F800000
-    bad3 = bad[:, None, None]
-    if SCALE_RULE == SCALE_FP4_E4M3:
-        scale_code = rd.fp4_e4m3_scale_code(amax)
-        s = rd.e4m3_value(scale_code)[:, None, None]
-        codes = rd.e2m1_by_thresholds(mag.to(tl.float32, bitcast=True), s)
-        codes = tl.where(bad3, 0, codes | (neg.to(tl.int32) << 3))
-        scale_byte = tl.where(bad, 0x7F, scale_code)
-    else:
-        if SCALE_RULE == SCALE_FP4_UE8M0:
-            e = rd.fp4_ue8m0_exponent(amax)
-            codes = rd.round_pow2_scaled(mag, e[:, None, None], 1, 0, rd.E2M1_MAX_CODE)
-            codes = tl.where(bad3, 0, codes | (neg.to(tl.int32) << 3))
-        else:
-            e = rd.fp8_exponent(amax)
-            codes = rd.round_pow2_scaled(mag, e[:, None, None], 3, -6, rd.E4M3_MAX_CODE)
-            codes = tl.where(bad3, 0x7F, codes | (neg.to(tl.int32) << 7))
-        scale_byte = tl.where(bad, 0xFF, e + 127)
-    words = tl.sum(codes << (BITS * k), axis=2)
-    w2 = tl.arange(0, WPG)[None, :]
-    word_at = (data_b // 4 + g * WPG)[:, None] + w2
-    tl.store(cache_w_ptr + word_at, words, mask=(ok & (g < NG))[:, None])
-    if SCALE_RULE == SCALE_FP8_FP32:
-        scale_bits = tl.where(bad, 0x7FC00000, (e + 127) << 23)
-        tl.store(cache_w_ptr + scale_b // 4 + g, scale_bits, mask=ok & (g < NG))
-    else:
-        scale_byte = tl.where(g < NG, scale_byte, 0)
-        tl.store(cache_b_ptr + scale_b + g, scale_byte.to(tl.uint8), mask=ok & (g < SCALE_BYTES))
-    if TAIL > 0:
-        # the BF16 tail, two values per word: a [ROWS, TAIL / 2, 2] tile
-        tr = tl.arange(0, ROWS)
-        trow = tl.program_id(0).to(tl.int64) * ROWS + tr
-        tok, tdata_b, _ = _slot_offsets(
-            slots_ptr, trow, trow < R, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+    for tile in tl.range(tl.program_id(0), n_tiles, step, num_stages=1):
+        next_x, next_slot, next_tail_x, next_tail_slot = _load_tile(
+            rows_ptr, slots_ptr, tile + step, R, DIMS, GROUP, TG, PACK, TAIL, NG, ROWS
         )
-        t = tl.arange(0, TAIL // 2)[None, :, None]
-        half = tl.arange(0, 2)[None, None, :]
-        tail_at = (trow * DIMS + NG * GROUP)[:, None, None] + 2 * t + half
-        tail_x = tl.load(rows_ptr + tail_at, mask=(trow < R)[:, None, None])
-        tail_words = tl.sum(rd.bf16_bits(tail_x) << (16 * half), axis=2)
-        tw = tl.arange(0, TAIL // 2)[None, :]
-        tl.store(cache_w_ptr + (tdata_b // 4 + (NG * GROUP) // 4)[:, None] + tw, tail_words, mask=tok[:, None])
+        _store_tile(x, slot, tail_x, tail_slot, cache_w_ptr, cache_b_ptr, n_slots, rows_per_block, block_bytes,
+                    data_stride, scale_base, scale_stride, GROUP, NG, TG, PACK, BITS, SCALE_RULE, SCALE_BYTES, TAIL,
+                    ROWS)  # fmt: skip
+        x, slot, tail_x, tail_slot = next_x, next_slot, next_tail_x, next_tail_slot
 
 
 @triton.jit
@@ -162,8 +219,9 @@ def _gather_kernel(
     row = tl.program_id(0).to(tl.int64) * ROWS + gr // TG
     row_ok = row < R
     g = gr % TG
+    slot = tl.load(slots_ptr + row, mask=row_ok, other=-1)
     ok, data_b, scale_b = _slot_offsets(
-        slots_ptr, row, row_ok, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
+        slot, n_slots, rows_per_block, block_bytes, data_stride, scale_base, scale_stride
     )
     w2 = tl.arange(0, WPG)[None, :]
     word_at = (data_b // 4 + g * WPG)[:, None] + w2
@@ -194,10 +252,22 @@ def _gather_kernel(
     tl.store(out_ptr + (row * DIMS)[:, None, None] + within, values, mask=row_ok[:, None, None])
 
 
-def store_launch() -> tuple[int, int]:
-    """(rows per program, warps) of the store: 8 rows and 4 warps compiled (the fastest of the H200 sweep at
-    8192 x 512, docs/cache-kernels.md: the fixed per-program work shared by 8 rows); the interpreter's rows."""
-    return (64, 4) if os.environ.get("TRITON_INTERPRET") == "1" else (8, 4)
+def store_launch(fmt: CacheFormat) -> tuple[int, int, int]:
+    """(rows per tile, warps, programs per SM) of the store. Compiled: tiles of 512 e4m3 elements on one warp,
+    16 programs per SM; e2m1 formats (the heavier rounding) tiles of 1024 on two warps, 8 per SM: the fastest
+    of the H200 sweep at 8192 x 512 (docs/cache-kernels.md). Each program walks its tiles with the next tile's
+    loads in flight. The interpreter: 64-row tiles, one program each (its cost is per operation)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return 64, 4, 0
+    if fmt.fp4:
+        return max(1, 1024 // fmt.dims), 2, 8
+    return max(1, 512 // fmt.dims), 1, 16
+
+
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    """The device's SM count; 1 off CUDA, so that ``launch`` counts programs there (tests walk tiles in a loop)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
 
 
 def rows_per_program() -> int:
@@ -219,8 +289,13 @@ def _constants(fmt: CacheFormat) -> dict[str, int]:
     )
 
 
+@functools.cache
+def _offsets(fmt: CacheFormat, rows_per_block: int) -> tuple[int, int, int]:
+    return fmt.offsets(rows_per_block)
+
+
 def _layout_args(fmt: CacheFormat, cache: torch.Tensor, rows_per_block: int) -> tuple[int, ...]:
-    data_stride, scale_base, scale_stride = fmt.offsets(rows_per_block)
+    data_stride, scale_base, scale_stride = _offsets(fmt, rows_per_block)
     n_slots = cache.shape[0] * rows_per_block
     return n_slots, rows_per_block, cache.shape[1], data_stride, scale_base, scale_stride
 
@@ -231,17 +306,20 @@ def store_rows(
     cache: torch.Tensor,
     fmt: CacheFormat,
     rows_per_block: int,
-    launch: tuple[int, int] | None = None,
+    launch: tuple[int, int, int] | None = None,
 ) -> None:
     """Quantize ``rows`` (f32[R, fmt.dims]) into ``cache`` (u8[num_blocks, block_bytes]) at ``slots`` (i64[R]).
 
-    ``launch``: (rows per program, warps), a power of two each, for tuning; default ``rows_per_program()``, 4.
+    ``launch``: (rows per tile, warps, programs per SM; 0: one program per tile), for tuning and tests; the
+    tile sizes are powers of two. Default ``store_launch(fmt)``.
     """
     if rows.shape[0] == 0:
         return
     assert rows.is_contiguous()
-    per, warps = launch or store_launch()
-    _store_kernel[(triton.cdiv(rows.shape[0], per),)](
+    per, warps, per_sm = launch or store_launch(fmt)
+    tiles = triton.cdiv(rows.shape[0], per)
+    programs = tiles if per_sm == 0 else min(tiles, per_sm * _multiprocessors(rows.device))
+    _store_kernel[(programs,)](
         rows,
         slots,
         cache.view(torch.int32),

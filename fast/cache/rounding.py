@@ -1,7 +1,8 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
-"""Rounding and decoding of the cache's small formats with integer operations on fp32 bit patterns (Triton).
+"""Rounding and decoding of the cache's small formats by operations on fp32 bit patterns (Triton).
 
-No floating-point cast to an FP8 / FP4 type is used, so the compiled kernel and the interpreter (whose FP8
+No floating-point cast to an FP8 / FP4 type is used (fp32 additions and multiplications are IEEE operations
+that the interpreter's numpy performs exactly as the GPU), so the compiled kernel and the interpreter (whose FP8
 casts are not the hardware's) give the same bytes, and both equal ``reference.grids``. Each helper works on
 tensors of any shape. Derivations: docs/cache-kernels.md.
 
@@ -10,7 +11,8 @@ tensors of any shape. Derivations: docs/cache-kernels.md.
 * ``fp8_exponent`` / ``fp4_ue8m0_exponent``: the exact power-of-two scale exponents
   ``ceil(log2(max(a, 1e-4) / 448))`` and ``ceil(log2(max(a, 6 * 2^-126) / 6))`` read off the bits of ``a``.
 * ``fp4_e4m3_scale_code``: the exact ``e4m3(clamp(a / 6, 2^-9, 448))`` by integer division by 3.
-* ``round_pow2_scaled``: the code of ``|x| / 2^e`` on an e4m3 or e2m1 grid, nearest even, saturating.
+* ``round_pow2_scaled``: the code of ``|x| / 2^e`` on an e4m3 or e2m1 grid, nearest even, saturating: one
+  exact multiplication, then one fp32 addition whose own rounding is the grid's.
 * ``e2m1_by_thresholds``: the e2m1 code of ``|x| / s`` for an e4m3 scale ``s``, by exact comparisons.
 * ``bf16_bits``: round to nearest even; overflow gives infinity (IEEE); NaN gives 0x7FC0. ``bf16_round``: the
   same rounding as an fp32 value.
@@ -58,36 +60,22 @@ def fp4_ue8m0_exponent(amax_mag):
 
 
 @triton.jit
-def _round_shift_even(sig, sh):
-    """``sig / 2^sh`` rounded to nearest, ties to even (``0 < sh <= 25``, ``sig < 2^24``)."""
-    n = sig >> sh
-    rem = sig - (n << sh)
-    half = 1 << (sh - 1)
-    up = (rem > half) | ((rem == half) & ((n & 1) == 1))
-    return n + up.to(tl.int32)
-
-
-@triton.jit
 def round_pow2_scaled(mag, e, MANT: tl.constexpr, EMIN: tl.constexpr, MAX_CODE: tl.constexpr):
     """Code magnitude of ``|x| / 2^e`` on the grid with ``MANT`` stored mantissa bits and minimum normal
     exponent ``EMIN`` (e4m3: 3, -6; e2m1: 1, 0), nearest even, saturating at ``MAX_CODE``.
 
-    ``mag``: fp32 bits of a finite ``|x|``. Precondition: ``|x| < 2^-126`` implies ``|x| / 2^e < 2^EMIN``
-    (true for the cache's scale rules: ``e >= -22`` for e4m3, ``e >= -126`` for e2m1).
-    The value is ``sig * 2^(ex - 23 - e)``; its quantum is ``2^qe`` with ``qe = max(log2 floor, EMIN) - MANT``,
-    and ``code = ((qe - EMIN + MANT) << MANT) + n`` for ``n = round(value / 2^qe)`` holds in the subnormal range
-    and the normal range alike, a carry of ``n`` into the next binade included.
+    ``mag``: fp32 bits of a finite ``|x|``; ``2^-e`` must be a normal fp32 (the cache's scale rules give
+    ``-22 <= e <= 120`` for e4m3, ``|e| <= 126`` for e2m1). ``y = |x| 2^-e`` is exact unless it is an fp32
+    subnormal, far below half the grid's smallest step. The grid's step at ``y`` is ``2^q`` with ``q = max(E_y,
+    EMIN) - MANT``; adding ``C = 2^(q + 23)`` rounds ``y`` to that step by the hardware's own nearest-even
+    addition, and the sum's bits minus ``C``'s count the steps, ``n``: the code is ``((max(E_y, EMIN) - EMIN) <<
+    MANT) + n``, a carry into the next binade included (docs/cache-kernels.md).
     """
-    field = mag >> 23
-    normal = field != 0
-    sig = tl.where(normal, (mag & 0x7FFFFF) | 0x800000, mag & 0x7FFFFF)
-    ex = tl.where(normal, field - 127, -126)
-    ev = tl.where(normal, ex - e, EMIN)
-    qe = tl.maximum(ev, EMIN) - MANT
-    sh = tl.minimum(qe + e - ex + 23, 25)
-    n = _round_shift_even(sig, sh)
-    code = ((qe - EMIN + MANT) << MANT) + n
-    return tl.minimum(code, MAX_CODE)
+    y = mag.to(tl.float32, bitcast=True) * ((127 - e) << 23).to(tl.float32, bitcast=True)
+    field = tl.maximum(y.to(tl.int32, bitcast=True) >> 23, EMIN + 127)
+    c_bits = (field + 23 - MANT) << 23
+    n = (y + c_bits.to(tl.float32, bitcast=True)).to(tl.int32, bitcast=True) - c_bits
+    return tl.minimum(((field - 127 - EMIN) << MANT) + n, MAX_CODE)
 
 
 @triton.jit
