@@ -8,7 +8,7 @@
 # roofline.png. Wheels in .whl/ (e.g. hypothesis, pytest, pytest-xdist) are installed into /tmp/site first, if
 # present; with pytest-xdist the suite runs on all cores but two (16 cores: about 4 minutes on an H200).
 # Environment: PYTHON (default python3), BENCH_BUDGET_S (seconds after which the benchmark skips further
-# torch.compile baselines, default 300), BENCH_ARGS (extra fast.bench arguments, e.g. "--only compression/"),
+# torch.compile baselines except those of the cases with targets, default 300), BENCH_ARGS (extra fast.bench arguments, e.g. "--only compression/"),
 # PYTEST_ARGS (extra pytest arguments, e.g. "tests/test_fast_compression.py properties/test_suite.py -k compression").
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -70,6 +70,22 @@ def test_indexing_and_cache_targets_follow_the_runs_times(report: dict) -> None:
     assert _target(targets, "sparse decode b = 128")["met"] == (rate >= 200)
 
 
+def test_target_cases_are_the_cases_the_targets_read(report: dict) -> None:  # type: ignore[type-arg]
+    """The cases whose torch.compile baselines outlast the time budget are exactly those the targets judge."""
+    assert {t["case"] for t in bench.targets(report)} == bench.TARGET_CASES
+    assert bench.TARGET_CASES <= {c.name for c in bench.load_cases()}
+
+
+def test_the_budget_spares_the_target_cases_only() -> None:
+    for case in bench.TARGET_CASES:
+        assert bench.wants_compile(case, 1e9, 300.0, no_compile=False)
+        assert not bench.wants_compile(case, 0.0, 300.0, no_compile=True)
+    other = "cache/gather_v4_584"
+    assert other not in bench.TARGET_CASES
+    assert bench.wants_compile(other, 10.0, 300.0, no_compile=False)
+    assert not bench.wants_compile(other, 301.0, 300.0, no_compile=False)
+
+
 def test_tables_name_every_target_and_case(report: dict, tmp_path: pathlib.Path) -> None:  # type: ignore[type-arg]
     assert bench.render(report, tmp_path) == 0
     table = (tmp_path / "bench.md").read_text()
