@@ -16,13 +16,14 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import torch
 
 from properties.compression_call import DECODE, PREFILL, READ_THEN_WRITE, WRITE_THEN_READ, Call, parse_call
 from properties.compression_exact import WEIGHTING, exp_weight, weighted, weighted_layer
-from properties.registry import implementation
+from properties.registry import REGISTRY, Implementation
 from reference import state as ring_model
 from reference.compression import Position
 from reference.layer import CompressedLayer
@@ -95,28 +96,6 @@ def run(
     return rows_out, torch.tensor(store_rows, dtype=torch.int64, device=device)
 
 
-def reference_adapter(op: str, discipline: str | None, doc: str) -> Any:
-    """A contract-shaped callable running ``run`` for one (op, discipline)."""
-
-    def adapter(
-        score: torch.Tensor,
-        latent: torch.Tensor,
-        cu_seqlens: torch.Tensor,
-        start_pos: torch.Tensor,
-        state: torch.Tensor,
-        state_index: torch.Tensor,
-        *,
-        ratio: int,
-        overlap: bool,
-        ape: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return run(op, discipline, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)
-
-    adapter.__name__ = f"reference_{op}_{discipline or 'prefill'}"
-    adapter.__doc__ = doc
-    return adapter
-
-
 for _op, _discipline, _convention, _doc in (
     (PREFILL, None, "reserve_max1", "``reference.state.ring_prefill`` per request: ``max(1, nc)`` reserved rows each."),
     (DECODE, WRITE_THEN_READ, WRITE_THEN_READ,
@@ -124,6 +103,6 @@ for _op, _discipline, _convention, _doc in (
     (DECODE, READ_THEN_WRITE, READ_THEN_WRITE,
      "``reference.state.ring_step``, read-then-write (needs ``S >= W - 1``): a row per new position."),
 ):  # fmt: skip
-    implementation(_op, "reference", convention=_convention, origin="reference")(
-        reference_adapter(_op, _discipline, _doc)
+    REGISTRY.register(
+        Implementation(_op, "reference", partial(run, _op, _discipline), _convention, origin="reference", note=_doc)
     )
