@@ -97,6 +97,7 @@ def run_property(
         overrides["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     overrides["database"] = None
     overrides["print_blob"] = False
+    overrides["deadline"] = None  # as in every project profile: a slow but correct kernel is not a failure
     test = settings(settings.default, **overrides)(test)
     if seed is not None:
         from hypothesis import seed as hyp_seed
