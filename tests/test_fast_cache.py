@@ -149,6 +149,19 @@ def test_store_tiles_walked_by_fewer_programs(conv: str, launch: tuple[int, int,
     assert_same_bytes(cache_bytes(cache), expected, pads, f"{conv} launch {launch}")
 
 
+@pytest.mark.parametrize(
+    ("launch", "error"),
+    [((3, 1, 8), ValueError), ((2, 3, 8), ValueError), ((2, 1, -1), ValueError), ((2, 1), TypeError),
+     ([2, 1, 8], TypeError), ((2.0, 1, 8), TypeError)],
+)  # fmt: skip
+def test_store_refuses_a_bad_launch(launch: Any, error: type) -> None:
+    cache = poisoned_cache("v4_584", 4, 2)
+    with pytest.raises(error, match=r"^launch: "):
+        quantize.store_rows(f32(hard_rows("v4_584", 4)), torch.tensor([0, 1, 2, 3], device=DEVICE), cache,
+                            FORMATS["v4_584"], 4, launch)  # fmt: skip
+    assert torch.all(cache == POISON)
+
+
 @pytest.mark.parametrize("conv", list(FORMATS))
 def test_triton_store_equals_its_torch_twin(conv: str) -> None:
     rows = f32(hard_rows(conv, 40))

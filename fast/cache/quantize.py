@@ -264,6 +264,19 @@ def store_launch(fmt: CacheFormat) -> tuple[int, int, int]:
     return max(1, 512 // fmt.dims), 1, 16
 
 
+def _check_launch(launch: object) -> None:
+    """``launch`` must be (rows per tile, warps, programs per SM): two powers of two and an int >= 0."""
+    if not (isinstance(launch, tuple) and len(launch) == 3 and all(type(v) is int for v in launch)):
+        raise TypeError(
+            f"launch: must be a tuple of three ints (rows per tile, warps, programs per SM), got {launch!r}"
+        )
+    per, warps, per_sm = launch
+    if per < 1 or per & (per - 1) or warps < 1 or warps & (warps - 1) or per_sm < 0:
+        raise ValueError(
+            f"launch: rows per tile and warps must be powers of two and programs per SM >= 0, got {launch}"
+        )
+
+
 @functools.cache
 def _multiprocessors(device: torch.device) -> int:
     """The device's SM count; 1 off CUDA, so that ``launch`` counts programs there (tests walk tiles in a loop)."""
@@ -313,6 +326,8 @@ def store_rows(
     ``launch``: (rows per tile, warps, programs per SM; 0: one program per tile), for tuning and tests; the
     tile sizes are powers of two. Default ``store_launch(fmt)``.
     """
+    if launch is not None:
+        _check_launch(launch)
     if rows.shape[0] == 0:
         return
     assert rows.is_contiguous()
