@@ -12,12 +12,12 @@ A tile is ``ROWS`` rows seen as ``[ROWS * groups, words per group, codes per wor
 reductions over the last two axes and the packed words a sum over the last axis (disjoint bit fields); the data
 part is stored as 32-bit words, scales as bytes. A store program walks tiles ``pid, pid + grid, ...`` and loads
 the next tile (rows and slots) before rounding and storing the current one; a gather program takes one row
-compiled, 64 interpreted. Every rounding works on the fp32 bits with integer operations and exact fp32
-multiplications and additions (``rounding.py``), so the interpreter gives the GPU's bytes (Triton's own fp32 ->
-e4m3 conversion, tried compiled on the H200, stored bytes that differ from the reference's in most launch
-shapes). A group holding NaN or +-inf stores the NaN scale code (UE8M0 0xFF, e4m3 0x7F, fp32 0x7FC00000) and
-element codes 0x7F (e4m3) or 0 (e2m1): the whole group reads back as NaN. The BF16 tail rounds to nearest even,
-overflows to infinity and stores NaN as 0x7FC0.
+compiled, 64 interpreted. Every rounding works on the fp32 bits with integer operations, exact fp32
+multiplications and correctly rounded fp32 additions (``rounding.py``), so the interpreter gives the GPU's bytes
+(a variant on Triton's own fp32 -> e4m3 conversion stored wrong bytes compiled: results/gpu_tests.md). A group
+holding NaN or +-inf stores the NaN scale code (UE8M0 0xFF, e4m3 0x7F, fp32 0x7FC00000) and element codes 0x7F
+(e4m3) or 0 (e2m1): the whole group reads back as NaN. The BF16 tail rounds to nearest even, overflows to
+infinity and stores NaN as 0x7FC0.
 """
 
 from __future__ import annotations
