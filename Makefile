@@ -31,6 +31,7 @@ labs: $(SETUP)
 	$(PY) labs/27_indexing.py
 
 lint: $(SETUP)
+	$(PY) -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reference.conventions import CONVENTIONS
+
 
 @dataclass(frozen=True)
 class Params:
@@ -38,26 +40,21 @@ class Operation:
     comparison: str
 
 
-def _op(
-    name: str, summary: str, params: str, signature: str, conventions: tuple[str, ...], comparison: str
-) -> Operation:
+def _op(name: str, summary: str, params: str, signature: str, comparison: str) -> Operation:
+    """One operation; its conventions are those ``reference.conventions`` names for it."""
     positional, _, keyword = params.partition(";")
     return Operation(
-        name, summary, Params(_names(positional), _names(keyword)), " ".join(signature.split()), conventions, comparison
+        name,
+        summary,
+        Params(_names(positional), _names(keyword)),
+        " ".join(signature.split()),
+        tuple(CONVENTIONS[name]),
+        comparison,
     )
 
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(a.strip() for a in text.split(",") if a.strip())
-
-
-FORMAT_CONVENTION_NAMES = ("v4_584", "v41_fp8_528", "v41_fp4_288", "index_fp4_68", "index_fp8_132")
-ATTENTION_CONVENTION_NAMES = (
-    "minus_one_only+empty_zero",
-    "minus_one_only+empty_nan",
-    "out_of_range+empty_zero",
-    "out_of_range+empty_nan",
-)
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -72,7 +69,6 @@ OPERATIONS: dict[str, Operation] = {
             ape: f32[r, C] | None) -> (rows: f32|bf16[R, d], store_rows: i64[R]); R = sum_b max(1, nc_b),
             store_rows = compressed row index j or -1 for a placeholder (zero row); position p of request b at
             state[state_index[b], p % S] (raw score, then latent); a ring below W - 1 slots raises""",
-            ("reserve_max1",),
             "rows within twice the error of the worst same-precision torch formulation, lane by lane, floor 4 ulps "
             "of sum p|v| (docs/compression-properties.md); store_rows and the ring contents of the W - 1 newest "
             "positions exact",
@@ -84,7 +80,6 @@ OPERATIONS: dict[str, Operation] = {
             """same arguments as compression_prefill; one output row per new position, zero and -1 where the
             position does not complete a group; a ring below the declared discipline's safe size for the call
             raises (write_then_read: W + q - 1, read_then_write: W - 1)""",
-            ("write_then_read", "read_then_write"),
             "rows as compression_prefill; store_rows exact; the ring holds exactly every position a later step may "
             "read after any acceptance and that S slots can still hold",
         ),
@@ -96,7 +91,6 @@ OPERATIONS: dict[str, Operation] = {
             -> f32[M, N]; query m at original position positions[m] sees rows j < (positions[m] + 1) // ratio
             (prefill: consecutive positions of one chunk; decode: one position per request); lanes past that
             are not compared, and key rows past it may hold NaN or inf""",
-            (),
             "lanes j < (p + 1) // r within twice the error of the same-precision torch einsum (ulp floor)",
         ),
         _op(
@@ -106,11 +100,8 @@ OPERATIONS: dict[str, Operation] = {
             """fn(scores: f32[M, N], lengths: i32[M], offsets: i32[M], *, k: int) -> i32[M, W]; scores at or
             past lengths[m] hold garbage (NaN, +inf, huge) and must never influence the result; the chosen
             rows are the first min(k, lengths[m]) by descending score (NaN > +inf > numbers > -inf, -0 == +0),
-            ties to the lowest index; offsets[m] is added to lanes holding a row, never to fill lanes.
-            v4.1: W = k, ascending index, -1 fill; v4.1-clamped: W = min(k, N), else as v4.1;
-            v4-prefill: W = min(k, N), rank order, -1 fill; v4-decode: lengths[m] == N, W = min(k, N), rank
-            order, no fill; select: W = k, ascending index, fill INT32_MAX; select-unsorted: select in rank order""",
-            ("v4.1", "v4.1-clamped", "v4-prefill", "v4-decode", "select", "select-unsorted"),
+            ties to the lowest index; offsets[m] is added to lanes holding a row, never to fill lanes; the
+            convention sets the width W, the lane order and the fill (reference.conventions.TOPK)""",
             "exact: the chosen rows, their order, the fill lanes and the offsets per convention",
         ),
         _op(
@@ -121,7 +112,6 @@ OPERATIONS: dict[str, Operation] = {
             (kept block ids ascending, -1 fill); rows at or past lengths[m] count as -inf whatever they hold;
             pinned: the block holding row lengths[m] - 1 scores +inf; blocks ranked NaN > +inf > numbers > -inf,
             ties to the lowest block; a block in a slot is kept unless it scores -inf (drop_nan: or NaN)""",
-            ("pinned+drop_nan", "unpinned+drop_nan", "pinned+propagate_nan", "unpinned+propagate_nan"),
             "exact",
         ),
         _op(
@@ -131,7 +121,6 @@ OPERATIONS: dict[str, Operation] = {
             """fn(offsets: i32[M, k], candidate_blocks: i32[M, nb], *, block_size: int) -> i32[M, k];
             o -> candidate_blocks[m, o // block_size] * block_size + o % block_size; -1 stays -1, and an
             offset into a padding block (-1) restores to -1""",
-            (),
             "exact",
         ),
         _op(
@@ -142,7 +131,6 @@ OPERATIONS: dict[str, Operation] = {
             -> i64[M, K]; Bc = block_size // ratio, slot = block_table[m, j // Bc] * Bc + j % Bc, computed in
             int64; lane i is -1 when rows[m, i] == -1 or i >= lengths[m]. sentinel: lengths[m] == K and -1 lanes
             anywhere; count: lanes below lengths[m] hold rows, lanes at or past it hold garbage and are not read""",
-            ("sentinel", "count"),
             "exact, int64",
         ),
         _op(
@@ -150,7 +138,6 @@ OPERATIONS: dict[str, Operation] = {
             "prefill's gathered layout: each request's offset added to its row lanes",
             "rows, offsets;",
             "fn(rows: i32[M, K], offsets: i64[M]) -> i64[M, K]; rows[m, i] + offsets[m], -1 stays -1",
-            (),
             "exact, int64",
         ),
         _op(
@@ -161,7 +148,6 @@ OPERATIONS: dict[str, Operation] = {
             W = min(window, seqlen), query i lists positions max(0, i - window + 1) .. i oldest first, -1 after;
             start_pos > 0: decode of the one query at start_pos (seqlen == 1), R = 1, W = window ring slots
             oldest first; -1 lanes last (v4) or first (v4.1) while the ring fills""",
-            ("v4", "v4.1"),
             "exact",
         ),
         _op(
@@ -177,7 +163,6 @@ OPERATIONS: dict[str, Operation] = {
             value the format cannot store (a RoPE value that overflows bf16), raises ValueError before any byte
             is written; no byte outside the stored rows' data and scale parts changes (the V4 pad byte: 0 or
             untouched)""",
-            FORMAT_CONVENTION_NAMES,
             "exact bytes (a -0.0 input may give either zero code)",
         ),
         _op(
@@ -187,7 +172,6 @@ OPERATIONS: dict[str, Operation] = {
             """fn(cache: u8[num_blocks, block_bytes], slots: i64[R], *, fmt: str, rows_per_block: int) -> f32[R, d];
             layout as quantize_store; slots >= 0 in any order, repeats allowed; pad bytes, block padding and
             other rows are never read; codes are finite (NaN codes are outside the contract)""",
-            FORMAT_CONVENTION_NAMES,
             "exact: every value equals the reference decoding of the stored bytes (sign of zero not compared)",
         ),
         _op(
@@ -201,7 +185,6 @@ OPERATIONS: dict[str, Operation] = {
             none, +inf: output 0. Convention "INVALID+EMPTY": INVALID minus_one_only (only -1 is skipped, every
             other lane is in [0, N)) or out_of_range (every lane < 0 or >= N is skipped); EMPTY, for a row with
             no valid lane: empty_zero (out 0, lse +inf) or empty_nan (out NaN, lse NaN)""",
-            ATTENTION_CONVENTION_NAMES,
             "within twice the error of same-precision (f32) torch implementations, lane by lane",
         ),
     )

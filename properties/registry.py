@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from properties.contract import operation, require_convention
+from properties.loader import gather
 
 ORIGINS = ("reference", "fast", "user", "mutant")
 
@@ -46,6 +47,9 @@ class Registry:
         self._items[impl.id] = impl
         return impl
 
+    def __contains__(self, impl_id: object) -> bool:
+        return impl_id in self._items
+
     def find(self, op: str | None = None, origin: str | None = None) -> list[Implementation]:
         return [
             i for i in self._items.values() if (op is None or i.op == op) and (origin is None or i.origin == origin)
@@ -56,39 +60,24 @@ REGISTRY = Registry()
 MUTANTS = Registry()
 
 
-def implementation(
-    op: str,
-    name: str,
-    *,
-    convention: str | None = None,
-    origin: str = "fast",
-    registry: Registry | None = None,
+def collect(
+    into: list[Implementation], op: str, name: str, *, convention: str | None = None, origin: str = "fast"
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: register ``fn`` as an implementation of ``op``."""
+    """Decorator: append ``fn`` to ``into`` as an implementation of ``op`` (registered by :func:`discover`)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        (registry or REGISTRY).register(Implementation(op, name, fn, convention, origin))
+        into.append(Implementation(op, name, fn, convention, origin))
         return fn
 
     return wrap
 
 
-PROJECT_MODULES = (
-    "properties.reference_impls_compression",
-    "properties.reference_impls_indexing",
-    "properties.reference_impls_formats",
-    "fast.registrations",
-)
-
-
 def discover() -> Registry:
-    """Import every module that registers the project's implementations; fast ones only if torch is present."""
-    for module in PROJECT_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name not in {module, "torch", "triton", *module.split(".")[:1]}:
-                raise
+    """Register every area's reference adapters (``properties.<area>.impls``) and the project's fast kernels
+    (``properties.<area>.kernels``), once; the registry is the same object on every call."""
+    for impl in [*gather("impls", "IMPLEMENTATIONS"), *gather("kernels", "IMPLEMENTATIONS")]:
+        if impl.id not in REGISTRY:
+            REGISTRY.register(impl)
     return REGISTRY
 
 

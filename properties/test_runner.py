@@ -3,8 +3,9 @@ examples Hypothesis runs after it."""
 
 from __future__ import annotations
 
+from properties.cache.frozen import STORED_NAN
+from properties.cache.props_store import PROPERTIES
 from properties.mutants import register_mutants
-from properties.props_formats import PROPERTIES, STORED_NAN
 from properties.runner import run_property
 
 

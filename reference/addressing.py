@@ -12,9 +12,19 @@ non-negative blocks (two logical blocks sharing a physical one would make two ro
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
 from reference.checks import require, require_int, require_nonnegative_int, require_positive_int
+
+
+class LaneGuard(enum.Enum):
+    """Which lanes of a row list a translation reads (:func:`rows_to_slots`)."""
+
+    SENTINEL = "sentinel"
+    """Every lane below the row's length is read; a ``-1`` lane stays ``-1`` (the book's lab)."""
+    COUNT = "count"
+    """Lanes below the count must hold rows; lanes at or past it are not read (the public CUDA conversion)."""
 
 
 def rows_per_block(block_size: int, ratio: int) -> int:

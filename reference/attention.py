@@ -44,6 +44,7 @@ __all__ = [
     "EmptyRow",
     "HeadResult",
     "InvalidLanes",
+    "LaneRules",
     "Sink",
     "Special",
     "Value",
@@ -57,6 +58,15 @@ Value = Fraction | Special
 InvalidLanes = Literal["minus_one_only", "out_of_range"]
 EmptyRow = Literal["zero", "nan"]
 Sink = int | Fraction | Special | None
+
+
+@dataclass(frozen=True)
+class LaneRules:
+    """The two choices of a sparse-attention convention: which lanes are skipped, and what a row with none
+    left returns."""
+
+    invalid: InvalidLanes
+    empty_row: EmptyRow
 
 
 @dataclass(frozen=True)

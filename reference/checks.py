@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Final
+
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
+INT64_MAX: Final = 2**63 - 1
+"""The limits of the int32 and int64 lanes that indices, slots and lengths are stored in."""
 
 
 def fail(argument: str, rule: str) -> ValueError:

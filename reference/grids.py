@@ -215,14 +215,6 @@ def e2m1_decode(code: int) -> Fraction:
     return decode(E2M1, code)
 
 
-def bf16_encode(x: int | Fraction) -> int:
-    return encode(BF16, x)
-
-
-def bf16_decode(bits: int) -> Fraction:
-    return decode(BF16, bits)
-
-
 UE8M0_NAN = 0xFF
 UE8M0_BIAS = 127
 

@@ -1,4 +1,4 @@
-"""Top-k over the valid prefix of a score row, under each public output convention (docs/conventions.md).
+"""Top-k over the valid prefix of a score row, under each public output convention (docs/indexing.md).
 
 Inputs shared by every function here:
 
@@ -22,13 +22,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
-from reference.checks import fail, require, require_int, require_nonnegative_int
+from reference.checks import INT32_MAX, fail, require, require_int, require_nonnegative_int
 from reference.score_values import Score, is_neg_inf, rank_key, require_score
-
-INT32_MAX: Final = 2**31 - 1
-"""The select-style default fill value for lanes with no row."""
 
 
 class Width(enum.Enum):
@@ -96,6 +93,33 @@ class SelectTopK:
 TopKConvention: TypeAlias = V41TopK | V4TopK | SelectTopK
 
 
+@dataclass(frozen=True)
+class LaneLayout:
+    """How a convention lays out one result row: ``index_order`` (ascending index, else rank order),
+    ``fixed`` width (``k`` lanes, else ``min(k, len(scores))``), the ``fill`` of lanes holding no row, and
+    ``whole_row`` (the row must hold exactly the visible rows, V4 decode)."""
+
+    index_order: bool
+    fixed: bool
+    fill: int
+    whole_row: bool = False
+
+    def lanes(self, k: int, length: int) -> int:
+        """Lanes of a result row for ``k`` and a score row of ``length`` entries."""
+        return k if self.fixed else min(k, length)
+
+
+def lane_layout(convention: TopKConvention) -> LaneLayout:
+    """The lane layout of ``convention`` (what :func:`topk` writes)."""
+    if isinstance(convention, V41TopK):
+        return LaneLayout(True, convention.width is Width.FIXED, -1)
+    if isinstance(convention, V4TopK):
+        return LaneLayout(False, False, -1, whole_row=convention.phase is Phase.DECODE)
+    if isinstance(convention, SelectTopK):
+        return LaneLayout(convention.sorted_index, True, require_int(convention.fill, "fill"))
+    raise fail("convention", f"must be V41TopK, V4TopK or SelectTopK, got {type(convention).__name__}")
+
+
 def valid_prefix(scores: Sequence[object], valid: int) -> list[Score]:
     """``scores[:valid]`` as exact scores; raises if ``valid`` is negative or larger than the row."""
     n = require_nonnegative_int(valid, "valid")
@@ -135,31 +159,24 @@ def topk(scores: Sequence[object], valid: int, k: int, convention: TopKConventio
     count = require_nonnegative_int(k, "k")
     shift = require_nonnegative_int(offset, "offset")
     length = len(scores)
-    if isinstance(convention, V41TopK):
-        rows = sorted(chosen_rows(scores, valid, count, convention.masked_lanes))
-        lanes = min(count, length) if convention.width is Width.CLAMPED else count
-        return _pad([r + shift for r in rows], lanes, -1)
-    if isinstance(convention, V4TopK):
-        rows_ranked = chosen_rows(scores, valid, count)
-        if convention.phase is Phase.DECODE:
-            require(
-                valid == length,
-                "valid",
-                f"V4 decode scores exactly the visible rows, so valid must equal len(scores) = {length}, got {valid}",
-            )
-        return _pad([r + shift for r in rows_ranked], min(count, length), -1)
-    if isinstance(convention, SelectTopK):
-        fill = require_int(convention.fill, "fill")
+    layout = lane_layout(convention)
+    if layout.whole_row:
         require(
-            fill < 0 or fill >= shift + length,
+            valid == length,
+            "valid",
+            f"V4 decode scores exactly the visible rows, so valid must equal len(scores) = {length}, got {valid}",
+        )
+    if isinstance(convention, SelectTopK):
+        require(
+            layout.fill < 0 or layout.fill >= shift + length,
             "fill",
             f"must not collide with a row lane: use a negative value or one >= offset + len(scores) = "
-            f"{shift + length}, got {fill}",
+            f"{shift + length}, got {layout.fill}",
         )
-        picked = chosen_rows(scores, valid, count, convention.masked_lanes)
-        ordered = sorted(picked) if convention.sorted_index else list(picked)
-        return _pad([r + shift for r in ordered], count, fill)
-    raise fail("convention", f"must be V41TopK, V4TopK or SelectTopK, got {type(convention).__name__}")
+    masked = MaskedLanes.ELIGIBLE if isinstance(convention, V4TopK) else convention.masked_lanes
+    picked = chosen_rows(scores, valid, count, masked)
+    ordered = sorted(picked) if layout.index_order else list(picked)
+    return _pad([r + shift for r in ordered], layout.lanes(count, length), layout.fill)
 
 
 def _pad(lanes: list[int], width: int, fill: int) -> tuple[int, ...]:

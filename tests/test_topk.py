@@ -11,9 +11,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reference.checks import INT32_MAX
 from reference.score_values import NAN, NEG_INF, POS_INF, Special
 from reference.topk import (
-    INT32_MAX,
     MaskedLanes,
     Phase,
     SelectTopK,

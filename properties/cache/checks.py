@@ -1,0 +1,254 @@
+"""What the store and gather properties share: a store call expanded for a format, the poisoned cache it starts
+from, the exact expected bytes and refusals, and byte-level comparison with a failure report that names the
+block, row and part of the first differing byte (docs/cache-properties.md)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from properties.cache.common import (
+    cache_layout,
+    equals_float,
+    is_float32,
+    pad_offsets,
+    reference_decode,
+    reference_decode_f32,
+    reference_row,
+)
+from properties.cache.strategies import (
+    garbage_row,
+    row_values,
+)
+from properties.compare import Mismatch
+from properties.registry import Implementation
+from reference.cache_blocks import BlockLayout, slot_byte_offsets
+from reference.formats import RowFormat
+
+SHOWN_VALUES = 8  # row values quoted in a failure report
+
+
+@dataclass(frozen=True)
+class StoreCase:
+    """One quantize_store call, expanded for a format."""
+
+    fmt: str
+    layout: BlockLayout
+    rows: list[list[float]]
+    slots: list[int]
+    poison: bytes
+
+    @property
+    def rowfmt(self) -> RowFormat:
+        return self.layout.fmt
+
+    @property
+    def stored(self) -> list[tuple[int, int]]:
+        return [(i, s) for i, s in enumerate(self.slots) if s != -1]
+
+
+def poison_bytes(seed: int, size: int) -> bytes:
+    """A byte pattern no writer produces by accident over a whole row."""
+    i = torch.arange(size, dtype=torch.int64)
+    return bytes(((i * 97 + (i >> 8) * 29 + seed * 57 + 11) % 256).to(torch.uint8).tolist())
+
+
+_EXPANDED: dict[tuple[str, str, str], Any] = {}
+
+
+def memo(kind: str, example: dict[str, Any], fmt: str, build: Callable[[], Any]) -> Any:
+    """Expansions are pure functions of (example, format) and every property and mutant replays the same
+    derandomized examples, so each is built once (callers never mutate the result)."""
+    key = (kind, repr(example), fmt)
+    if key not in _EXPANDED:
+        if len(_EXPANDED) > 4096:
+            _EXPANDED.clear()
+        _EXPANDED[key] = build()
+    return _EXPANDED[key]
+
+
+def store_case(example: dict[str, Any], fmt: str) -> StoreCase:
+    """The rows, slots and poisoned cache an example stands for in ``fmt`` (memoized)."""
+    return memo("store", example, fmt, lambda: _store_case(example, fmt))  # type: ignore[no-any-return]
+
+
+def _store_case(example: dict[str, Any], fmt: str) -> StoreCase:
+    layout = cache_layout(fmt, example["rows_per_block"])
+    patterns = [row_values(p, layout.fmt) for p in example["patterns"]]
+    rows = [
+        patterns[p] if slot != -1 else garbage_row(garbage, patterns[p], k)
+        for k, (p, slot, garbage) in enumerate(example["rows"])
+    ]
+    slots = [slot for _, slot, _ in example["rows"]]
+    poison = poison_bytes(example["poison"], example["num_blocks"] * layout.block_bytes)
+    return StoreCase(fmt, layout, rows, slots, poison)
+
+
+def _tensors(
+    rows: list[list[float]], slots: list[int], cache: bytes, layout: BlockLayout, device: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows_t = torch.tensor(rows, dtype=torch.float32, device=device).reshape(len(rows), layout.fmt.dims)
+    slots_t = torch.tensor(slots, dtype=torch.int64, device=device)
+    cache_t = torch.tensor(list(cache), dtype=torch.uint8, device=device).reshape(-1, layout.block_bytes)
+    return rows_t, slots_t, cache_t
+
+
+def run_store(impl: Implementation, case: StoreCase, rows: list[list[float]], slots: list[int], cache: bytes) -> bytes:
+    """Run the implementation's quantize_store on a copy of ``cache``; the cache's bytes afterwards."""
+    rows_t, slots_t, cache_t = _tensors(rows, slots, cache, case.layout, impl.device)
+    impl.fn(rows_t, slots_t, cache_t, fmt=case.fmt, rows_per_block=case.layout.rows)
+    if cache_t.dtype != torch.uint8 or cache_t.numel() != len(cache):
+        raise Mismatch("quantize_store", detail="the cache tensor changed dtype or size")
+    return bytes(cache_t.cpu().reshape(-1).tolist())
+
+
+def describe(layout: BlockLayout, position: int) -> str:
+    """Which part of the cache an absolute byte position belongs to."""
+    fmt, rows = layout.fmt, layout.rows
+    block, offset = divmod(position, layout.block_bytes)
+    if offset >= layout.payload_bytes:
+        return f"block {block} padding byte {offset - layout.payload_bytes}"
+    if layout.arrangement == "sectioned":
+        if offset < rows * fmt.data_bytes:
+            row, part, at = offset // fmt.data_bytes, "data", offset % fmt.data_bytes
+        else:
+            rest = offset - rows * fmt.data_bytes
+            row, part, at = rest // fmt.scale_bytes, "scale", rest % fmt.scale_bytes
+    else:
+        row, at = divmod(offset, fmt.row_bytes)
+        part = "data" if at < fmt.data_bytes else "scale"
+        at = at if part == "data" else at - fmt.data_bytes
+    if part == "scale" and at >= fmt.scale_bytes - fmt.scale_pad_bytes:
+        part = "pad"
+    return f"slot {block * rows + row} (block {block} row {row}) {part} byte {at}"
+
+
+def shown_values(values: list[float]) -> str:
+    more = f", ... ({len(values)} values)" if len(values) > SHOWN_VALUES else ""
+    return "[" + ", ".join(repr(v) for v in values[:SHOWN_VALUES]) + more + "]"
+
+
+def compare_cache(
+    what: str,
+    layout: BlockLayout,
+    expected: bytes,
+    got: bytes,
+    *,
+    free_bits: dict[int, int] | None = None,
+    choices: dict[int, set[int]] | None = None,
+    context: str = "",
+) -> None:
+    """Every byte equal, except bits in ``free_bits`` (either value allowed) and bytes with listed ``choices``."""
+    if expected == got:
+        return
+    free_bits, choices = free_bits or {}, choices or {}
+    lanes: list[tuple[tuple[int, ...], Any, Any]] = []
+    for position, (e, g) in enumerate(zip(expected, got, strict=True)):
+        if e == g or g in choices.get(position, ()) or not (e ^ g) & ~free_bits.get(position, 0):
+            continue
+        lanes.append(((position,), f"0x{e:02x}", f"0x{g:02x} at {describe(layout, position)}"))
+    if lanes:
+        first = describe(layout, lanes[0][0][0])
+        raise Mismatch(what, lanes, detail=f"{len(lanes)} byte(s) differ, first at {first}{context}")
+
+
+def _zero_sign_bits(fmt: RowFormat, values: list[float]) -> dict[int, int]:
+    """Row data offset -> sign bits that may be set or clear, for -0.0 inputs (exact rationals have no -0)."""
+    free: dict[int, int] = {}
+    for j, v in enumerate(values):
+        if v != 0 or math.copysign(1.0, v) > 0:
+            continue
+        if j >= fmt.quantized_dims:
+            at, bit = fmt.quantized_bytes + 2 * (j - fmt.quantized_dims) + 1, 0x80
+        elif fmt.element == "e4m3":
+            at, bit = j, 0x80
+        else:
+            at, bit = j // 2, 0x8 << (4 * (j % 2))
+        free[at] = free.get(at, 0) | bit
+    return free
+
+
+def row_refusal(fmt: str, values: list[float]) -> str | None:
+    """Why the reference refuses to store a row (NaN, infinity, a RoPE value beyond bf16), or None."""
+    if not all(math.isfinite(v) for v in values):
+        return "holds NaN or infinity"
+    try:
+        reference_row(fmt, tuple(values))
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+BF16_OVERFLOW = (2 - 2**-8) * 2.0**127  # float32 magnitudes from here on round to bf16 infinity
+
+
+def cheap_refusal(fmt: RowFormat, values: list[float]) -> str | None:
+    """``row_refusal`` without the reference: for float32 rows the reference refuses exactly NaN, infinity and a
+    RoPE value that rounds to bf16 infinity (a float32 amax keeps every scale exponent within [-127, 127])."""
+    if not all(math.isfinite(v) for v in values):
+        return "holds NaN or infinity"
+    if any(abs(v) >= BF16_OVERFLOW for v in values[fmt.quantized_dims :]):
+        return "has a RoPE value that overflows bf16"
+    return None
+
+
+def refusal(case: StoreCase, *, cheap: bool = False) -> str | None:
+    """Why the reference refuses the call (a stored row it cannot store), or None."""
+    for i, _ in case.stored:
+        why = cheap_refusal(case.rowfmt, case.rows[i]) if cheap else row_refusal(case.fmt, case.rows[i])
+        if why is not None:
+            return f"rows[{i}] is stored and {why}"
+    return None
+
+
+def expected_cache(case: StoreCase) -> tuple[bytes, dict[int, int], dict[int, set[int]]]:
+    """The reference's cache after the call, with the sign bits of -0.0 inputs and the pad bytes left free."""
+    out = bytearray(case.poison)
+    free: dict[int, int] = {}
+    choices: dict[int, set[int]] = {}
+    for i, slot in case.stored:
+        row = reference_row(case.fmt, tuple(case.rows[i]))
+        data_at, scale_at = slot_byte_offsets(case.layout, slot)
+        out[data_at : data_at + len(row.data)] = row.data
+        out[scale_at : scale_at + len(row.scales)] = row.scales
+        for at, bits in _zero_sign_bits(case.rowfmt, case.rows[i]).items():
+            free[data_at + at] = bits
+        for at in pad_offsets(case.layout):
+            choices[scale_at + at] = {0, case.poison[scale_at + at]}
+    return bytes(out), free, choices
+
+
+def decode_at(case: StoreCase, cache: bytes, slot: int) -> tuple[float, ...] | str:
+    """The reference decoding of a slot's bytes as floats, or why it has none."""
+    fmt = case.rowfmt
+    data_at, scale_at = slot_byte_offsets(case.layout, slot)
+    data, scales = cache[data_at : data_at + fmt.data_bytes], cache[scale_at : scale_at + fmt.scale_bytes]
+    try:
+        values = reference_decode_f32(case.fmt, data, scales)
+    except ValueError as err:
+        return str(err)
+    if values is None:
+        exact = reference_decode(case.fmt, data, scales)
+        wide = [float(v) for v in exact if not equals_float(v, float(v)) or not is_float32(float(v))]
+        return f"decodes to values float32 cannot hold, such as {wide[:3]}"
+    return values
+
+
+def compare_rows(what: str, expected: list[Any], got: list[list[float]], context: str) -> None:
+    """Rows of floats equal lane by lane (-0.0 == 0.0); an expected row may be a reason it has no value."""
+    lanes: list[tuple[tuple[int, ...], Any, Any]] = []
+    for r, (e_row, g_row) in enumerate(zip(expected, got, strict=True)):
+        if isinstance(e_row, str):
+            lanes.append(((r,), "decodable bytes", e_row))
+        elif list(e_row) != list(g_row):
+            lanes.extend(((r, j), e, g) for j, (e, g) in enumerate(zip(e_row, g_row, strict=True)) if not e == g)
+    if lanes:
+        raise Mismatch(what, lanes, detail=f"{len(lanes)} value(s) differ{context}")
+
+
+HUNT_EXAMPLES = 100
+"""Examples per mutant in the mutation hunt: every shipped mutant dies within a few dozen where it dies at all."""

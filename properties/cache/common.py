@@ -1,0 +1,179 @@
+"""What quantize_store, gather_dequantize and sparse_attention share: the contract's format and convention names,
+the cache layout of a format, and memoized calls into the exact reference (docs/cache-properties.md).
+
+A cache is ``u8[num_blocks, block_bytes]`` with ``block_bytes = public_layout(fmt, rows_per_block).block_bytes``;
+physical slot ``s`` is row ``s % rows_per_block`` of block ``s // rows_per_block``.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from fractions import Fraction
+
+from reference.attention import EmptyRow, HeadResult, InvalidLanes, Sink, valid_lanes
+from reference.attention import sparse_attention as reference_attention
+from reference.cache_blocks import BlockLayout, public_layout
+from reference.conventions import FORMATS, SPARSE_ATTENTION, lookup
+from reference.formats import QuantizedRow, RowFormat, dequantize_row, quantize_row
+from reference.grids import FP32, encode
+from reference.score_values import NAN, NEG_INF, POS_INF
+
+FORMAT_CONVENTIONS: tuple[str, ...] = tuple(FORMATS)
+ATTENTION_CONVENTIONS: tuple[str, ...] = tuple(SPARSE_ATTENTION)
+
+
+def row_format_of(fmt: str) -> RowFormat:
+    """The reference row format a contract format name stands for."""
+    return lookup(FORMATS, fmt, "fmt")
+
+
+def cache_layout(fmt: str, rows_per_block: int) -> BlockLayout:
+    """The public block layout of ``fmt`` with ``rows_per_block`` rows (arrangement and padding)."""
+    if isinstance(rows_per_block, bool) or not isinstance(rows_per_block, int) or rows_per_block < 1:
+        raise ValueError(f"rows_per_block: must be an int >= 1, got {rows_per_block!r}")
+    return public_layout(row_format_of(fmt), rows_per_block)
+
+
+def pad_offsets(layout: BlockLayout) -> range:
+    """Offsets, within a row's scale part, of the pad bytes a writer may leave unwritten or write as 0."""
+    fmt = layout.fmt
+    return range(fmt.scale_bytes - fmt.scale_pad_bytes, fmt.scale_bytes)
+
+
+def attention_convention(convention: str) -> tuple[InvalidLanes, EmptyRow]:
+    """``"out_of_range+empty_nan"`` -> ``("out_of_range", "nan")``."""
+    found = lookup(SPARSE_ATTENTION, convention, "convention")
+    return found.invalid, found.empty_row
+
+
+# Memoized reference calls: the reference adapter and a property's check ask for the same rows.
+
+
+@functools.lru_cache(maxsize=8192)
+def reference_row(fmt: str, values: tuple[float, ...]) -> QuantizedRow:
+    """The exact stored bytes of one row of finite float values (``Fraction(x)`` is exact)."""
+    return quantize_row(row_format_of(fmt), [Fraction(v) for v in values])
+
+
+@functools.lru_cache(maxsize=8192)
+def reference_decode(fmt: str, data: bytes, scales: bytes) -> tuple[Fraction, ...]:
+    """The exact values stored bytes stand for."""
+    return dequantize_row(row_format_of(fmt), QuantizedRow(data, scales))
+
+
+@functools.lru_cache(maxsize=8192)
+def reference_decode_f32(fmt: str, data: bytes, scales: bytes) -> tuple[float, ...] | None:
+    """``reference_decode`` as floats, when every value is exactly a float32 (else None): compared with a
+    float32 result by plain float equality, which is then exact."""
+    exact = reference_decode(fmt, data, scales)
+    floats = tuple(float(v) for v in exact)
+    if all(is_float32(f) and equals_float(v, f) for v, f in zip(exact, floats, strict=True)):
+        return floats
+    return None
+
+
+def as_sink(value: float) -> Sink:
+    """A float sink as the reference takes it: -inf is no sink, +inf is a sink that zeroes the output."""
+    if value != value:
+        raise ValueError("sink: NaN has no defined result")
+    if value == float("-inf"):
+        return NEG_INF
+    if value == float("inf"):
+        return POS_INF
+    return Fraction(value)
+
+
+def reference_attention_row(
+    q: tuple[tuple[float, ...], ...],
+    kv: tuple[tuple[float, ...], ...],
+    lanes: tuple[int, ...],
+    scale: float,
+    sinks: tuple[float, ...],
+    dv: int,
+    invalid: InvalidLanes,
+    empty_row: EmptyRow,
+) -> tuple[HeadResult, ...]:
+    """One query row's exact result per head; values are the first ``dv`` entries of each cache row.
+
+    The memo is keyed on the row's valid lanes, sorted, as the reference's own ``valid_lanes`` finds them: the
+    reference skips invalid lanes and sums valid ones in ascending order, so a row's result depends on nothing
+    else (bit for bit), and calls that differ only in lane order or in how they mark invalid lanes share it.
+    """
+    valid = valid_lanes(lanes, len(kv), invalid)
+    return _attention_row(q, kv, valid, scale, sinks, dv, empty_row if not valid else "zero")
+
+
+@functools.lru_cache(maxsize=8192)
+def _attention_row(
+    q: tuple[tuple[float, ...], ...],
+    kv: tuple[tuple[float, ...], ...],
+    lanes: tuple[int, ...],
+    scale: float,
+    sinks: tuple[float, ...],
+    dv: int,
+    empty_row: EmptyRow,
+) -> tuple[HeadResult, ...]:
+    keys = [[Fraction(x) for x in row] for row in kv]
+    values = [row[:dv] for row in keys] if keys else None
+    heads = reference_attention(
+        [[Fraction(x) for x in head] for head in q],
+        keys,
+        list(lanes),
+        scale=Fraction(scale),
+        sinks=[as_sink(s) for s in sinks],
+        values=values,
+        invalid="out_of_range",
+        empty_row=empty_row,
+    )
+    # With no cache row the reference cannot know dv and returns len(q[0]) entries, all 0 or NaN.
+    return tuple(HeadResult(h.out[:dv], h.lse) for h in heads)
+
+
+def to_float(value: object) -> float:
+    """An exact reference value as the nearest float64 (+inf and NaN for the markers)."""
+    if value is POS_INF:
+        return float("inf")
+    if value is NEG_INF:
+        return float("-inf")
+    if value is NAN:
+        return float("nan")
+    assert isinstance(value, Fraction)
+    return float(value)
+
+
+def to_float32(value: object) -> float:
+    """An exact reference value rounded once, to nearest even, to float32 (returned as a Python float)."""
+    if not isinstance(value, Fraction):
+        return to_float(value)
+    (result,) = struct.unpack("<f", encode(FP32, value).to_bytes(4, "little"))
+    return float(result)
+
+
+def is_float32(x: float) -> bool:
+    """Whether a float is exactly a float32 value (infinities and NaN included)."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return True
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", x))[0]) == x
+    except OverflowError:
+        return False
+
+
+def equals_float(exact: Fraction, x: float) -> bool:
+    """Whether the exact rational equals the float ``x`` (fast: integer bit tests, no Fraction arithmetic)."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return False
+    d = exact.denominator
+    if d & (d - 1):
+        return False  # not dyadic, so no float
+    return float(exact) == x and _bits_fit_float64(exact)
+
+
+def _bits_fit_float64(exact: Fraction) -> bool:
+    n = abs(exact.numerator)
+    if n == 0:
+        return True
+    lowest = (n & -n).bit_length() - exact.denominator.bit_length()
+    highest = n.bit_length() - exact.denominator.bit_length()
+    return highest - lowest <= 52 and lowest >= -1074

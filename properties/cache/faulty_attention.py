@@ -1,0 +1,244 @@
+"""Sparse MQA attention with a sink in torch eager, float32: a tiled online-softmax implementation with switches
+that each plant one realistic bug (the mutants' base), and the same-precision baselines the comparison rule uses.
+
+The tiled version walks the lanes ``TILE`` at a time, keeping a running maximum, sum and output as flash kernels
+do; a tile whose lanes are all invalid leaves the running maximum at -inf, which the correct version guards.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from properties.cache.common import attention_convention
+
+TILE = 4
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class AttentionBugs:
+    """One planted bug per switch; the default is the correct implementation."""
+
+    sink: Literal["once", "dropped", "twice", "in_lse"] = "once"
+    minus_one_wraps: bool = False  # lane -1 gathers row N-1 (negative indexing) and counts as valid
+    stop_at_minus_one: bool = False  # the first -1 ends the row, as if valid lanes always came first
+    unguarded_tile: bool = False  # no guard for an all-invalid tile: exp(-inf - (-inf)) poisons the row with NaN
+    empty_nan_under_zero: bool = False  # an empty row gives NaN even under the empty_zero convention
+    invalid_score_zero: bool = False  # invalid lanes masked to score 0 (not -inf): each still weighs e^0
+    clamp_out_of_range: bool = False  # lanes >= N clamped to row N-1 instead of skipped
+
+
+NO_BUGS = AttentionBugs()
+
+
+def _validate(
+    q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, dv: int, invalid: str
+) -> None:
+    if q.dim() != 3 or kv.dim() != 2 or q.shape[2] != kv.shape[1]:
+        raise ValueError(f"q, kv: must be [M, H, D] and [N, D], got {list(q.shape)} and {list(kv.shape)}")
+    if indices.dim() != 2 or indices.shape[0] != q.shape[0] or indices.dtype != torch.int32:
+        raise ValueError(f"indices: must be i32[{q.shape[0]}, K], got {indices.dtype}{list(indices.shape)}")
+    if sink.shape != (q.shape[1],):
+        raise ValueError(f"sink: must be f32[{q.shape[1]}], got {list(sink.shape)}")
+    if not 1 <= dv <= q.shape[2]:
+        raise ValueError(f"dv: must be in [1, {q.shape[2]}], got {dv}")
+    if invalid == "minus_one_only":
+        lanes = indices.to(torch.int64)
+        wrong = (lanes != -1) & ((lanes < 0) | (lanes >= kv.shape[0]))
+        if wrong.any():
+            raise ValueError(f"indices: under minus_one_only every lane is -1 or in [0, {kv.shape[0]})")
+
+
+def _lanes(indices: torch.Tensor, n: int, invalid: str, bugs: AttentionBugs) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row gathered for each lane, whether the lane counts)."""
+    lanes = indices.to(torch.int64)
+    if bugs.clamp_out_of_range:
+        lanes = torch.where(lanes >= n, n - 1, lanes)
+    if invalid == "out_of_range":
+        valid = (lanes >= 0) & (lanes < n)
+    else:
+        valid = lanes != -1
+    if bugs.minus_one_wraps:
+        valid = valid | ((lanes == -1) & (n > 0))
+        lanes = torch.where(lanes == -1, n - 1, lanes)
+    if bugs.stop_at_minus_one:
+        valid = valid & (torch.cumprod((lanes != -1).to(torch.int64), dim=1) > 0)
+    return torch.where(valid, lanes, 0), valid
+
+
+def _scores(q: torch.Tensor, kv: torch.Tensor, rows: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores [M, H, K] and gathered cache rows [M, K, D], float32."""
+    kv32 = kv.to(torch.float32)
+    if kv32.shape[0] == 0:
+        gathered = torch.zeros((*rows.shape, kv32.shape[1]), dtype=torch.float32, device=kv.device)
+    else:
+        gathered = kv32[rows]
+    return scale * torch.einsum("mhd,mkd->mhk", q.to(torch.float32), gathered), gathered
+
+
+def _finish(
+    acc: torch.Tensor,
+    total: torch.Tensor,
+    top: torch.Tensor,
+    sink: torch.Tensor,
+    empty: torch.Tensor,
+    empty_row: str,
+    bugs: AttentionBugs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Divide by the sum plus the sink, take lse, apply the empty-row convention."""
+    safe_top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+    sink_weight = torch.exp(sink.to(torch.float32)[None, :] - safe_top)
+    factor = {"once": 1.0, "dropped": 0.0, "twice": 2.0, "in_lse": 1.0}[bugs.sink]
+    out = acc / (total + factor * sink_weight)[..., None]
+    lse = safe_top + torch.log(total + (sink_weight if bugs.sink == "in_lse" else 0.0))
+    empty = empty[:, None].expand_as(lse)
+    if empty_row == "nan" or bugs.empty_nan_under_zero:
+        out = torch.where(empty[..., None], float("nan"), out)
+        lse = torch.where(empty, float("nan"), lse)
+    else:
+        out = torch.where(empty[..., None], 0.0, out)
+        lse = torch.where(empty, float("inf"), lse)
+    return out, lse
+
+
+def tiled_attention(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor,
+    *,
+    scale: float,
+    dv: int,
+    convention: str,
+    tile: int = TILE,
+    bugs: AttentionBugs = NO_BUGS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Online softmax over tiles of ``tile`` lanes; returns (out f32[M, H, dv], lse f32[M, H])."""
+    invalid, empty_row = attention_convention(convention)
+    _validate(q, kv, indices, sink, dv, invalid)
+    rows, valid = _lanes(indices, kv.shape[0], invalid, bugs)
+    scores, gathered = _scores(q, kv, rows, scale)
+    fill = 0.0 if bugs.invalid_score_zero else NEG_INF
+    scores = scores.masked_fill(~valid[:, None, :], fill)
+    m, h = scores.shape[:2]
+    top = torch.full((m, h), NEG_INF, device=q.device)
+    total = torch.zeros((m, h), device=q.device)
+    acc = torch.zeros((m, h, dv), device=q.device)
+    for start in range(0, scores.shape[2], tile):
+        block = scores[..., start : start + tile]
+        new_top = torch.maximum(top, block.amax(-1))
+        shift = new_top if bugs.unguarded_tile else torch.where(torch.isinf(new_top), 0.0, new_top)
+        rescale = torch.exp(top - shift)
+        weights = torch.exp(block - shift[..., None])
+        values = gathered[:, start : start + tile, :dv]
+        total = total * rescale + weights.sum(-1)
+        acc = acc * rescale[..., None] + torch.einsum("mhk,mkd->mhd", weights, values)
+        top = new_top
+    counted = valid if not bugs.invalid_score_zero else torch.ones_like(valid)
+    empty = ~counted.any(dim=1)
+    return _finish(acc, total, top, sink, empty, empty_row, bugs)
+
+
+def dense_attention(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor,
+    *,
+    scale: float,
+    dv: int,
+    convention: str,
+    reverse: bool = False,
+    stepwise: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One softmax over all lanes at once, float32; lanes reversed first if ``reverse``. ``stepwise`` forms each
+    weight as an online kernel does, ``e^{s_j - m_j} * e^{m_j - m}`` with ``m_j`` the running maximum."""
+    invalid, empty_row = attention_convention(convention)
+    _validate(q, kv, indices, sink, dv, invalid)
+    if reverse:
+        indices = indices.flip(1)
+    rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
+    scores, gathered = _scores(q, kv, rows, scale)
+    scores = scores.masked_fill(~valid[:, None, :], NEG_INF)
+    if scores.shape[2] == 0:
+        top = torch.full(scores.shape[:2], NEG_INF, device=q.device)
+    else:
+        top = scores.amax(-1)
+    safe_top = torch.where(torch.isinf(top), 0.0, top)
+    if stepwise and scores.shape[2]:
+        running = torch.cummax(scores, dim=-1).values
+        running = torch.where(torch.isinf(running), 0.0, running)
+        weights = torch.exp(scores - running) * torch.exp(running - safe_top[..., None])
+    else:
+        weights = torch.exp(scores - safe_top[..., None])
+    acc = torch.einsum("mhk,mkd->mhd", weights, gathered[..., :dv])
+    return _finish(acc, weights.sum(-1), top, sink, ~valid.any(dim=1), empty_row, NO_BUGS)
+
+
+def baselines(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor,
+    *,
+    scale: float,
+    dv: int,
+    convention: str,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Two same-precision evaluations: plain weights in lane order, stepwise weights in reversed lane order.
+
+    The comparison rule takes, lane by lane, the worst of their errors as what float32 torch can be off by.
+    """
+    kw: dict[str, Any] = {"scale": scale, "dv": dv, "convention": convention}
+    return [
+        dense_attention(q, kv, indices, sink, **kw),
+        dense_attention(q, kv, indices, sink, **kw, reverse=True, stepwise=True),
+    ]
+
+
+def term_scales(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor,
+    *,
+    scale: float,
+    dv: int,
+    convention: str,
+) -> tuple[list[float], list[float]]:
+    """Per lane, the magnitude float32 rounding is proportional to, in float64: ``sum_j w_j |v_j| / denominator``
+    for out (its terms may cancel to far less); for lse = m + ln sum_j w_j, ``max(|m|, |ln sum_j w_j|, 1)``: the
+    logarithm turns the relative error of the sum into an absolute one, which does not shrink with ``ln``."""
+    invalid, _ = attention_convention(convention)
+    rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
+    kv64 = kv.to(torch.float64)
+    gathered = (
+        kv64[rows]
+        if kv64.shape[0]
+        else torch.zeros((*rows.shape, kv64.shape[1]), dtype=torch.float64, device=kv.device)
+    )
+    scores = scale * torch.einsum("mhd,mkd->mhk", q.to(torch.float64), gathered)
+    scores = scores.masked_fill(~valid[:, None, :], NEG_INF)
+    top = (
+        scores.amax(-1)
+        if scores.shape[2]
+        else torch.full(scores.shape[:2], NEG_INF, dtype=torch.float64, device=scores.device)
+    )
+    safe_top = torch.where(torch.isinf(top), 0.0, top)
+    weights = torch.exp(scores - safe_top[..., None])
+    total = weights.sum(-1)
+    denominator = total + torch.exp(sink.to(torch.float64)[None, :] - safe_top)
+    magnitude = torch.einsum("mhk,mkd->mhd", weights, gathered[..., :dv].abs()) / denominator[..., None]
+    lse = torch.maximum(torch.maximum(safe_top.abs(), torch.log(total).abs()), torch.ones_like(total))
+    finite = lambda t: torch.where(torch.isfinite(t), t, 0.0).reshape(-1).tolist()  # noqa: E731
+    return finite(magnitude), finite(lse)
+
+
+def attention_with(bugs: AttentionBugs, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The tiled implementation with ``bugs`` planted, as a contract-shaped callable for ``convention``."""
+    return functools.partial(tiled_attention, convention=convention, bugs=bugs)

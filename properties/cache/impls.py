@@ -1,0 +1,162 @@
+"""The exact reference as implementations of quantize_store, gather_dequantize and sparse_attention, with the
+contract's torch signatures (origin "reference"): every format, every attention convention.
+
+They convert tensors to exact rationals (``Fraction(x)`` of a float is exact), call ``reference/`` and write the
+results back: bytes as they are, attention results rounded once to float32.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+
+from properties.cache.common import (
+    ATTENTION_CONVENTIONS,
+    FORMAT_CONVENTIONS,
+    attention_convention,
+    cache_layout,
+    reference_attention_row,
+    reference_decode_f32,
+    reference_row,
+    row_format_of,
+    to_float32,
+)
+from properties.registry import Implementation
+from reference.cache_blocks import BlockLayout, slot_byte_offsets
+from reference.formats import QuantizedRow
+
+
+def _capacity(cache: torch.Tensor, layout: BlockLayout) -> int:
+    if cache.dtype != torch.uint8 or cache.dim() != 2 or cache.shape[1] != layout.block_bytes:
+        raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {cache.dtype}{list(cache.shape)}")
+    if not cache.is_contiguous():
+        raise ValueError("cache: must be contiguous")
+    return int(cache.shape[0]) * layout.rows
+
+
+def reference_quantize_store(
+    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int
+) -> None:
+    """Every row at a slot other than -1, quantized by ``reference.formats`` and placed at its public offsets."""
+    layout = cache_layout(fmt, rows_per_block)
+    rowfmt = row_format_of(fmt)
+    capacity = _capacity(cache, layout)
+    if rows.dtype != torch.float32 or rows.dim() != 2 or rows.shape[1] != rowfmt.dims:
+        raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {rows.dtype}{list(rows.shape)}")
+    if slots.dtype != torch.int64 or slots.shape != (rows.shape[0],):
+        raise ValueError(f"slots: must be i64[{rows.shape[0]}], got {slots.dtype}{list(slots.shape)}")
+    stored: list[tuple[int, QuantizedRow]] = []
+    seen: set[int] = set()
+    for i, slot in enumerate(slots.tolist()):
+        if slot == -1:
+            continue
+        if not 0 <= slot < capacity:
+            raise ValueError(f"slots[{i}]: must be -1 or in [0, {capacity}), got {slot}")
+        if slot in seen:
+            raise ValueError(f"slots[{i}]: slot {slot} is stored twice")
+        seen.add(slot)
+        values = tuple(rows[i].tolist())
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"rows[{i}]: holds NaN or infinity; no cache format stores them")
+        try:
+            stored.append((slot, reference_row(fmt, values)))
+        except ValueError as err:
+            raise ValueError(f"rows[{i}]: {err}") from err
+    flat = cache.view(-1)
+    for slot, row in stored:
+        data_at, scale_at = slot_byte_offsets(layout, slot)
+        flat[data_at : data_at + len(row.data)] = torch.tensor(list(row.data), dtype=torch.uint8)
+        flat[scale_at : scale_at + len(row.scales)] = torch.tensor(list(row.scales), dtype=torch.uint8)
+
+
+def reference_gather_dequantize(
+    cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int
+) -> torch.Tensor:
+    """The exact values of each slot's stored bytes, as float32 (``ValueError`` if one is not a float32)."""
+    layout = cache_layout(fmt, rows_per_block)
+    rowfmt = row_format_of(fmt)
+    capacity = _capacity(cache, layout)
+    if slots.dtype != torch.int64 or slots.dim() != 1:
+        raise ValueError(f"slots: must be i64[R], got {slots.dtype}{list(slots.shape)}")
+    flat = bytes(cache.view(-1).tolist())
+    out = []
+    for i, slot in enumerate(slots.tolist()):
+        if not 0 <= slot < capacity:
+            raise ValueError(f"slots[{i}]: must be in [0, {capacity}), got {slot}")
+        data_at, scale_at = slot_byte_offsets(layout, slot)
+        row = reference_decode_f32(
+            fmt, flat[data_at : data_at + rowfmt.data_bytes], flat[scale_at : scale_at + rowfmt.scale_bytes]
+        )
+        if row is None:
+            raise ValueError(f"cache: slot {slot} stores a value that float32 cannot hold exactly")
+        out.append(list(row))
+    return torch.tensor(out, dtype=torch.float32).reshape(len(out), rowfmt.dims)
+
+
+def reference_sparse_attention(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor,
+    *,
+    scale: float,
+    dv: int,
+    convention: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``reference.attention`` on each query row, rounded once to float32."""
+    invalid, empty_row = attention_convention(convention)
+    if q.dim() != 3 or kv.dim() != 2 or indices.dim() != 2 or sink.shape != (q.shape[1],):
+        raise ValueError("q, kv, indices, sink: must be [M, H, D], [N, D], i32[M, K] and f32[H]")
+    keys = tuple(tuple(row) for row in kv.to(torch.float32).tolist())
+    sinks = tuple(sink.to(torch.float32).tolist())
+    outs, lses = [], []
+    for m, heads in enumerate(q.to(torch.float32).tolist()):
+        result = reference_attention_row(
+            tuple(tuple(h) for h in heads),
+            keys,
+            tuple(indices[m].tolist()),
+            float(scale),
+            sinks,
+            dv,
+            invalid,
+            empty_row,
+        )
+        outs.append([[to_float32(v) for v in head.out] for head in result])
+        lses.append([to_float32(head.lse) for head in result])
+    heads_n = q.shape[1]
+    return (
+        torch.tensor(outs, dtype=torch.float32).reshape(q.shape[0], heads_n, dv),
+        torch.tensor(lses, dtype=torch.float32).reshape(q.shape[0], heads_n),
+    )
+
+
+def _named(fn: Callable[..., object], name: str, **fixed: object) -> Callable[..., object]:
+    bound = functools.partial(fn, **fixed) if fixed else fn
+    functools.update_wrapper(bound, fn)  # type: ignore[arg-type]
+    bound.__name__ = name  # type: ignore[attr-defined]
+    return bound
+
+
+IMPLEMENTATIONS = [
+    *(
+        Implementation("quantize_store", "reference", reference_quantize_store, f, "reference")
+        for f in FORMAT_CONVENTIONS
+    ),
+    *(
+        Implementation("gather_dequantize", "reference", reference_gather_dequantize, f, "reference")
+        for f in FORMAT_CONVENTIONS
+    ),
+    *(
+        Implementation(
+            "sparse_attention",
+            "reference",
+            _named(reference_sparse_attention, f"reference_sparse_attention_{convention}", convention=convention),
+            convention,
+            "reference",
+        )
+        for convention in ATTENTION_CONVENTIONS
+    ),
+]

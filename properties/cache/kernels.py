@@ -1,0 +1,84 @@
+"""The project's cache kernels (``fast.cache``) as implementations of the contract.
+
+For every format convention: ``quantize_store`` and ``gather_dequantize`` in torch ("cache_torch") and Triton
+("cache_triton"); for every attention convention (``INVALID+EMPTY``): ``sparse_attention`` in torch and Triton
+at ``precision="f64"``: the kernels' lane handling, online softmax, sink and empty-row logic with float64
+arithmetic, rounded once to f32. The suite's rule (twice the worst of four float32 torch evaluations, lane by
+lane) cannot be met by float32 arithmetic summed in another order on lanes where the output cancels; the f32
+and bf16 modes are checked against their own stated tolerances in tests/test_fast_cache.py
+(docs/cache-kernels.md). The Triton ones exist only where Triton is installed; where they run is
+``properties.devices``'s policy (they declare that device, so the property suite builds its tensors there).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fast.cache import gather_dequantize, quantize_store, sparse_attention
+from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS, attention_convention
+from properties.devices import device_name
+from properties.registry import Implementation
+
+
+def store_adapter(backend: str) -> Callable[..., None]:
+    def quantize_store_impl(
+        rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int
+    ) -> None:
+        quantize_store(rows, slots, cache, fmt=fmt, rows_per_block=rows_per_block, backend=backend)
+
+    quantize_store_impl.__name__ = f"quantize_store_{backend}"
+    return quantize_store_impl
+
+
+def gather_adapter(backend: str) -> Callable[..., torch.Tensor]:
+    def gather_dequantize_impl(
+        cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int
+    ) -> torch.Tensor:
+        return gather_dequantize(cache, slots, fmt=fmt, rows_per_block=rows_per_block, backend=backend)
+
+    gather_dequantize_impl.__name__ = f"gather_dequantize_{backend}"
+    return gather_dequantize_impl
+
+
+def attention_adapter(backend: str, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    invalid, empty = attention_convention(convention)
+
+    def sparse_attention_impl(
+        q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return sparse_attention(
+            q, kv, indices, sink, scale=scale, dv=dv, empty_row=empty, invalid=invalid, precision="f64", backend=backend
+        )
+
+    sparse_attention_impl.__name__ = f"sparse_attention_{backend}_{invalid}_{empty}"
+    return sparse_attention_impl
+
+
+def _kernel(op: str, backend: str, fn: Callable[..., Any], convention: str) -> Implementation:
+    return Implementation(
+        op,
+        f"cache_{backend}",
+        fn,
+        convention,
+        origin="fast",
+        device=device_name(backend),
+        note=f"fast.cache ({backend})",
+    )
+
+
+IMPLEMENTATIONS = [
+    impl
+    for backend in ["torch"] + (["triton"] if importlib.util.find_spec("triton") is not None else [])
+    for impl in (
+        *(_kernel("quantize_store", backend, store_adapter(backend), fmt) for fmt in FORMAT_CONVENTIONS),
+        *(_kernel("gather_dequantize", backend, gather_adapter(backend), fmt) for fmt in FORMAT_CONVENTIONS),
+        *(
+            _kernel("sparse_attention", backend, attention_adapter(backend, convention), convention)
+            for convention in ATTENTION_CONVENTIONS
+        ),
+    )
+]

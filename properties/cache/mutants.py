@@ -1,0 +1,102 @@
+"""Shipped mutants for quantize_store, gather_dequantize and sparse_attention: the torch implementations of
+``properties/cache/faulty_formats.py`` and ``properties/cache/faulty_attention.py`` with one realistic bug planted each.
+
+Each is registered for the one format or convention where its bug shows; the suite must kill every one
+(``properties/test_mutants.py``), and ``properties/cache/test_support.py`` checks the unmutated versions pass.
+"""
+
+from __future__ import annotations
+
+from properties.cache.faulty_attention import AttentionBugs, attention_with
+from properties.cache.faulty_formats import FormatBugs, gather_with, store_with
+from properties.registry import Implementation
+
+
+def _store(name: str, fmt: str, note: str, **bug: object) -> Implementation:
+    return Implementation("quantize_store", name, store_with(FormatBugs(**bug)), fmt, "mutant", note=note)  # type: ignore[arg-type]
+
+
+def _gather(name: str, fmt: str, note: str, **bug: object) -> Implementation:
+    return Implementation("gather_dequantize", name, gather_with(FormatBugs(**bug)), fmt, "mutant", note=note)  # type: ignore[arg-type]
+
+
+def _attention(name: str, convention: str, note: str, **bug: object) -> Implementation:
+    fn = attention_with(AttentionBugs(**bug), convention)  # type: ignore[arg-type]
+    return Implementation("sparse_attention", name, fn, convention, "mutant", note=note)
+
+
+MUTANTS: list[Implementation] = [
+    _store(
+        "store_ue8m0_floor", "v41_fp8_528", "UE8M0 scale 2^floor(log2(amax/448)): elements overflow", scale_floor=True
+    ),
+    _store("store_fp4_nibbles_swapped", "index_fp4_68", "even element in the high nibble", nibbles_swapped=True),
+    _store(
+        "store_index_fp8_interleaved",
+        "index_fp8_132",
+        "writer puts each row's scale right after its data; the index cache is sectioned",
+        arrangement="interleaved",
+    ),
+    _store("store_minus_one_to_last_slot", "v41_fp4_288", "slot -1 indexes from the end", minus_one_wraps=True),
+    _store(
+        "store_e4m3_scale_overflow_nan",
+        "v41_fp4_288",
+        "main-FP4 scale amax/6 cast without clamping at 448: the NaN code for amax > 2688",
+        e4m3_scale_nosat=True,
+    ),
+    _store("store_rope_bf16_truncated", "v4_584", "bf16 RoPE tail truncated, not rounded", rope_truncated=True),
+    _store("store_v4_blocks_unpadded", "v4_584", "block stride rows * 584, not padded to 576", unpadded_blocks=True),
+    _store("store_nan_not_refused", "index_fp8_132", "NaN / inf rows quantized silently", nonfinite_unchecked=True),
+    _gather(
+        "gather_v41_fp8_sectioned",
+        "v41_fp8_528",
+        "reader expects all data parts before all scale parts; V4.1 rows interleave",
+        arrangement="sectioned",
+    ),
+    _gather("gather_fp4_nibbles_swapped", "v41_fp4_288", "reader takes the high nibble first", nibbles_swapped=True),
+    _gather(
+        "gather_fp4_scale_as_ue8m0",
+        "v41_fp4_288",
+        "main-FP4 e4m3 scale bytes decoded as UE8M0 exponents",
+        e4m3_scale_as_ue8m0=True,
+    ),
+    _gather("gather_v4_blocks_unpadded", "v4_584", "block stride rows * 584, not padded to 576", unpadded_blocks=True),
+    _attention("attention_sink_dropped", "minus_one_only+empty_zero", "sink left out", sink="dropped"),
+    _attention("attention_sink_twice", "out_of_range+empty_zero", "sink added twice", sink="twice"),
+    _attention("attention_sink_in_lse", "minus_one_only+empty_nan", "sink folded into lse", sink="in_lse"),
+    _attention(
+        "attention_minus_one_reads_last_row",
+        "minus_one_only+empty_zero",
+        "lane -1 gathers row N-1",
+        minus_one_wraps=True,
+    ),
+    _attention(
+        "attention_stops_at_first_minus_one",
+        "out_of_range+empty_nan",
+        "valid lanes assumed to come first",
+        stop_at_minus_one=True,
+    ),
+    _attention(
+        "attention_unguarded_invalid_tile",
+        "minus_one_only+empty_nan",
+        "all-invalid tile: exp(-inf - (-inf))",
+        unguarded_tile=True,
+    ),
+    _attention(
+        "attention_empty_row_nan_under_zero",
+        "out_of_range+empty_zero",
+        "empty row gives NaN under empty_zero",
+        empty_nan_under_zero=True,
+    ),
+    _attention(
+        "attention_invalid_lanes_score_zero",
+        "out_of_range+empty_nan",
+        "invalid lanes masked to score 0",
+        invalid_score_zero=True,
+    ),
+    _attention(
+        "attention_out_of_range_clamped",
+        "out_of_range+empty_zero",
+        "lanes >= N clamped to N-1",
+        clamp_out_of_range=True,
+    ),
+]

@@ -1,0 +1,7 @@
+"""The cache area's properties: quantize-and-store, gather-and-dequantize, and sparse attention with a sink."""
+
+from __future__ import annotations
+
+from properties.cache import props_attention, props_gather, props_store
+
+PROPERTIES = [*props_store.PROPERTIES, *props_gather.PROPERTIES, *props_attention.PROPERTIES]

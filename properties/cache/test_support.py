@@ -1,0 +1,39 @@
+"""The mutants' unmutated bases pass every format and attention property, so a killed mutant died of its planted
+bug; and the names the contract lists match the formats and conventions these modules know."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+
+from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS
+from properties.cache.faulty_attention import NO_BUGS as NO_ATTENTION_BUGS
+from properties.cache.faulty_attention import attention_with
+from properties.cache.faulty_formats import gather_dequantize, quantize_store
+from properties.catalog import all_properties
+from properties.contract import operation
+from properties.registry import Implementation
+from properties.runner import hypothesis_test
+
+TWINS = [
+    *(Implementation("quantize_store", "torch_twin", quantize_store, f, "fast") for f in FORMAT_CONVENTIONS),
+    *(Implementation("gather_dequantize", "torch_twin", gather_dequantize, f, "fast") for f in FORMAT_CONVENTIONS),
+    *(
+        Implementation("sparse_attention", "torch_twin", attention_with(NO_ATTENTION_BUGS, c), c, "fast")
+        for c in ATTENTION_CONVENTIONS
+    ),
+]
+PAIRS = [(p, i) for p in all_properties() for i in TWINS if p.applies_to(i)]
+
+
+@pytest.mark.parametrize(("prop", "impl"), PAIRS, ids=[f"{p.name}-{i.id}" for p, i in PAIRS])
+def test_unmutated_format_twin(prop, impl):  # type: ignore[no-untyped-def]
+    """A third of the profile's examples: the twins are controls, the reference adapters carry the full count."""
+    examples = max(10, settings.default.max_examples // 3)
+    settings(settings.default, max_examples=examples)(hypothesis_test(prop, impl))()
+
+
+def test_format_conventions_match_the_contract() -> None:
+    assert set(operation("quantize_store").conventions) == set(FORMAT_CONVENTIONS)
+    assert set(operation("gather_dequantize").conventions) == set(FORMAT_CONVENTIONS)
+    assert set(operation("sparse_attention").conventions) == set(ATTENTION_CONVENTIONS)

@@ -1,0 +1,98 @@
+"""Frozen examples of the compression properties: failures the fast kernels showed under the first float rule (one
+baseline formulation, floor at the row's own size), each a legitimate float32 evaluation that one baseline beat by
+luck (docs/compression-properties.md), and one ring one slot short that a generated hunt found only under some
+seeds. Every property replays its entries first, on every implementation.
+"""
+
+PREFILL_CANCELLATION = {
+    "layer": {"ratio": 8, "dim": 2, "overlap": False, "ape": None},
+    "ring_extra": 1,
+    "slots": 1,
+    "fill": float("nan"),
+    "requests": [
+        {
+            "slot": 0,
+            "positions": [
+                [[s, 0.0], [v, 0.0]]
+                for s, v in zip(
+                    [0.0, 0.25, 0.25, -0.5, 1.5, 2.5, -2.5, 3.25],
+                    [0.0, 0.0, 0.0, 0.0, 0.0, -3.5, 0.0, 2.5],
+                    strict=True,
+                )
+            ],
+            "cuts": [0, 8],
+            "delay": 0,
+        }
+    ],
+}
+"""Torch backend, ratio 8: terms -0.94 and +1.40 cancel to 0.47; its error was 5.7 units of the row."""
+PREFILL_SMALL_WEIGHT = {
+    "layer": {"ratio": 3, "dim": 2, "overlap": False, "ape": None},
+    "ring_extra": 1,
+    "slots": 1,
+    "fill": float("nan"),
+    "requests": [
+        {
+            "slot": 0,
+            "positions": [[[0.0, 0.0], [0.0, 0.0]], [[2.0, 0.0], [0.0, 0.0]], [[-3.75, 0.0], [1.25, 0.0]]],
+            "cuts": [0, 3],
+            "delay": 0,
+        }
+    ],
+}
+"""Triton, ratio 3: the row is the weight exp(-5.75 + ...) of one entry, which exp2 of a scaled argument gets
+4.2 units off."""
+DECODE_LONG_SUM = {
+    "layer": {"ratio": 128, "dim": 1, "overlap": False, "ape": None},
+    "ring_extra": 1,
+    "slots": 1,
+    "fill": float("nan"),
+    "requests": [
+        {
+            "slot": 0,
+            "start": 127,
+            "first": 0,
+            "positions": [[[0.5 * (i % 2)], [0.25 * (i % 2)]] for i in range(129)],
+            "steps": [2],
+            "delay": 0,
+        }
+    ],
+}
+"""Torch backend, ratio 128: a 128-term float32 sum, 5.4 units off."""
+DECODE_OVERLAP_RING_SHORT = {
+    "layer": {"ratio": 4, "dim": 1, "overlap": True, "ape": None},
+    "ring_extra": 0,
+    "slots": 1,
+    "fill": float("nan"),
+    "requests": [{"slot": 0, "start": 5, "positions": [[[0.0, 0.0], [0.0, 0.0]]]}],
+    "fault": "ring_short",
+}
+"""V4 overlap, one new position, a ring one short of the discipline's safe size (write-then-read: 7 < 8): a
+bound of r + q - 1 (4) would accept it. A hunt of generated calls found this only by luck of the seed."""
+LIFE_CANCELLATION = {
+    "layer": {"ratio": 3, "dim": 4, "overlap": False, "ape": None},
+    "qmax": 1,
+    "ring_extra": 0,
+    "slots": 1,
+    "fill": float("nan"),
+    "ops": [
+        {"op": "new", "slot": 0},
+        {
+            "op": "prefill",
+            "calls": [
+                {
+                    "slot": 0,
+                    "positions": [
+                        [[0.0, 4.0, -2.25, 2.0], [7.75, -5.5, 1.0, 4.0]],
+                        [[3.75, 1.25, -1.5, 1.75], [6.5, -4.25, 0.75, 4.5]],
+                        [[3.5, -2.75, -1.75, -1.75], [-5.25, -1.75, 2.75, -5.0]],
+                        [[-2.75, -3.75, 2.25, 0.25], [-6.0, 2.0, -4.75, 6.75]],
+                        [[3.75, -3.0, 1.25, 2.5], [-1.25, 5.25, -2.0, -1.0]],
+                        [[1.5, 1.75, 1.75, -2.25], [-6.5, -3.25, -3.25, 1.25]],
+                    ],
+                }
+            ],
+        },
+    ],
+}
+"""Triton, ratio 3: row 1, channel 3 cancels (6.75 and -1.0 weighted) to -0.249; 5.9 units of the row."""

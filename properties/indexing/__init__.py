@@ -1,0 +1,2 @@
+"""Indexing: index scores, valid-prefix top-k, candidate blocks, slot translation, gathered rows and window
+indices (docs/indexing.md)."""

@@ -1,0 +1,245 @@
+"""Small torch implementations of the indexing operations: the base of the shipped mutants.
+
+Each function has the contract's signature (``properties.contract``) plus the convention it follows and a
+``Faults`` value. With the default ``Faults()`` every function is correct (checked against every property in
+``properties/indexing/test_support.py``); each changed field plants one realistic bug, and
+``properties.indexing.mutants`` names them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from reference.conventions import TOPK
+from reference.topk import lane_layout
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Each field, when changed from its default, is one planted bug."""
+
+    visible_floor_p: bool = False  # visible rows floor(p / r) instead of floor((p + 1) / r)
+    relu_after_head_sum: bool = False  # relu(sum_h w_h q_h . k) instead of sum_h w_h relu(q_h . k)
+    ties_to_highest_index: bool = False  # among equal scores the highest index wins
+    no_fill: bool = False  # lanes past the chosen rows keep whatever row the ranking put there
+    offset_on_fill: bool = False  # the offset is added after the fill value is written
+    rank_whole_row: bool = False  # ranks the whole row, then blanks rows past the valid end (reads the tail)
+    rank_order_output: bool = False  # index-ordered conventions return the rank order
+    pin_newest: bool = True  # False: the newest visible block is not forced to +inf
+    flip_nan_policy: bool = False  # drop_nan keeps NaN blocks, propagate_nan drops them
+    whole_blocks_only: bool = False  # block count floor(length / bs): the partial newest block is lost
+    block_max_past_end: bool = False  # the block maximum reads rows past the valid end
+    restore_unscaled: bool = False  # restored row = block + o % bs (block id not multiplied by bs)
+    rows_per_block_is_block_size: bool = False  # Bc = block_size, the ratio forgotten
+    int32_slots: bool = False  # slots computed in int32 (wrap past 2**31 - 1)
+    slot_unscaled: bool = False  # slot = block id + j % Bc (block id not multiplied by Bc)
+    ignore_lengths: bool = False  # slot translation translates lanes past the count guard
+    offset_on_empty: bool = False  # the gathered offset is added to -1 lanes as well
+    window_order: str | None = None  # decode lists empty lanes by this order ("v4" or "v4.1") whatever asked
+    window_first_shift: int = 0  # prefill's first position max(0, i - W + 1 - shift)
+
+
+NO_FAULTS = Faults()
+
+
+# --- index scores ------------------------------------------------------------------------------------------------
+
+
+def visible_rows(positions: torch.Tensor, ratio: int, faults: Faults = NO_FAULTS) -> torch.Tensor:
+    """Compressed rows each query sees: ``floor((p + 1) / ratio)`` (int64)."""
+    p = positions.to(torch.int64)
+    return p // ratio if faults.visible_floor_p else (p + 1) // ratio
+
+
+def index_scores(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    ratio: int,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """``sum_h w[m, h] relu(q[m, h] . k[j])`` in float32; lanes past a query's visible rows are -inf."""
+    dots = torch.einsum("mhd,nd->mhn", q.float(), k.float())
+    w = weights.float().unsqueeze(-1)
+    if faults.relu_after_head_sum:
+        scores = (dots * w).sum(dim=1).clamp_min(0)
+    else:
+        scores = (dots.clamp_min(0) * w).sum(dim=1)
+    lanes = torch.arange(k.shape[0], device=q.device)
+    hidden = lanes >= visible_rows(positions, ratio, faults).unsqueeze(-1)
+    return scores.masked_fill(hidden, float("-inf"))
+
+
+# --- top-k -------------------------------------------------------------------------------------------------------
+
+
+def _stable_descending(key: torch.Tensor) -> torch.Tensor:
+    """Lane order by descending key (NaN first), ties in lane order."""
+    return torch.sort(key, dim=1, descending=True, stable=True).indices
+
+
+def rank_lanes(scores: torch.Tensor, lengths: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
+    """Every lane of each row: valid lanes first, best first (NaN, +inf, numbers, -inf; ties by lowest index)."""
+    width = scores.shape[1]
+    lanes = torch.arange(width, device=scores.device)
+    valid = lanes < lengths.to(torch.int64).unsqueeze(-1)
+    key = scores + 0.0  # -0.0 becomes 0.0
+    if faults.rank_whole_row:
+        return _stable_descending(key)
+    key = torch.where(valid, key, torch.zeros_like(key))
+    if faults.ties_to_highest_index:
+        order = width - 1 - _stable_descending(key.flip(1))
+    else:
+        order = _stable_descending(key)
+    valid_first = _stable_descending(valid.gather(1, order).to(torch.int8))
+    return order.gather(1, valid_first)
+
+
+def topk(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    offsets: torch.Tensor,
+    *,
+    k: int,
+    convention: str,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """The lanes of ``convention`` (see the contract): chosen rows plus offset, then fill lanes."""
+    rows, width = scores.shape
+    layout = lane_layout(TOPK[convention].rule)
+    lanes_out, fill = layout.lanes(k, width), layout.fill
+    take = min(k, width)
+    lengths64 = lengths.to(torch.int64)
+    order = rank_lanes(scores, lengths64, faults)[:, :take]
+    count = lengths64.clamp(max=k).unsqueeze(-1)
+    lane = torch.arange(take, device=scores.device)
+    if faults.rank_whole_row:
+        holds_row = order < lengths64.unsqueeze(-1)
+    else:
+        holds_row = lane < count
+    if layout.index_order and not faults.rank_order_output:
+        if faults.no_fill:
+            order = order.sort(dim=1).values
+        else:
+            order = torch.where(holds_row, order, width).sort(dim=1).values
+            holds_row = order < width
+    shift = offsets.to(torch.int64).unsqueeze(-1)
+    if faults.no_fill:
+        out = order + shift
+    elif faults.offset_on_fill:
+        out = torch.where(holds_row, order, fill) + shift
+    else:
+        out = torch.where(holds_row, order + shift, fill)
+    pad = torch.full((rows, lanes_out - take), fill, dtype=torch.int64, device=scores.device)
+    return torch.cat([out, pad], dim=1).to(torch.int32)
+
+
+# --- candidate blocks ----------------------------------------------------------------------------------------------
+
+
+def candidate_select(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    topk_blocks: int,
+    pin_newest: bool,
+    drop_nan: bool,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """Kept block ids ascending, -1 fill, ``topk_blocks`` lanes."""
+    rows, width = scores.shape
+    blocks = -(-width // block_size)
+    lengths64 = lengths.to(torch.int64).unsqueeze(-1)
+    padded = torch.full((rows, blocks * block_size), float("-inf"), device=scores.device)
+    padded[:, :width] = scores
+    lanes = torch.arange(blocks * block_size, device=scores.device)
+    if faults.whole_blocks_only:
+        lengths64 = lengths64 // block_size * block_size
+    if not faults.block_max_past_end:
+        padded = torch.where(lanes < lengths64, padded, float("-inf"))
+    block_max = padded.view(rows, blocks, block_size).amax(dim=2)
+    if pin_newest and faults.pin_newest:
+        newest = torch.div(lengths64 - 1, block_size, rounding_mode="floor")
+        pinned = (torch.arange(blocks, device=scores.device) == newest) & (lengths64 > 0)
+        block_max = torch.where(pinned, float("inf"), block_max)
+    order = _stable_descending(block_max)[:, :topk_blocks]
+    value = block_max.gather(1, order)
+    drop = drop_nan != faults.flip_nan_policy
+    keep = value > float("-inf") if drop else value != float("-inf")
+    kept = torch.where(keep, order, blocks).sort(dim=1).values
+    kept = torch.where(kept == blocks, -1, kept)
+    pad = torch.full((rows, topk_blocks - kept.shape[1]), -1, dtype=torch.int64, device=scores.device)
+    return torch.cat([kept, pad], dim=1).to(torch.int32)
+
+
+def candidate_restore(
+    offsets: torch.Tensor, candidate_blocks: torch.Tensor, *, block_size: int, faults: Faults = NO_FAULTS
+) -> torch.Tensor:
+    """``o -> candidate_blocks[o // bs] * bs + o % bs``; -1 and offsets into padding blocks give -1."""
+    o = offsets.to(torch.int64)
+    if candidate_blocks.shape[1] == 0:
+        return torch.full_like(offsets, -1)
+    safe = o.clamp_min(0)
+    block = candidate_blocks.to(torch.int64).gather(1, safe // block_size)
+    scale = 1 if faults.restore_unscaled else block_size
+    row = block * scale + safe % block_size
+    return torch.where((o == -1) | (block < 0), -1, row).to(torch.int32)
+
+
+# --- addresses ---------------------------------------------------------------------------------------------------
+
+
+def slot_translation(
+    rows: torch.Tensor,
+    block_table: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    ratio: int,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """``block_table[j // Bc] * Bc + j % Bc`` in int64; -1 for -1 lanes and lanes past ``lengths``."""
+    per_block = block_size if faults.rows_per_block_is_block_size else block_size // ratio
+    wide = torch.int32 if faults.int32_slots else torch.int64
+    j = rows.to(wide)
+    lane = torch.arange(rows.shape[1], device=rows.device)
+    live = j != -1
+    if not faults.ignore_lengths:
+        live &= lane < lengths.to(torch.int64).unsqueeze(-1)
+    if block_table.shape[1] == 0:
+        return torch.full(rows.shape, -1, dtype=torch.int64, device=rows.device)
+    last = block_table.shape[1] - 1
+    safe = torch.where(live, j, 0)
+    block = block_table.to(wide).gather(1, (safe // per_block).clamp(0, last).to(torch.int64))
+    scale = 1 if faults.slot_unscaled else per_block
+    slot = block * scale + safe % per_block
+    return torch.where(live, slot, -1).to(torch.int64)
+
+
+def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
+    """Each row lane plus its request's offset; -1 stays -1 (int64)."""
+    r = rows.to(torch.int64)
+    shifted = r + offsets.to(torch.int64).unsqueeze(-1)
+    return shifted if faults.offset_on_empty else torch.where(r == -1, -1, shifted)
+
+
+def window_indices(
+    *, window: int, seqlen: int, start_pos: int, convention: str, faults: Faults = NO_FAULTS
+) -> torch.Tensor:
+    """Prefill rows (start_pos 0) or the one decode row of ring slots, int32, -1 for empty lanes."""
+    if start_pos == 0:
+        i = torch.arange(seqlen).unsqueeze(1)
+        first = (i - window + 1 - faults.window_first_shift).clamp_min(0)
+        idx = first + torch.arange(min(window, seqlen))
+        return torch.where(idx > i, -1, idx).to(torch.int32)
+    t = torch.arange(start_pos - window + 1, start_pos + 1)
+    slots = torch.where(t >= 0, t % window, -1)
+    order = faults.window_order or convention
+    if order == "v4":
+        slots = torch.cat([slots[t >= 0], slots[t < 0]])
+    return slots.to(torch.int32).unsqueeze(0)

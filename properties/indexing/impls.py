@@ -1,0 +1,125 @@
+"""The exact indexing reference as implementations of the contract's operations, one per convention.
+
+Each adapter has the contract's torch signature (``properties.contract``). It reads its tensors into exact
+values (``properties.indexing.values``), hands the reference only what the operation may read (a score row's
+valid prefix, followed by ``None`` where garbage lies, which the reference would refuse if it touched it),
+and writes the reference's answer back as the contract's tensor. Index scores are rounded from their exact
+values to the nearest float32; lanes past a query's visible rows are NaN (not compared).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import torch
+
+from properties.indexing.values import exact_score, index_tensor, nearest_float32
+from properties.registry import Implementation, collect
+from reference import addressing, candidates, conventions, indexing, topk
+from reference import window as indexing_window
+from reference.score_values import Score
+
+IMPLEMENTATIONS: list[Implementation] = []
+
+
+def visible_prefix(row: list[float], length: int) -> list[Score | None]:
+    """The valid prefix as exact scores; ``None`` (never read by the reference) for the rest of the row."""
+    return [exact_score(v) for v in row[:length]] + [None] * (len(row) - length)
+
+
+def _exact(values: list[float]) -> list[Fraction]:
+    return [Fraction(v) for v in values]
+
+
+@collect(IMPLEMENTATIONS, "index_scores", "reference", origin="reference")
+def reference_index_scores(
+    q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *, ratio: int
+) -> torch.Tensor:
+    keys = k.tolist()
+    out = torch.full((q.shape[0], k.shape[0]), float("nan"), dtype=torch.float32)
+    for m, (heads, w, p) in enumerate(zip(q.tolist(), weights.tolist(), positions.tolist(), strict=True)):
+        seen = indexing.visible_rows(p, ratio)
+        exact = indexing.index_scores([_exact(h) for h in heads], _exact(w), [_exact(r) for r in keys[:seen]])
+        out[m, :seen] = torch.tensor([nearest_float32(s) for s in exact], dtype=torch.float32)
+    return out.to(q.device)
+
+
+def _topk_adapter(name: str) -> None:
+    convention = conventions.TOPK[name].rule
+
+    @collect(IMPLEMENTATIONS, "topk", "reference", convention=name, origin="reference")
+    def reference_topk(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
+        lanes = [
+            list(topk.topk(visible_prefix(row, n), n, k, convention, offset))
+            for row, n, offset in zip(scores.tolist(), lengths.tolist(), offsets.tolist(), strict=True)
+        ]
+        return index_tensor(lanes, torch.int32, str(scores.device))
+
+
+def _candidate_adapter(name: str) -> None:
+    rule = conventions.CANDIDATE_SELECT[name].rule
+
+    @collect(IMPLEMENTATIONS, "candidate_select", "reference", convention=name, origin="reference")
+    def reference_candidate_select(
+        scores: torch.Tensor, lengths: torch.Tensor, *, block_size: int, topk_blocks: int
+    ) -> torch.Tensor:
+        lanes = []
+        for row, n in zip(scores.tolist(), lengths.tolist(), strict=True):
+            kept = list(candidates.kept_blocks(visible_prefix(row, n), n, topk_blocks, block_size, rule))
+            lanes.append(kept + [-1] * (topk_blocks - len(kept)))
+        return index_tensor(lanes, torch.int32, str(scores.device))
+
+
+@collect(IMPLEMENTATIONS, "candidate_restore", "reference", origin="reference")
+def reference_candidate_restore(
+    offsets: torch.Tensor, candidate_blocks: torch.Tensor, *, block_size: int
+) -> torch.Tensor:
+    lanes = [
+        list(candidates.restore_offsets(o, blocks, block_size))
+        for o, blocks in zip(offsets.tolist(), candidate_blocks.tolist(), strict=True)
+    ]
+    return index_tensor(lanes, torch.int32, str(offsets.device))
+
+
+def _slot_adapter(name: str) -> None:
+    @collect(IMPLEMENTATIONS, "slot_translation", "reference", convention=name, origin="reference")
+    def reference_slot_translation(
+        rows: torch.Tensor, block_table: torch.Tensor, lengths: torch.Tensor, *, block_size: int, ratio: int
+    ) -> torch.Tensor:
+        lanes = []
+        for r, table, n in zip(rows.tolist(), block_table.tolist(), lengths.tolist(), strict=True):
+            if conventions.SLOT_TRANSLATION[name].rule is addressing.LaneGuard.COUNT:  # lanes past n are not read
+                lanes.append(list(addressing.rows_to_slots(r, table, block_size, ratio, valid_lanes=n)))
+            else:  # the sentinel guard, over the lanes below n
+                live = r[:n] + [-1] * (len(r) - n)
+                lanes.append(list(addressing.rows_to_slots(live, table, block_size, ratio)))
+        return index_tensor(lanes, torch.int64, str(rows.device))
+
+
+@collect(IMPLEMENTATIONS, "gathered_rows", "reference", origin="reference")
+def reference_gathered_rows(rows: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    lanes = [list(addressing.gathered_rows(r, o)) for r, o in zip(rows.tolist(), offsets.tolist(), strict=True)]
+    return index_tensor(lanes, torch.int64, str(rows.device))
+
+
+def _window_adapter(name: str) -> None:
+    order = conventions.WINDOW_INDICES[name].rule
+
+    @collect(IMPLEMENTATIONS, "window_indices", "reference", convention=name, origin="reference")
+    def reference_window_indices(*, window: int, seqlen: int, start_pos: int) -> torch.Tensor:
+        if start_pos == 0:
+            rows = [list(r) for r in indexing_window.prefill_window(window, seqlen)]
+            return torch.tensor(rows, dtype=torch.int32).reshape(seqlen, min(window, seqlen))
+        if seqlen != 1:
+            raise ValueError(f"seqlen: a decode step (start_pos > 0) has one query, got {seqlen}")
+        return torch.tensor([list(indexing_window.decode_window(window, start_pos, order))], dtype=torch.int32)
+
+
+for _name in conventions.TOPK:
+    _topk_adapter(_name)
+for _name in conventions.CANDIDATE_SELECT:
+    _candidate_adapter(_name)
+for _name in conventions.SLOT_TRANSLATION:
+    _slot_adapter(_name)
+for _name in conventions.WINDOW_INDICES:
+    _window_adapter(_name)

@@ -1,0 +1,120 @@
+"""The project's indexing kernels (``fast.indexing``) as implementations of the contract.
+
+For every indexing operation and each of its conventions (``reference.conventions``): a torch-eager
+implementation (``fast.indexing.naive``) and a Triton one, where Triton is installed; where they run is
+``properties.devices``'s policy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fast.indexing import naive
+from properties.devices import device_name, kernel_device, on_device
+from properties.registry import Implementation
+from reference import conventions
+from reference.addressing import rows_per_block
+from reference.candidates import NanPolicy
+from reference.checks import require
+
+Fn = Callable[..., torch.Tensor]
+
+
+def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
+    """Contract-shaped callables over one backend module (``naive`` or the Triton modules)."""
+
+    def index_scores(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *, ratio: int):
+        require(isinstance(ratio, int) and ratio > 0, "ratio", f"must be a positive int, got {ratio!r}")
+        lengths = (positions.to(torch.int64) + 1) // ratio
+        return mod.index_logits(q, weights, k, lengths)
+
+    out: dict[tuple[str, str | None], Fn] = {("index_scores", None): index_scores}
+
+    def topk_for(name: str) -> Fn:
+        def topk(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
+            return mod.topk(scores, lengths, k=k, convention=name, offsets=offsets)
+
+        return topk
+
+    for name in conventions.TOPK:
+        out[("topk", name)] = topk_for(name)
+
+    def candidates_for(pin: bool, drop: bool) -> Fn:
+        def select(scores: torch.Tensor, lengths: torch.Tensor, *, block_size: int, topk_blocks: int) -> torch.Tensor:
+            return mod.candidate_select(
+                scores, lengths, block_size=block_size, topk_blocks=topk_blocks, pin_newest=pin, drop_nan=drop
+            )
+
+        return select
+
+    for name, convention in conventions.CANDIDATE_SELECT.items():
+        rule = convention.rule
+        out[("candidate_select", name)] = candidates_for(rule.pin_newest, rule.nan_policy is NanPolicy.DROP)
+
+    def restore(offsets: torch.Tensor, candidate_blocks: torch.Tensor, *, block_size: int) -> torch.Tensor:
+        return mod.candidate_restore(offsets, candidate_blocks, block_size=block_size)
+
+    out[("candidate_restore", None)] = restore
+
+    def slots_for(guard: str) -> Fn:
+        def slots(
+            rows: torch.Tensor, block_table: torch.Tensor, lengths: torch.Tensor, *, block_size: int, ratio: int
+        ) -> torch.Tensor:
+            per_block = rows_per_block(block_size, ratio)
+            return mod.slot_translation(rows, block_table, lengths, rows_per_block=per_block, guard=guard)
+
+        return slots
+
+    for guard in conventions.SLOT_TRANSLATION:
+        out[("slot_translation", guard)] = slots_for(guard)
+
+    def gathered(rows: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        return mod.gathered_rows(rows, offsets)
+
+    out[("gathered_rows", None)] = gathered
+
+    def window_for(order: str) -> Fn:
+        def window(*, window: int, seqlen: int, start_pos: int) -> torch.Tensor:
+            device = kernel_device("triton") or torch.device("cpu")
+            return mod.window_indices(
+                window=window, seqlen=seqlen, start_pos=start_pos, order=order, device=device
+            ).cpu()
+
+        return window
+
+    for order in conventions.WINDOW_INDICES:
+        out[("window_indices", order)] = window_for(order)
+    return out
+
+
+class _TritonBackend:
+    """The Triton modules under the naive module's names."""
+
+    def __init__(self) -> None:
+        from fast.indexing import addressing, candidates, logits, topk, window
+
+        self.index_logits = logits.index_logits
+        self.topk = topk.topk
+        self.candidate_select = candidates.candidate_select
+        self.candidate_restore = candidates.candidate_restore
+        self.slot_translation = addressing.slot_translation
+        self.gathered_rows = addressing.gathered_rows
+        self.window_indices = window.window_indices
+
+
+def _implementations() -> list[Implementation]:
+    backends: list[tuple[str, Any]] = [("torch", naive)]
+    if importlib.util.find_spec("triton") is not None:
+        backends.append(("triton", _TritonBackend()))
+    return [
+        Implementation(op, backend, on_device(fn, backend), convention, origin="fast", device=device_name(backend))
+        for backend, mod in backends
+        for (op, convention), fn in _adapters(mod).items()
+    ]
+
+
+IMPLEMENTATIONS = _implementations()

@@ -1,0 +1,140 @@
+"""The indexing area's shipped mutants: the torch implementations of ``properties.indexing.faulty`` with one
+planted bug each (a ``Faults`` field), under the convention where the bug shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from properties.indexing import faulty as ti
+from properties.registry import Implementation
+
+CONVENTION_RULES = {
+    "pinned+drop_nan": (True, True),
+    "unpinned+drop_nan": (False, True),
+    "pinned+propagate_nan": (True, False),
+    "unpinned+propagate_nan": (False, False),
+}
+
+
+def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., Any]:
+    """A contract-shaped callable of ``op`` under ``convention`` with ``faults`` planted."""
+    if op == "index_scores":
+        return lambda q, weights, k, positions, *, ratio: ti.index_scores(
+            q, weights, k, positions, ratio=ratio, faults=faults
+        )
+    if op == "topk":
+        return lambda scores, lengths, offsets, *, k: ti.topk(
+            scores, lengths, offsets, k=k, convention=convention or "", faults=faults
+        )
+    if op == "candidate_select":
+        pin, drop = CONVENTION_RULES[convention or ""]
+        return lambda scores, lengths, *, block_size, topk_blocks: ti.candidate_select(
+            scores,
+            lengths,
+            block_size=block_size,
+            topk_blocks=topk_blocks,
+            pin_newest=pin,
+            drop_nan=drop,
+            faults=faults,
+        )
+    if op == "candidate_restore":
+        return lambda offsets, candidate_blocks, *, block_size: ti.candidate_restore(
+            offsets, candidate_blocks, block_size=block_size, faults=faults
+        )
+    if op == "slot_translation":
+        return lambda rows, block_table, lengths, *, block_size, ratio: ti.slot_translation(
+            rows, block_table, lengths, block_size=block_size, ratio=ratio, faults=faults
+        )
+    if op == "gathered_rows":
+        return lambda rows, offsets: ti.gathered_rows(rows, offsets, faults=faults)
+    if op == "window_indices":
+        return lambda *, window, seqlen, start_pos: ti.window_indices(
+            window=window, seqlen=seqlen, start_pos=start_pos, convention=convention or "", faults=faults
+        )
+    raise ValueError(f"op: no torch implementation of {op!r}")
+
+
+def mutant(op: str, name: str, convention: str | None, note: str, **fault: Any) -> Implementation:
+    return Implementation(op, name, bound(op, convention, ti.Faults(**fault)), convention, origin="mutant", note=note)
+
+
+MUTANTS = [
+    mutant(
+        "index_scores",
+        "index_scores_visible_floor_p_over_r",
+        None,
+        "floor(p / r) rows visible, not floor((p + 1) / r)",
+        visible_floor_p=True,
+    ),
+    mutant(
+        "index_scores",
+        "index_scores_relu_after_head_sum",
+        None,
+        "relu(sum_h w_h q_h.k) for sum_h w_h relu(q_h.k)",
+        relu_after_head_sum=True,
+    ),
+    mutant(
+        "topk",
+        "topk_ties_to_highest_index",
+        "v4-prefill",
+        "equal scores: the highest index wins",
+        ties_to_highest_index=True,
+    ),
+    mutant("topk", "topk_missing_minus_one_fill", "v4.1", "lanes past the chosen rows are not set to -1", no_fill=True),
+    mutant("topk", "topk_offset_on_fill_lanes", "v4.1", "the offset is added to -1 lanes too", offset_on_fill=True),
+    mutant(
+        "topk", "topk_reads_past_valid_end", "select", "ranks the whole row, garbage tail included", rank_whole_row=True
+    ),
+    mutant("topk", "topk_sorted_by_score", "v4.1-clamped", "rank order instead of index order", rank_order_output=True),
+    mutant(
+        "candidate_select",
+        "candidates_newest_not_pinned",
+        "pinned+drop_nan",
+        "the newest block is not forced to +inf",
+        pin_newest=False,
+    ),
+    mutant(
+        "candidate_select",
+        "candidates_nan_policy_flipped",
+        "pinned+drop_nan",
+        "NaN blocks kept under drop_nan",
+        flip_nan_policy=True,
+    ),
+    mutant(
+        "candidate_select",
+        "candidates_partial_block_dropped",
+        "unpinned+drop_nan",
+        "floor(valid / bs) blocks",
+        whole_blocks_only=True,
+    ),
+    mutant(
+        "candidate_select",
+        "candidates_block_max_reads_past_end",
+        "unpinned+propagate_nan",
+        "no -inf padding past the valid end",
+        block_max_past_end=True,
+    ),
+    mutant("candidate_restore", "restore_block_id_not_scaled", None, "row = block + o % bs", restore_unscaled=True),
+    mutant(
+        "slot_translation",
+        "slots_wrong_rows_per_block",
+        "sentinel",
+        "Bc = block_size (ratio forgotten)",
+        rows_per_block_is_block_size=True,
+    ),
+    mutant("slot_translation", "slots_int32_slot_overflow", "count", "slots computed in int32", int32_slots=True),
+    mutant("slot_translation", "slots_block_id_not_scaled", "sentinel", "slot = block + j % Bc", slot_unscaled=True),
+    mutant(
+        "slot_translation",
+        "slots_lanes_past_count_translated",
+        "count",
+        "the count guard is ignored",
+        ignore_lengths=True,
+    ),
+    mutant(
+        "gathered_rows", "gathered_offset_on_empty_lanes", None, "-1 lanes get the offset too", offset_on_empty=True
+    ),
+    mutant("window_indices", "window_order_swapped", "v4.1", "v4.1 decode pads -1 at the end", window_order="v4"),
+    mutant("window_indices", "window_off_by_one", "v4", "prefill starts one position early", window_first_shift=1),
+]

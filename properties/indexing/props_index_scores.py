@@ -1,0 +1,100 @@
+"""Properties of the index scores (operation ``index_scores``): exact within the twice-torch rule, on exactly the
+rows each query sees, floor((p + 1) / r), in prefill (one chunk, consecutive positions) and in decode (one query
+per request).
+
+An example is ``{"q", "weights", "k", "positions", "ratio", "dtype"}``
+(``properties.indexing.strategies.index_score_cases``); ``q`` and ``k`` are built in ``dtype`` (float32 or
+bfloat16), ``weights`` in float32. Lane ``j`` of query ``m`` is compared iff ``j < (positions[m] + 1) // ratio``;
+key rows no query sees hold NaN or inf.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import torch
+
+from properties.compare import assert_within_twice_baseline
+from properties.indexing.strategies import index_score_cases
+from properties.indexing.values import output_lanes
+from properties.registry import Implementation
+from properties.runner import Property
+from reference import indexing
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+FLOAT32_MANTISSA_BITS = 23
+
+
+def baseline(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor) -> list[list[float]]:
+    """The same-precision torch formula: the head dot products by einsum in the inputs' dtype, the rest in float32."""
+    dots = torch.einsum("mhd,nd->mhn", q, k).float()
+    result: list[list[float]] = (dots.clamp_min(0) * weights.unsqueeze(-1)).sum(dim=1).tolist()
+    return result
+
+
+def check_within_rule(impl: Implementation, case: dict[str, Any]) -> None:
+    dtype = DTYPES[case["dtype"]]
+    dim = len(case["q"][0][0])
+    q = torch.tensor(case["q"], dtype=dtype)
+    k = torch.tensor(case["k"], dtype=dtype).reshape(len(case["k"]), dim)
+    weights = torch.tensor(case["weights"], dtype=torch.float32)
+    positions = torch.tensor(case["positions"], dtype=torch.int32)
+    out = impl.fn(
+        q.to(impl.device), weights.to(impl.device), k.to(impl.device), positions.to(impl.device), ratio=case["ratio"]
+    )
+    got = output_lanes(out, torch.float32, (q.shape[0], k.shape[0]), "index_scores output")
+    base = baseline(q, weights, k)
+    q_exact, k_exact = q.float().tolist(), k.float().tolist()
+    for m, p in enumerate(case["positions"]):
+        seen = indexing.visible_rows(p, case["ratio"])
+        exact = indexing.index_scores(
+            [[Fraction(x) for x in head] for head in q_exact[m]],
+            [Fraction(w) for w in case["weights"][m]],
+            [[Fraction(x) for x in row] for row in k_exact[:seen]],
+        )
+        assert_within_twice_baseline(
+            exact,
+            got[m][:seen],
+            base[m][:seen],
+            FLOAT32_MANTISSA_BITS,
+            f"index_scores query {m} at position {p} (ratio {case['ratio']}, sees {seen} rows, {case['dtype']})",
+        )
+
+
+LAB_27: dict[str, Any] = {
+    "q": [[[1.0, 0.0], [0.0, 1.0]]],
+    "weights": [[1.0, 2.0]],
+    "k": [[2.0, 0.0], [0.0, 3.0], [1.0, 1.0], [-1.0, -2.0], [100.0, 100.0]],
+    "positions": [7],
+    "ratio": 2,
+    "dtype": "float32",
+}
+"""Lab 27: heads (1, 0) and (0, 1) with weights 1 and 2 score the keys 2, 6, 3, 0 (and 300); the query at position
+7 with ratio 2 sees 4 rows."""
+LAB_27_DECODE = {
+    **LAB_27,
+    "q": [[[1.0, 0.0], [0.0, 1.0]]] * 2,
+    "weights": [[1.0, 2.0]] * 2,
+    "positions": [9, 7],
+}
+"""Lab 27's decode query at position 9 sees all five rows; a second request at position 7 sees four."""
+
+PROPERTIES = [
+    Property(
+        "index_scores_prefill",
+        "index_scores",
+        index_score_cases("prefill"),
+        check_within_rule,
+        examples=(LAB_27,),
+        doc="a prefill chunk: query at position p has lanes j < floor((p + 1) / r) within twice the torch error",
+    ),
+    Property(
+        "index_scores_decode",
+        "index_scores",
+        index_score_cases("decode"),
+        check_within_rule,
+        examples=(LAB_27_DECODE,),
+        doc="decode, one query per request at its own position: lanes j < floor((p + 1) / r) within the rule",
+    ),
+]

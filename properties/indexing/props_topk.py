@@ -1,0 +1,213 @@
+"""Properties of the valid-prefix top-k (operation ``topk``), for every convention of the contract.
+
+An example is ``{"scores", "lengths", "offsets", "k"}`` (``properties.indexing.strategies.topk_cases``). Under
+``v4-decode`` a row holds exactly its visible rows, so the check uses ``lengths[m] = N`` for every row.
+Selection is judged on the float32 values the implementation received, ranked as torch ranks them
+(NaN > +inf > numbers > -inf, -0.0 == 0.0), ties to the lowest index.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+from properties.compare import Mismatch, assert_exact
+from properties.indexing.impls import visible_prefix
+from properties.indexing.strategies import topk_cases
+from properties.indexing.values import as_float32, float32_rows, output_lanes, rank_key
+from properties.registry import Implementation
+from properties.runner import Property
+from reference import topk as reference_topk
+from reference.conventions import TOPK
+
+
+def layout(convention: str) -> reference_topk.LaneLayout:
+    return reference_topk.lane_layout(TOPK[convention].rule)
+
+
+def fill_value(convention: str) -> int | None:
+    """The value of a lane holding no row (None: v4-decode has no such lane)."""
+    found = layout(convention)
+    return None if found.whole_row else found.fill
+
+
+def lane_count(convention: str, k: int, width: int) -> int:
+    return layout(convention).lanes(k, width)
+
+
+def lengths_of(case: dict[str, Any], convention: str) -> list[int]:
+    width = len(case["scores"][0])
+    return [width] * len(case["lengths"]) if layout(convention).whole_row else list(case["lengths"])
+
+
+def run_topk(impl: Implementation, scores: list[list[float]], case: dict[str, Any]) -> list[list[int]]:
+    """Call ``impl`` on ``scores`` with the case's lengths, offsets and k; check dtype and shape."""
+    convention = impl.convention or ""
+    lengths = lengths_of(case, convention)
+    width = len(scores[0])
+    out = impl.fn(
+        float32_rows(scores, impl.device),
+        torch.tensor(lengths, dtype=torch.int32, device=impl.device),
+        torch.tensor(case["offsets"], dtype=torch.int32, device=impl.device),
+        k=case["k"],
+    )
+    shape = (len(scores), lane_count(convention, case["k"], width))
+    return output_lanes(out, torch.int32, shape, f"topk[{convention}] output")
+
+
+def chosen_rows(lanes: list[int], offset: int, convention: str) -> list[int]:
+    """The rows a lane list names (offset removed, fill lanes dropped), in lane order."""
+    fill = fill_value(convention)
+    return [lane - offset for lane in lanes if lane != fill]
+
+
+def wins(i: int, j: int, values: list[float]) -> bool:
+    """Row i is preferred to row j: it ranks higher, or ranks equal with a lower index."""
+    a, b = rank_key(values[i]), rank_key(values[j])
+    return a > b or (a == b and i < j)
+
+
+def check_equals_reference(impl: Implementation, case: dict[str, Any]) -> None:
+    convention = impl.convention or ""
+    got = run_topk(impl, case["scores"], case)
+    rule = TOPK[convention].rule
+    expected = [
+        list(reference_topk.topk(visible_prefix(row, n), n, case["k"], rule, offset))
+        for row, n, offset in zip(
+            as_float32(case["scores"]), lengths_of(case, convention), case["offsets"], strict=True
+        )
+    ]
+    assert_exact(expected, got, f"topk[{convention}] lanes vs the exact reference")
+
+
+def check_valid_prefix_only(impl: Implementation, case: dict[str, Any]) -> None:
+    """Every lane is the fill value or a row below the visible count plus the row's offset; no row twice."""
+    convention = impl.convention or ""
+    got = run_topk(impl, case["scores"], case)
+    for m, (lanes, n, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
+        rows = chosen_rows(lanes, offset, convention)
+        outside = [
+            (i, lane) for i, lane in enumerate(lanes) if lane != fill_value(convention) and not 0 <= lane - offset < n
+        ]
+        if outside:
+            raise Mismatch(
+                f"topk[{convention}] row {m}: lanes name rows outside the valid prefix [0, {n}) (offset {offset})",
+                [((m, i), f"a row in [{offset}, {offset + n}) or the fill", lane) for i, lane in outside],
+            )
+        if len(set(rows)) != len(rows):
+            raise Mismatch(f"topk[{convention}] row {m}: a row is chosen twice", detail=f"lanes {lanes}")
+
+
+def check_chosen_set_optimal(impl: Implementation, case: dict[str, Any]) -> None:
+    """Exactly min(k, valid) distinct valid rows are named, and each beats every unchosen valid row (exact scores,
+    lowest index on ties)."""
+    convention = impl.convention or ""
+    got = run_topk(impl, case["scores"], case)
+    values = as_float32(case["scores"])
+    for m, (lanes, n, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
+        rows = chosen_rows(lanes, offset, convention)
+        if len(rows) != min(case["k"], n) or len(set(rows)) != len(rows) or not all(0 <= r < n for r in rows):
+            raise Mismatch(
+                f"topk[{convention}] row {m}: the lanes must name exactly min(k, valid) = {min(case['k'], n)} "
+                f"distinct valid rows",
+                detail=f"lanes {lanes} (offset {offset}, valid {n})",
+            )
+        unchosen = [u for u in range(n) if u not in set(rows)]
+        losers = [(c, u) for c in rows for u in unchosen if not wins(c, u, values[m])]
+        if losers:
+            c, u = losers[0]
+            raise Mismatch(
+                f"topk[{convention}] row {m}: chosen row {c} (score {values[m][c]!r}) does not beat unchosen row {u} "
+                f"(score {values[m][u]!r})",
+                detail=f"{len(losers)} such pairs; lanes {lanes}",
+            )
+
+
+def check_lane_layout(impl: Implementation, case: dict[str, Any]) -> None:
+    """Width, then the row lanes first in the convention's order, then exactly the fill value, never offset."""
+    convention = impl.convention or ""
+    got = run_topk(impl, case["scores"], case)
+    values = as_float32(case["scores"])
+    fill = fill_value(convention)
+    for m, (lanes, n, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
+        count = min(case["k"], n)
+        head, tail = lanes[:count], lanes[count:]
+        if fill in head or any(lane != fill for lane in tail):
+            expected = f"{count} row lanes then {len(tail)} lanes of {fill}"
+            raise Mismatch(
+                f"topk[{convention}] row {m}: fill lanes", detail=f"{expected}, got {lanes} (offset {offset})"
+            )
+        rows = [lane - offset for lane in head]
+        if layout(convention).index_order:
+            ordered = all(a < b for a, b in itertools.pairwise(rows))
+            order = "ascending index"
+        else:
+            ordered = all(0 <= a < n and 0 <= b < n and wins(a, b, values[m]) for a, b in itertools.pairwise(rows))
+            order = "rank order (descending score, ties by ascending index)"
+        if not ordered:
+            raise Mismatch(f"topk[{convention}] row {m}: row lanes not in {order}", detail=f"rows {rows}")
+
+
+def check_tail_never_matters(impl: Implementation, case: dict[str, Any]) -> None:
+    """The same lanes whatever lies at or past each row's valid end."""
+    convention = impl.convention or ""
+    first = run_topk(impl, case["scores"], case)
+    lengths = lengths_of(case, convention)
+    swapped = [
+        row[:n] + (tail if convention != "v4-decode" else [])
+        for row, n, tail in zip(case["scores"], lengths, case["other_tails"], strict=True)
+    ]
+    second = run_topk(impl, swapped, case)
+    assert_exact(first, second, f"topk[{convention}] lanes after replacing the garbage past the valid end")
+
+
+LAB_27 = {"scores": [[2.0, 6.0, 3.0, 0.0, 300.0]], "lengths": [4], "offsets": [0], "k": 2}
+"""The book's lab 27: scores [2, 6, 3, 0, 300], valid prefix 4; top-2 over valid rows is [1, 2]."""
+LAB_27_ONE_ROW = {"scores": [[5.0, float("nan"), float("inf")]], "lengths": [1], "offsets": [0], "k": 3}
+"""One valid row, three output lanes: [0, -1, -1] under V4.1 (fixed width)."""
+LAB_27_OFFSET = {"scores": [[2.0, 6.0, 3.0, 0.0, 300.0]], "lengths": [4], "offsets": [10], "k": 2}
+"""Prefill at gathered offset 10: rows [1, 2] become [11, 12]."""
+
+PROPERTIES = [
+    Property(
+        "topk_equals_reference",
+        "topk",
+        topk_cases(),
+        check_equals_reference,
+        examples=(LAB_27, LAB_27_ONE_ROW, LAB_27_OFFSET),
+        doc="every lane equals the exact reference of the implementation's convention",
+    ),
+    Property(
+        "topk_valid_prefix_only",
+        "topk",
+        topk_cases(),
+        check_valid_prefix_only,
+        examples=(LAB_27_ONE_ROW,),
+        doc="nothing at or past the visible count is chosen; no row twice; offsets only on row lanes",
+    ),
+    Property(
+        "topk_chosen_set_optimal",
+        "topk",
+        topk_cases(),
+        check_chosen_set_optimal,
+        examples=(LAB_27,),
+        doc="min(k, valid) rows, each beating every unchosen valid row by exact score, ties to the lowest index",
+    ),
+    Property(
+        "topk_lane_layout",
+        "topk",
+        topk_cases(),
+        check_lane_layout,
+        examples=(LAB_27_OFFSET,),
+        doc="row lanes first in the convention's order (index or rank), then exactly the fill value, never offset",
+    ),
+    Property(
+        "topk_tail_never_matters",
+        "topk",
+        topk_cases(with_other_tails=True),
+        check_tail_never_matters,
+        doc="the lanes are the same with the garbage past the valid end replaced by other garbage (NaN, +inf, huge)",
+    ),
+]

@@ -1,0 +1,307 @@
+"""Hypothesis strategies for the indexing operations. Every example is plain Python data (dicts, lists, ints,
+floats including nan and inf), so a reproducer can ``repr()`` it.
+
+Scores inside a valid prefix sit on a small grid (ties are common) and, in some examples, include -inf, +inf,
+NaN and -0.0, which the exact reference ranks as torch does. Whatever lies at or past a valid end is garbage
+(NaN, +-inf, huge values), drawn twice where a property swaps one garbage tail for another. Index-score inputs
+sit on a grid on which float32 accumulation is exact in any order, so a structural bug is a gross error.
+
+Generation cost matters (the mutant hunt runs hundreds of examples per property and mutant): each example is
+read from one drawn byte string by :class:`ByteSource`, its sizes and settings first. Byte 0 maps to the
+simplest choice (one row, 0.0, a full-width row, offset 0, ...), so Hypothesis shrinks towards simple examples.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from properties.strategies import GARBAGE
+from reference.checks import INT32_MAX
+
+SPECIALS = (float("-inf"), float("inf"), float("nan"), -0.0)
+
+MAX_ROWS = 4
+MAX_WIDTH = 32
+MAX_K = 8
+
+
+class ByteSource:
+    """Reads a drawn byte string as small integers; past its end every byte is 0."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw, self.at = raw, 0
+
+    def byte(self) -> int:
+        value = self.raw[self.at] if self.at < len(self.raw) else 0
+        self.at += 1
+        return value
+
+    def below(self, n: int) -> int:
+        """An integer in [0, n) (n <= 256)."""
+        return self.byte() % n
+
+    def between(self, low: int, high: int) -> int:
+        """An integer in [low, high] (at most 256 values); byte 0 gives ``low``."""
+        return low + self.below(high - low + 1)
+
+    def bytes(self, n: int) -> list[int]:
+        return [self.byte() for _ in range(n)]
+
+
+def source(size: int) -> st.SearchStrategy[ByteSource]:
+    """One byte string of ``size`` bytes: a whole example is read from a single draw."""
+    return st.binary(min_size=size, max_size=size).map(ByteSource)
+
+
+# --- values --------------------------------------------------------------------------------------------------------
+
+
+def coarse(byte: int) -> float:
+    """0, 0.5, .., 4, -0.5, .., -4 (17 values: ties are common); byte 0 is 0.0."""
+    step = byte % 17
+    return (step if step <= 8 else 8 - step) / 2
+
+
+def fine(byte: int) -> float:
+    """Multiples of 1/16 in (-8, 8); byte 0 is 0.0."""
+    return (byte if byte < 128 else 127 - byte) / 16
+
+
+def garbage(byte: int) -> float:
+    """What unwritten storage may hold: NaN, +-inf, huge values, or large integers."""
+    return GARBAGE[byte % len(GARBAGE)] if byte < 192 else float(31 * (byte - 224))
+
+
+def prefix_value(byte: int, style: int) -> float:
+    """A valid-prefix value; ``style`` bit 0: the coarse grid (ties), bit 1: a marker one time in eight."""
+    if style & 2 and byte >= 224:
+        return SPECIALS[byte % len(SPECIALS)]
+    return coarse(byte) if style & 1 else fine(byte)
+
+
+def length_from(byte: int, width: int) -> int:
+    """A valid length in [0, width]: the full width (byte 0) and 0 favoured."""
+    if byte < 64:
+        return width
+    return 0 if byte < 96 else byte % (width + 1)
+
+
+def offset_from(byte: int, width: int) -> int:
+    """A small offset, or one so large that offset + row stays just below INT32_MAX."""
+    return byte % 65 if byte < 192 else INT32_MAX - width - 1 - byte % 9
+
+
+def score_rows(src: ByteSource, width: int, lengths: list[int], style: int) -> list[list[float]]:
+    """One row per length: the valid prefix, then garbage up to ``width``."""
+    return [[prefix_value(src.byte(), style) for _ in range(n)] + src_garbage(src, width - n) for n in lengths]
+
+
+def src_garbage(src: ByteSource, n: int) -> list[float]:
+    return [garbage(b) for b in src.bytes(n)]
+
+
+# --- top-k and candidate blocks ------------------------------------------------------------------------------------
+
+MAX_BLOCK = 8
+SCORE_BYTES = 8 + MAX_ROWS * (2 * MAX_WIDTH + 2 + MAX_BLOCK)
+"""Enough bytes for a batch of score rows, a second garbage tail per row and a few settings."""
+
+
+def score_batch(src: ByteSource) -> dict[str, Any]:
+    """``{"scores", "lengths"}``: 1 to MAX_ROWS rows of one width, each a valid prefix then garbage."""
+    rows, width, style = src.between(1, MAX_ROWS), src.between(0, MAX_WIDTH), src.below(4)
+    lengths = [length_from(b, width) for b in src.bytes(rows)]
+    return {"scores": score_rows(src, width, lengths, style), "lengths": lengths}
+
+
+def other_tails(src: ByteSource, case: dict[str, Any]) -> list[list[float]]:
+    """A second garbage tail for each row."""
+    width = len(case["scores"][0])
+    return [src_garbage(src, width - n) for n in case["lengths"]]
+
+
+@st.composite
+def topk_cases(draw: st.DrawFn, with_other_tails: bool = False) -> dict[str, Any]:
+    """``{"scores", "lengths", "offsets", "k"}`` (and ``"other_tails"``) for the topk operation."""
+    src = draw(source(SCORE_BYTES))
+    k = src.between(0, MAX_K)
+    case = score_batch(src)
+    width = len(case["scores"][0])
+    case["offsets"] = [offset_from(src.byte(), width) for _ in case["lengths"]]
+    case["k"] = k
+    if with_other_tails:
+        case["other_tails"] = other_tails(src, case)
+    return case
+
+
+def candidate_case(src: ByteSource, with_other_tails: bool = False) -> dict[str, Any]:
+    block_size, topk_blocks = src.between(2, MAX_BLOCK), src.between(0, 6)
+    case = score_batch(src)
+    case["block_size"], case["topk_blocks"] = block_size, topk_blocks
+    if with_other_tails:
+        case["other_tails"] = other_tails(src, case)
+    return case
+
+
+@st.composite
+def candidate_cases(draw: st.DrawFn, with_other_tails: bool = False) -> dict[str, Any]:
+    """``{"scores", "lengths", "block_size", "topk_blocks"}`` (and ``"other_tails"``) for candidate_select."""
+    return candidate_case(draw(source(SCORE_BYTES)), with_other_tails)
+
+
+@st.composite
+def slots_for_every_block(draw: st.DrawFn) -> dict[str, Any]:
+    """A candidate case with ``topk_blocks`` at least the number of blocks of the widest row."""
+    src = draw(source(SCORE_BYTES))
+    spare = src.below(2)
+    case = candidate_case(src)
+    case["topk_blocks"] = -(-len(case["scores"][0]) // case["block_size"]) + spare
+    return case
+
+
+@st.composite
+def newest_block_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """A candidate case plus ``"newest_values"``: other contents for each row's newest visible block."""
+    src = draw(source(SCORE_BYTES))
+    case = candidate_case(src)
+    size = case["block_size"]
+    case["newest_values"] = [[prefix_value(src.byte(), 3) for _ in range(size)] for _ in case["lengths"]]
+    return case
+
+
+@st.composite
+def restore_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"offsets", "candidate_blocks", "block_size"}``: distinct block ids or -1 padding, offsets or -1."""
+    src = draw(source(4 + MAX_ROWS * (16 + 6 + MAX_K)))
+    rows, block_size = src.between(1, MAX_ROWS), src.between(2, MAX_BLOCK)
+    slots, lanes = src.between(0, 6), src.between(0, MAX_K)
+    blocks, offsets = [], []
+    span = slots * block_size
+    for _ in range(rows):
+        pool = permutation(src, 16)
+        blocks.append([-1 if src.byte() >= 208 else pool[i] for i in range(slots)])
+        offsets.append([-1 if span == 0 or (b := src.byte()) >= 224 else b % span for _ in range(lanes)])
+    return {"offsets": offsets, "candidate_blocks": blocks, "block_size": block_size}
+
+
+def permutation(src: ByteSource, n: int) -> list[int]:
+    """0..n-1 shuffled by the source (Fisher-Yates; all-zero bytes give a rotation)."""
+    items = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = src.below(i + 1)
+        items[i], items[j] = items[j], items[i]
+    return items
+
+
+@st.composite
+def two_level_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"scores", "lengths", "k", "block_size", "padding"}``: a top-k case for the candidate round trip."""
+    src = draw(source(SCORE_BYTES))
+    k, block_size, padding = src.between(0, MAX_K), src.between(2, MAX_BLOCK), src.between(0, 2)
+    case = score_batch(src)
+    case.update(k=k, block_size=block_size, padding=padding)
+    return case
+
+
+# --- index scores --------------------------------------------------------------------------------------------------
+
+
+def grid_64th(src: ByteSource) -> float:
+    """n / 64 for |n| <= 255 from two bytes (0 -> 0.0): exact in bfloat16 and float32."""
+    u = (src.byte() << 8 | src.byte()) % 511
+    return (u if u <= 255 else 255 - u) / 64
+
+
+def grid_matrix(src: ByteSource, rows: int, cols: int) -> list[list[float]]:
+    """A rows x cols matrix of n / 64 (|n| <= 255).
+
+    On this grid a product is a multiple of 2**-12 below 16, and a dot product of up to 8 terms stays below 128:
+    every partial sum is exact in float32, in any order.
+    """
+    return [[grid_64th(src) for _ in range(cols)] for _ in range(rows)]
+
+
+INDEX_BYTES = 16 + 2 * 8 * (6 * 4 + 25) + 6 * 4 + 3
+"""Enough bytes for the largest index-score case: 6 queries x 4 heads x 8 dims, 25 visible rows."""
+
+
+@st.composite
+def index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
+    """``{"q", "weights", "k", "positions", "ratio", "dtype"}``.
+
+    ``mode``: ``"prefill"`` (consecutive positions of one chunk from ``start_pos``) or ``"decode"`` (one query
+    per request, each at its own position). Key rows past the largest visible count hold garbage. Weights are
+    multiples of 1/4 in [-2, 2]: with at most 4 heads the weighted sum stays exact in float32 too.
+    """
+    src = draw(source(INDEX_BYTES))
+    ratio, queries = src.between(1, 4), src.between(1, 6 if mode == "prefill" else 4)
+    heads, dim, extra = src.between(1, 4), src.between(1, 8), src.between(0, 3)
+    dtype = ("float32", "bfloat16")[src.below(2)]
+    if mode == "prefill":
+        start = src.between(0, 12)
+        positions = list(range(start, start + queries))
+    else:
+        positions = [src.below(25) for _ in range(queries)]
+    visible = max((p + 1) // ratio for p in positions)
+    q = [grid_matrix(src, heads, dim) for _ in positions]
+    weights = [[coarse(src.byte()) / 2 for _ in range(heads)] for _ in positions]
+    k = grid_matrix(src, visible, dim) + [[garbage(src.byte() % 4)] * dim for _ in range(extra)]
+    return {"q": q, "weights": weights, "k": k, "positions": positions, "ratio": ratio, "dtype": dtype}
+
+
+# --- addresses -----------------------------------------------------------------------------------------------------
+
+SLOT_BYTES = 8 + 4 * MAX_ROWS * 4 + MAX_ROWS * (1 + 3 * MAX_K)
+
+
+@st.composite
+def slot_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"rows", "holes", "lengths", "garbage", "block_tables", "block_size", "ratio"}`` for slot_translation.
+
+    Each request owns ``blocks`` distinct physical blocks (no block is shared between requests); ``rows`` are
+    real logical rows, ``holes`` the lanes that hold -1 under the sentinel guard, ``lengths`` the count guard's
+    valid lanes and ``garbage`` what the count guard's other lanes hold. Block ids near ``2**31 / Bc`` make the
+    slots exceed int32.
+    """
+    src = draw(source(SLOT_BYTES))
+    block_size = (2, 4, 6, 8)[src.below(4)]
+    ratios = [r for r in (1, 2, 3, 4, 8) if block_size % r == 0]
+    ratio = ratios[src.below(len(ratios))]
+    per_block = block_size // ratio
+    requests, blocks, lanes = src.between(1, MAX_ROWS), src.between(1, 4), src.between(0, MAX_K)
+    total, large = requests * blocks, src.below(2) == 1
+    base = min(2**31 // per_block - 2, INT32_MAX - 4 * total) if large else 0
+    ids = [base + i for i in permutation(src, 4 * total)[:total]]
+    span = blocks * per_block
+    junk = (-1, -2, -(2**31), INT32_MAX, span, 2 * span + 1)
+    return {
+        "rows": [[src.below(span) for _ in range(lanes)] for _ in range(requests)],
+        "holes": [[i for i in range(lanes) if src.byte() >= 192] for _ in range(requests)],
+        "lengths": [length_from(src.byte(), lanes) for _ in range(requests)],
+        "garbage": [[junk[src.below(len(junk))] for _ in range(lanes)] for _ in range(requests)],
+        "block_tables": [ids[i * blocks : (i + 1) * blocks] for i in range(requests)],
+        "block_size": block_size,
+        "ratio": ratio,
+    }
+
+
+@st.composite
+def gathered_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"rows", "offsets"}``: rows or -1 per lane; offsets up to beyond int32."""
+    src = draw(source(2 + MAX_ROWS * (MAX_K + 1)))
+    requests, lanes = src.between(1, MAX_ROWS), src.between(0, MAX_K)
+    rows = [[-1 if (b := src.byte()) >= 192 else b % 64 for _ in range(lanes)] for _ in range(requests)]
+    offsets = [b % 65 if (b := src.byte()) < 192 else 2**31 - 70 + 2**26 * (b - 192) for _ in range(requests)]
+    return {"rows": rows, "offsets": offsets}
+
+
+@st.composite
+def window_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"window", "seqlen", "start_pos"}``: a prefill chunk at position 0 or one decode query."""
+    src = draw(source(3))
+    window, decode = src.between(1, 12), src.below(2) == 1
+    if decode:
+        return {"window": window, "seqlen": 1, "start_pos": src.between(1, 30)}
+    return {"window": window, "seqlen": src.between(0, 20), "start_pos": 0}

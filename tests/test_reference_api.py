@@ -1,0 +1,37 @@
+"""The reference's public API: every name in ``reference.__all__`` exists, no export hides a module of the same
+name, and the conventions every layer uses are the reference's table."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import types
+
+import reference
+from reference.conventions import CONVENTIONS
+
+
+def test_every_export_exists() -> None:
+    missing = [name for name in reference.__all__ if not hasattr(reference, name)]
+    assert not missing
+
+
+def test_no_export_shadows_a_module() -> None:
+    for info in pkgutil.iter_modules(reference.__path__):
+        importlib.import_module(f"reference.{info.name}")
+        assert isinstance(getattr(reference, info.name), types.ModuleType), f"reference.{info.name} is not a module"
+
+
+def test_contract_conventions_are_the_references() -> None:
+    from properties.contract import OPERATIONS
+
+    assert set(OPERATIONS) == set(CONVENTIONS)
+    for name, op in OPERATIONS.items():
+        assert op.conventions == tuple(CONVENTIONS[name]), name
+
+
+def test_fast_topk_layouts_are_the_references() -> None:
+    from fast.indexing.validate import TOPK_MODES
+    from reference.topk import lane_layout
+
+    assert {name: lane_layout(c.rule) for name, c in CONVENTIONS["topk"].items()} == TOPK_MODES
