@@ -15,3 +15,33 @@ STORED_BF16_OVERFLOW = {
 STORED_NAN = {**STORED_BF16_OVERFLOW, "patterns": [{**ZERO_SPEC, "edits": [[0, "nan", 0, False]]}]}
 """A stored row holding NaN: the call is refused in every format (a mutant that quantized it lived through 100
 generated examples on one machine)."""
+CANCELLING_OUT = {
+    "dtype": "float32",
+    "dv": 2,
+    "scale": 0.5,
+    "q": [[[0.0, 0.0, 0.0, 0.0]], [[2.0, -1.0, -2.0, -1.25]]],
+    "kv": [[0.0] * 4, [0.0] * 4, [1.25, -0.25, 2.0, -0.25], [-0.25, 0.25, 0.0, -1.0], [0.0] * 4],
+    "lanes": [[["valid", 0]] * 6, [["valid", 0]] * 3 + [["valid", 2], ["valid", 3], ["valid", 2]]],
+    "sinks": [0.0],
+    "leading": 0,
+    "empty": [],
+    "sink_offsets": None,
+    "perm_seed": None,
+}
+"""Output terms cancel to 0.00124: a float32 tiled evaluation is 15 ulps off where both float32 baselines are exact
+by luck, so the rule measures such a lane's ulps at the terms' magnitude."""
+LSE_NEAR_ONE = {
+    "dtype": "float32",
+    "dv": 1,
+    "scale": 1.0,
+    "q": [[[0.5, 1.25, 1.75]]],
+    "kv": [[0.0, -0.25, -1.0], [0.0, 0.0, 0.0], [1.0, 0.25, -0.5]],
+    "lanes": [[["valid", 2], ["valid", 0], ["minus_one", 0], ["valid", 0], ["minus_one", 0]]],
+    "sinks": [0.0],
+    "leading": 0,
+    "empty": [],
+    "sink_offsets": None,
+    "perm_seed": 1649976,
+}
+"""lse = -0.0625 + ln 1.27: a sum a few ulps off, which ln turns into an absolute error of ~1e-7 on a result of
+0.18, so the rule measures lse's ulps at no less than 1."""

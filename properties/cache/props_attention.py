@@ -16,6 +16,7 @@ import torch
 
 from properties.cache.common import attention_convention, reference_attention_row, to_float
 from properties.cache.faulty_attention import baselines, term_scales
+from properties.cache.frozen import CANCELLING_OUT, LSE_NEAR_ONE
 from properties.cache.strategies import attention_examples, f32, mix, out_of_range_lane
 from properties.compare import Mismatch, assert_within_twice_baseline, errors
 from properties.registry import Implementation
@@ -179,36 +180,6 @@ def check_lane_order(impl: Implementation, example: dict[str, Any]) -> None:
 HUNT_EXAMPLES = 100
 
 # Failures found while building the suite, replayed first on every implementation.
-CANCELLING_OUT = {
-    "dtype": "float32",
-    "dv": 2,
-    "scale": 0.5,
-    "q": [[[0.0, 0.0, 0.0, 0.0]], [[2.0, -1.0, -2.0, -1.25]]],
-    "kv": [[0.0] * 4, [0.0] * 4, [1.25, -0.25, 2.0, -0.25], [-0.25, 0.25, 0.0, -1.0], [0.0] * 4],
-    "lanes": [[["valid", 0]] * 6, [["valid", 0]] * 3 + [["valid", 2], ["valid", 3], ["valid", 2]]],
-    "sinks": [0.0],
-    "leading": 0,
-    "empty": [],
-    "sink_offsets": None,
-    "perm_seed": None,
-}
-"""Output terms cancel to 0.00124: the float32 tiled twin was 15 ulps off where both float32 baselines were exact
-by luck; the rule now measures such a lane's ulps at the terms' magnitude."""
-LSE_NEAR_ONE = {
-    "dtype": "float32",
-    "dv": 1,
-    "scale": 1.0,
-    "q": [[[0.5, 1.25, 1.75]]],
-    "kv": [[0.0, -0.25, -1.0], [0.0, 0.0, 0.0], [1.0, 0.25, -0.5]],
-    "lanes": [[["valid", 2], ["valid", 0], ["minus_one", 0], ["valid", 0], ["minus_one", 0]]],
-    "sinks": [0.0],
-    "leading": 0,
-    "empty": [],
-    "sink_offsets": None,
-    "perm_seed": 1649976,
-}
-"""lse = -0.0625 + ln 1.27: the twin's sum was a few ulps off, which ln turns into an absolute error of ~1e-7 on a
-result of 0.18; the rule now measures lse's ulps at no less than 1."""
 
 PROPERTIES = [
     Property(

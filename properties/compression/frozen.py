@@ -1,8 +1,7 @@
-"""Frozen examples of the compression properties: failures the fast kernels showed under the first float rule (one
-baseline formulation, floor at the row's own size), each a legitimate float32 evaluation that one baseline beat by
-luck (docs/compression-properties.md), and one ring one slot short that a generated hunt found only under some
-seeds. Every property replays its entries first, on every implementation.
-"""
+"""Frozen examples of the compression properties, replayed first on every implementation: rows where a legitimate
+float32 evaluation is beaten by one baseline formulation by luck, which the float rule (twice the worst of several
+formulations, floor at the terms' magnitude) must accept (docs/compression-properties.md), and a ring one slot short
+that a generated search finds only under some seeds."""
 
 PREFILL_CANCELLATION = {
     "layer": {"ratio": 8, "dim": 2, "overlap": False, "ape": None},
@@ -25,7 +24,7 @@ PREFILL_CANCELLATION = {
         }
     ],
 }
-"""Torch backend, ratio 8: terms -0.94 and +1.40 cancel to 0.47; its error was 5.7 units of the row."""
+"""Torch backend, ratio 8: terms -0.94 and +1.40 cancel to 0.47; its error is 5.7 units of the row."""
 PREFILL_SMALL_WEIGHT = {
     "layer": {"ratio": 3, "dim": 2, "overlap": False, "ape": None},
     "ring_extra": 1,
@@ -68,7 +67,7 @@ DECODE_OVERLAP_RING_SHORT = {
     "fault": "ring_short",
 }
 """V4 overlap, one new position, a ring one short of the discipline's safe size (write-then-read: 7 < 8): a
-bound of r + q - 1 (4) would accept it. A hunt of generated calls found this only by luck of the seed."""
+bound of r + q - 1 (4) would accept it. A search of generated calls finds this only under some seeds."""
 LIFE_CANCELLATION = {
     "layer": {"ratio": 3, "dim": 4, "overlap": False, "ape": None},
     "qmax": 1,

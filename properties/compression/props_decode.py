@@ -3,6 +3,7 @@ requests, under each ring discipline (docs/compression-properties.md)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from properties.compression.call import DECODE
@@ -93,24 +94,12 @@ def replay_decode(impl: Implementation, ex: dict[str, Any], *, rows: bool, ring:
             check_untouched(before.cpu(), state_now, [requests[b]["slot"] for b, _, _ in steps], what)
 
 
-def decode_equals_one_shot(impl: Implementation, ex: dict[str, Any]) -> None:
-    replay_decode(impl, ex, rows=True, ring=False)
-
-
-def decode_ring_contents(impl: Implementation, ex: dict[str, Any]) -> None:
-    replay_decode(impl, ex, rows=False, ring=True)
-
-
-def decode_fresh_request(impl: Implementation, ex: dict[str, Any]) -> None:
-    replay_decode(impl, ex, rows=True, ring=False)
-
-
 PROPERTIES = [
     Property(
         "compression_decode_equals_one_shot",
         DECODE,
         decode_batches(),
-        decode_equals_one_shot,
+        partial(replay_decode, rows=True, ring=False),
         doc="Decode / verify steps of 1..qmax positions per request, several requests from different starts "
         "in one call, the ring at the safe size of the declared discipline: each new position gets one "
         "row, the one-shot row j where it completes group j, else a zero row with store row -1.",
@@ -121,7 +110,7 @@ PROPERTIES = [
         "compression_decode_ring_contents",
         DECODE,
         decode_batches(),
-        decode_ring_contents,
+        partial(replay_decode, rows=False, ring=True),
         doc="After every step the ring holds, bit for bit, every position that a later step may read after "
         "any acceptance (start - W + 2 .. end - 1) and that the ring can still hold (from end - S on); "
         "state slots of no request in the call are untouched.",
@@ -131,7 +120,7 @@ PROPERTIES = [
         "compression_decode_fresh_request",
         DECODE,
         fresh_decode_batches(),
-        decode_fresh_request,
+        partial(replay_decode, rows=True, ring=False),
         doc="Decode from position 0 over a ring of leftovers and garbage: rows equal one-shot compression.",
         hunt_examples=HUNT_EXAMPLES,
     ),

@@ -3,6 +3,7 @@ requests (docs/compression-properties.md names which mutant each one kills)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from properties.compression.call import PREFILL
@@ -69,24 +70,12 @@ def replay_prefill(impl: Implementation, ex: dict[str, Any], *, rows: bool, ring
             check_untouched(before.cpu(), state_now, [requests[b]["slot"] for b, _, _ in chunks], what)
 
 
-def prefill_partition_invariance(impl: Implementation, ex: dict[str, Any]) -> None:
-    replay_prefill(impl, ex, rows=True, ring=False)
-
-
-def prefill_ring_contents(impl: Implementation, ex: dict[str, Any]) -> None:
-    replay_prefill(impl, ex, rows=False, ring=True)
-
-
-def prefill_fresh_request(impl: Implementation, ex: dict[str, Any]) -> None:
-    replay_prefill(impl, ex, rows=True, ring=False)
-
-
 PROPERTIES = [
     Property(
         "compression_prefill_partition_invariance",
         PREFILL,
         prefill_batches(),
-        prefill_partition_invariance,
+        partial(replay_prefill, rows=True, ring=False),
         doc="Several requests of different lengths, each cut into chunks at any points, packed into calls: "
         "the completed rows equal one-shot compression, store rows are j (-1 for a placeholder), each "
         "request reserves max(1, nc) rows and a placeholder is a zero row. Every ratio, overlap and APE.",
@@ -97,7 +86,7 @@ PROPERTIES = [
         "compression_prefill_ring_contents",
         PREFILL,
         prefill_batches(),
-        prefill_ring_contents,
+        partial(replay_prefill, rows=False, ring=True),
         doc="After every call each request's ring holds its newest W - 1 positions (raw score, latent) at "
         "p % S, bit for bit, and state slots of no request in the call are untouched.",
         hunt_examples=HUNT_EXAMPLES_QUICK,
@@ -106,7 +95,7 @@ PROPERTIES = [
         "compression_prefill_fresh_request",
         PREFILL,
         fresh_prefill_batches(),
-        prefill_fresh_request,
+        partial(replay_prefill, rows=True, ring=False),
         doc="A request starting at position 0 in a ring full of an earlier request's leftovers (and garbage) "
         "reads none of it: its rows equal one-shot compression.",
         hunt_examples=HUNT_EXAMPLES,
