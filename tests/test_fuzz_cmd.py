@@ -89,3 +89,15 @@ def test_list_names_every_operation(tmp_path: pathlib.Path) -> None:
     run = csa("--list", cwd=tmp_path)
     assert run.returncode == 0
     assert all(name in run.stdout for name in OPERATIONS)
+
+
+def test_a_reproducer_written_before_the_layout_change_still_runs(tmp_path: pathlib.Path) -> None:
+    """A reproducer that ``csa fuzz`` wrote on a683d9f (the tree before properties/ was grouped by area) imports
+    only ``properties.catalog`` and ``properties.registry``: it must still run and still find the bug."""
+    text = (ROOT / "tests" / "fixtures" / "repro_written_by_a683d9f.txt").read_text()
+    script = tmp_path / "repro.py"
+    script.write_text(text.replace("EXAMPLES/", f"{ROOT / 'examples'}/"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
+    run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.startswith("FAILS: topk_equals_reference"), run.stdout
