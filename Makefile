@@ -6,9 +6,11 @@ SHELL := /bin/bash
 ifdef PYTHON
 PY := $(PYTHON)
 SETUP :=
+LABS_SETUP :=
 else
 PY := .venv/bin/python
 SETUP := .venv/.installed
+LABS_SETUP := .venv/.core
 endif
 
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
@@ -20,13 +22,18 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: labs check lint test fuzz fuzz-campaign bench clean
 
-.venv/.installed: pyproject.toml constraints/cpu.txt
+# The labs need only the exact reference (sympy, mpmath); everything else comes with the first target that needs it.
+.venv/.core: pyproject.toml
 	python3 -m venv .venv
+	.venv/bin/python -m pip install -q -e .
+	touch $@
+
+.venv/.installed: .venv/.core constraints/cpu.txt
 	.venv/bin/python -m pip install -q --upgrade pip
 	.venv/bin/python -m pip install -q -c constraints/cpu.txt -e '.[test,kernels,dev]'
 	touch $@
 
-labs: $(SETUP)
+labs: $(LABS_SETUP)
 	$(PY) labs/26_compression.py
 	$(PY) labs/27_indexing.py
 
