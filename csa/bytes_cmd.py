@@ -14,7 +14,7 @@ from reference.models import MODELS, model_preset
 HELP = "KV-cache, index-cache and state bytes of a model preset for a context length and batch"
 COMPONENTS = ("window", "compressed", "index", "state", "total")
 HEADINGS = ("window ring", "compressed rows", "index rows", "state", "one layer", "all layers")
-UNITS_NOTE = "units: B = byte; KiB, MiB, GiB = 2^10, 2^20, 2^30 bytes (binary prefixes); GB = 10^9 bytes"
+UNITS_NOTE = "units: B = byte; KiB, MiB, GiB, TiB, PiB = 2^10 .. 2^50 bytes (binary prefixes); GB = 10^9 bytes"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def binary(n: int) -> str:
     """``n`` bytes with a binary prefix, e.g. ``144.0 MiB``."""
-    for unit, power in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+    for unit, power in (("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << power:
             return f"{n / (1 << power):.1f} {unit}"
     return f"{n} B"
@@ -99,6 +99,12 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"--context must be >= 0, got {context}")
     if args.batch < 1:
         return _error(f"--batch must be >= 1, got {args.batch}")
+    if context > model.max_context:
+        print(
+            f"csa bytes: warning: --context {context:,} is past {model.name}'s maximum context of "
+            f"{model.max_context:,} positions; the figures extrapolate its layout",
+            file=sys.stderr,
+        )
     for option, value in (("--compressed-format", args.compressed_format), ("--index-format", args.index_format)):
         if value is not None and value not in ROW_FORMATS:
             return _error(f"{option} {value!r} is unknown; known: {', '.join(ROW_FORMATS)}")

@@ -99,3 +99,17 @@ def test_runs_as_a_module_from_the_repository() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("v4-flash: config huggingface.co/deepseek-ai/DeepSeek-V4-Flash")
+
+
+def test_a_context_past_the_models_maximum_warns_and_large_totals_read_in_tib(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["bytes", "--model", "v4.1-flash", "--context", str(2**40)]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: --context 1,099,511,627,776 is past v4.1-flash's maximum context of 1,048,576" in err
+    assert "total      978,565,351,712,768 B (890.0 TiB, 978565.352 GB)" in out
+
+
+def test_the_maximum_context_gives_no_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bytes", "--model", "v4.1-flash", "--context", str(2**20)]) == 0
+    assert "warning" not in capsys.readouterr().err
