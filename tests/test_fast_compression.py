@@ -23,7 +23,7 @@ import triton.language as tl
 from fast.compression import compress_decode, compress_prefill, min_ring_size, prepare
 from fast.compression import triton_kernels as tk
 from fast.compression.plan import Mode
-from fast.compression.triton_kernels import _bf16_bits
+from fast.compression.triton_common import _bf16_bits
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 BACKENDS = ("torch", "triton")

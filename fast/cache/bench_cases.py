@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from fast import bench
+from fast import bench, bench_report
 from fast.bench import Built, Case
 from fast.cache import FORMATS, attention, attention_naive, quantize, quantize_naive
 from fast.cache import gather_dequantize as gather_api
@@ -259,8 +259,8 @@ def summary(report: dict[str, Any]) -> str:
                          f"{100 * roof_ms / r['ms']:.0f}% |")  # fmt: skip
         if case.get("check"):
             lines.append(f"| {case['name']} | check: {case['check']} | | | | |")
-    targets = [t for t in bench.targets(report) if t["case"].startswith("cache/")]
-    return "\n".join([*lines, "", "## Targets", "", *bench.target_table(targets)]) + "\n"
+    targets = [t for t in bench_report.targets(report) if t["case"].startswith("cache/")]
+    return "\n".join([*lines, "", "## Targets", "", *bench_report.target_table(targets)]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,21 +51,22 @@ def flags(
 
 def cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any]]]:
     """(name, kernel, argument types, constexprs and num_warps) at the default tiles."""
-    from fast.compression import triton_kernels as tk
+    from fast.compression.triton_decode import _decode_kernel
+    from fast.compression.triton_prefill import _keep_kernel, _prefill_rows_kernel
 
     P, D = Mode.PREFILL, Mode.DECODE
     return [
-        ("prefill C2", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 2, False, False, 4)),
-        ("prefill V4 overlap", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 4, True, True, 9)),
-        ("prefill r128", tk._prefill_rows_kernel, ROWS_ARGS, flags(P, 128, False, True, 130)),
-        ("prefill V4 overlap, several requests", tk._prefill_rows_kernel, ROWS_ARGS,
+        ("prefill C2", _prefill_rows_kernel, ROWS_ARGS, flags(P, 2, False, False, 4)),
+        ("prefill V4 overlap", _prefill_rows_kernel, ROWS_ARGS, flags(P, 4, True, True, 9)),
+        ("prefill r128", _prefill_rows_kernel, ROWS_ARGS, flags(P, 128, False, True, 130)),
+        ("prefill V4 overlap, several requests", _prefill_rows_kernel, ROWS_ARGS,
          flags(P, 4, True, True, 9, ONE_REQUEST=False)),
-        ("prefill V4 f32 + cache", tk._prefill_rows_kernel, ROWS_ARGS | {"out_ptr": F32},
+        ("prefill V4 f32 + cache", _prefill_rows_kernel, ROWS_ARGS | {"out_ptr": F32},
          flags(P, 4, True, True, 9, OUT_BF16=False, HAS_TABLE=True, WRITE_CACHE=True)),
-        ("decode V4 overlap", tk._decode_kernel, DECODE_ARGS, flags(D, 4, True, True, 12, WRITE_RING=True)),
-        ("decode C2", tk._decode_kernel, DECODE_ARGS, flags(D, 2, False, False, 6, WRITE_RING=True)),
-        ("decode r128", tk._decode_kernel, DECODE_ARGS, flags(D, 128, False, True, 140, WRITE_RING=True)),
-        ("keep", tk._keep_kernel, KEEP_ARGS, dict(C=1024, S=9, BLOCK_P=8, BLOCK_C=256, num_warps=4)),
+        ("decode V4 overlap", _decode_kernel, DECODE_ARGS, flags(D, 4, True, True, 12, WRITE_RING=True)),
+        ("decode C2", _decode_kernel, DECODE_ARGS, flags(D, 2, False, False, 6, WRITE_RING=True)),
+        ("decode r128", _decode_kernel, DECODE_ARGS, flags(D, 128, False, True, 140, WRITE_RING=True)),
+        ("keep", _keep_kernel, KEEP_ARGS, dict(C=1024, S=9, BLOCK_P=8, BLOCK_C=256, num_warps=4)),
     ]  # fmt: skip
 
 

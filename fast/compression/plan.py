@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.checks import fail, require
+from reference.checks import INT32_MAX, fail, require
 
 FLOAT_OUT = (torch.float32, torch.bfloat16)
-INT32_LIMIT = 2**31 - 1
 
 
 class Mode(enum.Enum):
@@ -165,118 +164,29 @@ def prepare(
     rollback: bool = False,
 ) -> Plan:
     """Validate one call and compute its host metadata. Raises ValueError/TypeError naming the argument."""
-    r = _positive_int(ratio, "ratio")
-    if not isinstance(overlap, bool):
-        raise TypeError(f"overlap: must be a bool, got {type(overlap).__name__}")
-    require(not overlap or r == 4, "overlap", f"overlapping windows exist only for ratio 4, got ratio {r}")
+    r, window = _check_layer(ratio, overlap)
     if out_dtype not in FLOAT_OUT:
         raise TypeError(f"out_dtype: must be torch.float32 or torch.bfloat16, got {out_dtype}")
-
-    score = _tensor(score, "score")
+    score, latent, T, C = _check_inputs(score, latent, overlap)
     device = score.device
-    for name, x in (("score", score), ("latent", _tensor(latent, "latent"))):
-        _dtype(x, name, torch.float32)
-        require(x.dim() == 2, name, f"must be 2-D [T, C], got {x.dim()}-D")
-        _contiguous(x, name)
-        _device(x, name, device)
-    _shape(latent, "latent", tuple(score.shape), "same as score")
-    T, C = (int(n) for n in score.shape)
-    coff = 2 if overlap else 1
-    require(C > 0 and C % coff == 0, "score", f"must have a positive channel count divisible by {coff}, got {C}")
-    d = C // coff
-    window = coff * r
-
-    for name, x in (
-        ("cu_seqlens", _tensor(cu_seqlens, "cu_seqlens")),
-        ("start_pos", _tensor(start_pos, "start_pos")),
-        ("state_index", _tensor(state_index, "state_index")),
-    ):
-        _dtype(x, name, torch.int32)
-        require(x.dim() == 1, name, f"must be 1-D, got {x.dim()}-D")
-        _contiguous(x, name)
-        _device(x, name, device)
-    require(cu_seqlens.numel() >= 1, "cu_seqlens", "must hold B + 1 >= 1 offsets")
-    B = int(cu_seqlens.numel()) - 1
-    _shape(start_pos, "start_pos", (B,), "one start per request")
-    _shape(state_index, "state_index", (B,), "one state slot per request")
-
-    state = _tensor(state, "state")
-    _dtype(state, "state", torch.float32)
-    require(state.dim() == 4, "state", f"must be 4-D [N, S, 2, C], got {state.dim()}-D")
-    _contiguous(state, "state")
-    _device(state, "state", device)
-    N, S = int(state.shape[0]), int(state.shape[1])
-    _shape(state, "state", (N, S, 2, C), "state slots, ring positions, score/latent, channels")
-    require(N >= 1, "state", f"must have at least one state slot, got {list(state.shape)}")
-
+    d = C // (2 if overlap else 1)
+    B = _check_offsets(cu_seqlens, start_pos, state_index, device)
+    N, S = _check_state(state, C, device)
     if ape is not None:
-        ape = _tensor(ape, "ape")
-        _dtype(ape, "ape", torch.float32)
-        _shape(ape, "ape", (r, C), "one row per offset within the group")
-        _contiguous(ape, "ape")
-        _device(ape, "ape", device)
-
-    cu = [int(v) for v in cu_seqlens.tolist()]
-    starts = tuple(int(v) for v in start_pos.tolist())
-    slots = [int(v) for v in state_index.tolist()]
-    require(cu[0] == 0, "cu_seqlens", f"must start at 0, got {cu[0]}")
-    lengths = tuple(cu[b + 1] - cu[b] for b in range(B))
-    for b, n in enumerate(lengths):
-        require(n >= 0, "cu_seqlens", f"must be non-decreasing (request {b} has length {n})")
-    require(cu[-1] == T, "cu_seqlens", f"must end at the number of input rows {T}, got {cu[-1]}")
-    for b, (s, n) in enumerate(zip(starts, lengths, strict=True)):
-        require(s >= 0, "start_pos", f"must be >= 0, got {s} for request {b}")
-        require(s + n <= INT32_LIMIT, "start_pos", f"request {b} ends past position 2**31 - 1")
-    live = [b for b in range(B) if lengths[b] > 0]
-    for b in live:
-        require(0 <= slots[b] < N, "state_index", f"must lie in [0, {N}), got {slots[b]} for request {b}")
-    used = [slots[b] for b in live]
-    require(len(set(used)) == len(used), "state_index", "requests with new positions must own distinct state slots")
-
-    if not isinstance(rollback, bool):
-        raise TypeError(f"rollback: must be a bool, got {type(rollback).__name__}")
-    require(not rollback or mode is Mode.DECODE, "rollback", "only a decode / verify step can be rolled back")
-    need = min_ring_size(window, lengths, rollback)
-    rule = "W + q - 2 (rollback)" if rollback and window > 1 else "W - 1"
-    require(
-        S >= need,
-        "state",
-        f"a ring of {S} positions is below the safe size {need} = {rule} for W = {window} window positions "
-        f"(read-then-write)",
-    )
-    kept = tuple(kept_positions(n, S) for n in lengths)
-
-    if mode is Mode.PREFILL:
-        row_counts = tuple(max(1, completed_rows(s, n, r)) for s, n in zip(starts, lengths, strict=True))
-    else:
-        row_counts = lengths
+        ape = _check_ape(ape, r, C, device)
+    lengths, starts, slots = _read_requests(cu_seqlens, start_pos, state_index, T, N)
+    _check_ring(mode, rollback, S, window, lengths)
+    row_counts = _row_counts(mode, r, starts, lengths)
+    rows_per_block = 0
+    if block_table is not None or block_size is not None:
+        block_table, rows_per_block = _check_table(block_table, block_size, r, B, device)
+    if kv_cache is not None:
+        kv_cache = _check_cache(kv_cache, block_table, d, device)
+    if block_table is not None:
+        _check_block_table(block_table, starts, lengths, r, rows_per_block, kv_cache)
     offsets = [0]
     for count in row_counts:
         offsets.append(offsets[-1] + count)
-
-    rows_per_block = 0
-    if block_table is not None or block_size is not None:
-        require(block_table is not None, "block_table", "must be given with block_size")
-        require(block_size is not None, "block_size", "must be given with block_table")
-        assert block_table is not None and block_size is not None
-        bs = _positive_int(block_size, "block_size")
-        require(bs % r == 0, "block_size", f"must be a multiple of ratio {r}, got {bs}")
-        rows_per_block = bs // r
-        block_table = _tensor(block_table, "block_table")
-        _dtype(block_table, "block_table", torch.int32)
-        require(block_table.dim() == 2 and block_table.shape[0] == B, "block_table", f"must be [B={B}, blocks]")
-        _contiguous(block_table, "block_table")
-        _device(block_table, "block_table", device)
-    if kv_cache is not None:
-        require(block_table is not None, "kv_cache", "needs block_table and block_size to place rows")
-        kv_cache = _tensor(kv_cache, "kv_cache")
-        _dtype(kv_cache, "kv_cache", *FLOAT_OUT)
-        require(kv_cache.dim() == 2 and kv_cache.shape[1] == d, "kv_cache", f"must be [rows, {d}]")
-        _contiguous(kv_cache, "kv_cache")
-        _device(kv_cache, "kv_cache", device)
-    if block_table is not None:
-        _check_block_table(block_table, starts, lengths, r, rows_per_block, kv_cache)
-
     return Plan(
         mode=mode,
         ratio=r,
@@ -298,12 +208,157 @@ def prepare(
         kv_cache=kv_cache,
         lengths=lengths,
         starts=starts,
-        slots=tuple(slots),
-        kept=kept,
+        slots=slots,
+        kept=tuple(kept_positions(n, S) for n in lengths),
         row_counts=row_counts,
         row_offsets=cu_seqlens if mode is Mode.DECODE else torch.tensor(offsets, dtype=torch.int32).to(device),
         total_rows=offsets[-1],
     )
+
+
+def _check_layer(ratio: object, overlap: object) -> tuple[int, int]:
+    """``(ratio, W)``: the ratio a positive int, overlap a bool and only with ratio 4."""
+    r = _positive_int(ratio, "ratio")
+    if not isinstance(overlap, bool):
+        raise TypeError(f"overlap: must be a bool, got {type(overlap).__name__}")
+    require(not overlap or r == 4, "overlap", f"overlapping windows exist only for ratio 4, got ratio {r}")
+    return r, (2 if overlap else 1) * r
+
+
+def _check_inputs(score: object, latent: object, overlap: bool) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """score and latent: contiguous f32[T, C] on one device, C a positive multiple of the halves (2 with
+    overlap). Returns them and ``(T, C)``."""
+    score = _tensor(score, "score")
+    device = score.device
+    latent = _tensor(latent, "latent")
+    for name, x in (("score", score), ("latent", latent)):
+        _dtype(x, name, torch.float32)
+        require(x.dim() == 2, name, f"must be 2-D [T, C], got {x.dim()}-D")
+        _contiguous(x, name)
+        _device(x, name, device)
+    _shape(latent, "latent", tuple(score.shape), "same as score")
+    T, C = (int(n) for n in score.shape)
+    coff = 2 if overlap else 1
+    require(C > 0 and C % coff == 0, "score", f"must have a positive channel count divisible by {coff}, got {C}")
+    return score, latent, T, C
+
+
+def _check_offsets(cu_seqlens: object, start_pos: object, state_index: object, device: torch.device) -> int:
+    """cu_seqlens i32[B+1], start_pos i32[B], state_index i32[B]: contiguous, on ``device``. Returns B."""
+    for name, x in (
+        ("cu_seqlens", _tensor(cu_seqlens, "cu_seqlens")),
+        ("start_pos", _tensor(start_pos, "start_pos")),
+        ("state_index", _tensor(state_index, "state_index")),
+    ):
+        _dtype(x, name, torch.int32)
+        require(x.dim() == 1, name, f"must be 1-D, got {x.dim()}-D")
+        _contiguous(x, name)
+        _device(x, name, device)
+    assert isinstance(cu_seqlens, torch.Tensor) and isinstance(start_pos, torch.Tensor)
+    assert isinstance(state_index, torch.Tensor)
+    require(cu_seqlens.numel() >= 1, "cu_seqlens", "must hold B + 1 >= 1 offsets")
+    B = int(cu_seqlens.numel()) - 1
+    _shape(start_pos, "start_pos", (B,), "one start per request")
+    _shape(state_index, "state_index", (B,), "one state slot per request")
+    return B
+
+
+def _check_state(state: object, C: int, device: torch.device) -> tuple[int, int]:
+    """state: contiguous f32[N, S, 2, C] on ``device`` with N >= 1. Returns ``(N, S)``."""
+    state = _tensor(state, "state")
+    _dtype(state, "state", torch.float32)
+    require(state.dim() == 4, "state", f"must be 4-D [N, S, 2, C], got {state.dim()}-D")
+    _contiguous(state, "state")
+    _device(state, "state", device)
+    N, S = int(state.shape[0]), int(state.shape[1])
+    _shape(state, "state", (N, S, 2, C), "state slots, ring positions, score/latent, channels")
+    require(N >= 1, "state", f"must have at least one state slot, got {list(state.shape)}")
+    return N, S
+
+
+def _check_ape(ape: object, ratio: int, C: int, device: torch.device) -> torch.Tensor:
+    """ape: contiguous f32[ratio, C] on ``device``."""
+    ape = _tensor(ape, "ape")
+    _dtype(ape, "ape", torch.float32)
+    _shape(ape, "ape", (ratio, C), "one row per offset within the group")
+    _contiguous(ape, "ape")
+    _device(ape, "ape", device)
+    return ape
+
+
+def _read_requests(
+    cu_seqlens: torch.Tensor, start_pos: torch.Tensor, state_index: torch.Tensor, T: int, N: int
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The per-request host values (one device-to-host copy each), checked: ``cu_seqlens`` runs from 0 to T
+    without decreasing, starts are >= 0 and every request ends by position 2**31 - 1, and the requests with new
+    positions own distinct state slots in [0, N). Returns ``(lengths, starts, slots)``."""
+    cu = [int(v) for v in cu_seqlens.tolist()]
+    starts = tuple(int(v) for v in start_pos.tolist())
+    slots = tuple(int(v) for v in state_index.tolist())
+    require(cu[0] == 0, "cu_seqlens", f"must start at 0, got {cu[0]}")
+    lengths = tuple(cu[b + 1] - cu[b] for b in range(len(starts)))
+    for b, n in enumerate(lengths):
+        require(n >= 0, "cu_seqlens", f"must be non-decreasing (request {b} has length {n})")
+    require(cu[-1] == T, "cu_seqlens", f"must end at the number of input rows {T}, got {cu[-1]}")
+    for b, (s, n) in enumerate(zip(starts, lengths, strict=True)):
+        require(s >= 0, "start_pos", f"must be >= 0, got {s} for request {b}")
+        require(s + n <= INT32_MAX, "start_pos", f"request {b} ends past position 2**31 - 1")
+    live = [b for b, n in enumerate(lengths) if n > 0]
+    for b in live:
+        require(0 <= slots[b] < N, "state_index", f"must lie in [0, {N}), got {slots[b]} for request {b}")
+    used = [slots[b] for b in live]
+    require(len(set(used)) == len(used), "state_index", "requests with new positions must own distinct state slots")
+    return lengths, starts, slots
+
+
+def _check_ring(mode: Mode, rollback: object, S: int, window: int, lengths: tuple[int, ...]) -> None:
+    """rollback a bool, and only for decode; the ring at least :func:`min_ring_size`."""
+    if not isinstance(rollback, bool):
+        raise TypeError(f"rollback: must be a bool, got {type(rollback).__name__}")
+    require(not rollback or mode is Mode.DECODE, "rollback", "only a decode / verify step can be rolled back")
+    need = min_ring_size(window, lengths, rollback)
+    rule = "W + q - 2 (rollback)" if rollback and window > 1 else "W - 1"
+    require(
+        S >= need,
+        "state",
+        f"a ring of {S} positions is below the safe size {need} = {rule} for W = {window} window positions "
+        f"(read-then-write)",
+    )
+
+
+def _row_counts(mode: Mode, ratio: int, starts: tuple[int, ...], lengths: tuple[int, ...]) -> tuple[int, ...]:
+    """Output rows per request: prefill ``max(1, nc_b)``, decode one per new position."""
+    if mode is Mode.PREFILL:
+        return tuple(max(1, completed_rows(s, n, ratio)) for s, n in zip(starts, lengths, strict=True))
+    return lengths
+
+
+def _check_table(
+    block_table: object, block_size: object, ratio: int, B: int, device: torch.device
+) -> tuple[torch.Tensor, int]:
+    """block_table (contiguous i32[B, blocks] on ``device``) and block_size (a multiple of the ratio) given
+    together. Returns the table and the compressed rows per block."""
+    require(block_table is not None, "block_table", "must be given with block_size")
+    require(block_size is not None, "block_size", "must be given with block_table")
+    bs = _positive_int(block_size, "block_size")
+    require(bs % ratio == 0, "block_size", f"must be a multiple of ratio {ratio}, got {bs}")
+    table = _tensor(block_table, "block_table")
+    _dtype(table, "block_table", torch.int32)
+    require(table.dim() == 2 and table.shape[0] == B, "block_table", f"must be [B={B}, blocks]")
+    _contiguous(table, "block_table")
+    _device(table, "block_table", device)
+    return table, bs // ratio
+
+
+def _check_cache(kv_cache: object, block_table: torch.Tensor | None, d: int, device: torch.device) -> torch.Tensor:
+    """kv_cache: contiguous f32|bf16[rows, d] on ``device``, only with a block table to place its rows."""
+    require(block_table is not None, "kv_cache", "needs block_table and block_size to place rows")
+    cache = _tensor(kv_cache, "kv_cache")
+    _dtype(cache, "kv_cache", *FLOAT_OUT)
+    require(cache.dim() == 2 and cache.shape[1] == d, "kv_cache", f"must be [rows, {d}]")
+    _contiguous(cache, "kv_cache")
+    _device(cache, "kv_cache", device)
+    return cache
 
 
 def _check_block_table(

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fast import bench
+from fast import bench, bench_report
 
 MATMUL_N = 8192
 
@@ -54,7 +54,7 @@ def summary(report: dict[str, Any], matmul: dict[str, Any]) -> str:
         "",
         "## Targets",
         "",
-        *bench.target_table([t for t in bench.targets(report) if t["case"].startswith("indexing/")]),
+        *bench_report.target_table([t for t in bench_report.targets(report) if t["case"].startswith("indexing/")]),
     ]
     lines += ["", "## Cases", ""]
     for case in report["cases"]:

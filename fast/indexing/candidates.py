@@ -21,7 +21,6 @@ import triton.language as tl
 
 from fast.indexing import topk as tk
 from fast.indexing import validate as v
-from fast.indexing.topk import topk
 
 
 @triton.jit
@@ -86,10 +85,6 @@ def _restore_kernel(
     tl.store(out_ptr + at, tl.where(ok, restored, -1).to(tl.int32), mask=here)
 
 
-def _pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
-
-
 def block_scores(
     scores: torch.Tensor, lengths: torch.Tensor, *, block_size: int, pin_newest: bool = True, validate: bool = True
 ) -> torch.Tensor:
@@ -100,11 +95,11 @@ def block_scores(
     out = torch.empty(scores.shape[0], blocks, dtype=torch.float32, device=scores.device)
     if out.numel() == 0:
         return out
-    bsp = _pow2(block_size)
+    bsp = tk.pow2(block_size)
     if v.interpreted():
-        per_program, tile = min(_pow2(out.shape[0]), 8), min(_pow2(blocks), 64)
+        per_program, tile = min(tk.pow2(out.shape[0]), 8), min(tk.pow2(blocks), 64)
     else:
-        per_program, tile = 1, max(1, min(_pow2(blocks), 4096 // bsp))
+        per_program, tile = 1, max(1, min(tk.pow2(blocks), 4096 // bsp))
     _block_scores_kernel[(-(-out.shape[0] // per_program), -(-blocks // tile))](
         scores,
         lengths,
@@ -132,7 +127,7 @@ def candidate_select(
     drop_nan: bool = True,
     validate: bool = True,
 ) -> torch.Tensor:
-    """Kept candidate blocks of each row, ascending, -1 fill: i32[M, topk_blocks] (docs/conventions.md).
+    """Kept candidate blocks of each row, ascending, -1 fill: i32[M, topk_blocks] (docs/indexing.md).
 
     The ``topk_blocks`` best blocks (NaN > +inf > numbers > -inf, ties to the lowest block) take the slots; a
     block in a slot is kept unless it scores -inf (or NaN, with ``drop_nan``: the public reference's
@@ -147,7 +142,7 @@ def candidate_select(
         )
     best = block_scores(scores, lengths, block_size=block_size, pin_newest=pin_newest, validate=False)
     counts = (lengths.to(torch.int64).clamp(0, scores.shape[1]) + block_size - 1) // block_size
-    return topk(best, counts, k=topk_blocks, convention="v4.1", drop_neg_inf=True, drop_nan=drop_nan, validate=False)
+    return tk.topk(best, counts, k=topk_blocks, convention="v4.1", drop_neg_inf=True, drop_nan=drop_nan, validate=False)
 
 
 def candidate_restore(

@@ -38,39 +38,40 @@ Case = tuple[str, Any, dict[str, str], dict[str, Any], int]
 
 def cases(k: int = 2048, width: int = 262144) -> list[Case]:
     """(name, kernel, argument types, constexprs, warps) for rows of ``width`` lanes and this k."""
-    from fast.indexing import topk as tk
-    from fast.indexing.bench_cases import TOPK_SPLITS
+    from fast.indexing.bench_topk import TOPK_SPLITS
+    from fast.indexing.topk.config import COMPILED, buffer_sizes, pow2
+    from fast.indexing.topk.row import _topk_kernel
+    from fast.indexing.topk.split import _split_pass_kernel, _split_threshold_kernel
 
-    cfg = tk.COMPILED
-    kpad = tk._pow2(k)
-    cap = min(max(tk._pow2(cfg.cap_factor * kpad), cfg.min_cap), tk._pow2(width))
+    cfg = COMPILED
+    kpad, cap = buffer_sizes(cfg, k, width)
     main = dict(HAS_OFFSETS=True, HAS_KEEP=False, TRANSLATE=False, RANK=False, DROP_NEG_INF=False, DROP_NAN=False,
                 BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, CAP=cap,
                 KPAD=kpad, PRESPLIT=False, NSPLIT=1)  # fmt: skip
     out: list[Case] = [
-        ("one-program v4.1", tk._topk_kernel, MAIN_ARGS, main, cfg.num_warps),
-        ("one-program rank order", tk._topk_kernel, MAIN_ARGS, main | dict(RANK=True), cfg.num_warps),
-        ("one-program slots", tk._topk_kernel, MAIN_ARGS | dict(out_ptr="*i64"), main | dict(TRANSLATE=True),
+        ("one-program v4.1", _topk_kernel, MAIN_ARGS, main, cfg.num_warps),
+        ("one-program rank order", _topk_kernel, MAIN_ARGS, main | dict(RANK=True), cfg.num_warps),
+        ("one-program slots", _topk_kernel, MAIN_ARGS | dict(out_ptr="*i64"), main | dict(TRANSLATE=True),
          cfg.num_warps),
     ]  # fmt: skip
     sweep = [(c["split_lanes"], c["split_block"], c["split_warps"]) for c in TOPK_SPLITS]
     for split_lanes, block, warps in sweep:
         splits = -(-width // split_lanes)
         label = f"split{split_lanes} block{block} w{warps}"
-        presplit = main | dict(PRESPLIT=True, NSPLIT=tk._pow2(splits))
+        presplit = main | dict(PRESPLIT=True, NSPLIT=pow2(splits))
         passes = dict(HAS_KEEP=False, DIRECT=cfg.direct, CAP=cap, SPLIT=split_lanes, BLOCK=min(block, split_lanes),
-                      NSPLIT=tk._pow2(splits))  # fmt: skip
+                      NSPLIT=pow2(splits))  # fmt: skip
         out += [
-            (f"{label} count", tk._split_pass_kernel, PASS_ARGS, passes | dict(STORE=False), warps),
-            (f"{label} compact", tk._split_pass_kernel, PASS_ARGS, passes | dict(STORE=True), warps),
-            (f"{label} compact keep map", tk._split_pass_kernel, PASS_ARGS, passes | dict(STORE=True, HAS_KEEP=True),
+            (f"{label} count", _split_pass_kernel, PASS_ARGS, passes | dict(STORE=False), warps),
+            (f"{label} compact", _split_pass_kernel, PASS_ARGS, passes | dict(STORE=True), warps),
+            (f"{label} compact keep map", _split_pass_kernel, PASS_ARGS, passes | dict(STORE=True, HAS_KEEP=True),
              warps),
-            (f"{label} select+collect", tk._topk_kernel, MAIN_ARGS, presplit, cfg.num_warps),
+            (f"{label} select+collect", _topk_kernel, MAIN_ARGS, presplit, cfg.num_warps),
         ]  # fmt: skip
     out += [
-        ("split select+collect slots, rank order", tk._topk_kernel, MAIN_ARGS | dict(out_ptr="*i64"),
+        ("split select+collect slots, rank order", _topk_kernel, MAIN_ARGS | dict(out_ptr="*i64"),
          main | dict(PRESPLIT=True, NSPLIT=32, TRANSLATE=True, RANK=True), cfg.num_warps),
-        ("split threshold", tk._split_threshold_kernel, THRESHOLD_ARGS,
+        ("split threshold", _split_threshold_kernel, THRESHOLD_ARGS,
          dict(HAS_KEEP=False, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct),
          cfg.num_warps),
     ]  # fmt: skip

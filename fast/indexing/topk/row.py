@@ -1,0 +1,223 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""The one-program-per-row top-k kernel: threshold, select and collect (steps 1-5 of ``fast.indexing.topk``),
+and its launch."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fast.indexing import validate as v
+from fast.indexing.topk.config import TopKConfig
+from fast.indexing.topk.select import _compact_span, _keys, _kth_key, _sample_threshold
+
+
+@triton.jit
+def _topk_kernel(
+    scores_ptr,
+    lengths_ptr,
+    offsets_ptr,
+    keep_ptr,
+    table_ptr,
+    out_ptr,
+    buf_key_ptr,
+    buf_idx_ptr,
+    rank_key_ptr,
+    rank_val_ptr,
+    thresh_ptr,
+    counts_ptr,
+    width,
+    k,
+    lanes,
+    fill,
+    block_size,
+    keep_stride,
+    table_width,
+    rows_per_block,
+    splits,
+    HAS_OFFSETS: tl.constexpr,
+    HAS_KEEP: tl.constexpr,
+    TRANSLATE: tl.constexpr,
+    RANK: tl.constexpr,
+    DROP_NEG_INF: tl.constexpr,
+    DROP_NAN: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    OVERSAMPLE: tl.constexpr,
+    DIRECT: tl.constexpr,
+    CAP: tl.constexpr,
+    KPAD: tl.constexpr,
+    PRESPLIT: tl.constexpr,
+    NSPLIT: tl.constexpr,
+):
+    """One program per row (steps in the docstring of ``fast.indexing.topk``). ``PRESPLIT``: the sampled path's
+    threshold, counts and buffer come from the split-row kernels (``thresh_ptr`` i32[M], ``counts_ptr``
+    i32[M, 2, NSPLIT]: keys >= t and > t per split) instead of this program's own sample and compaction pass."""
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr = scores_ptr + row * width
+    keep_row = keep_ptr + row * keep_stride
+    table_row = table_ptr + row * table_width
+    buf_key = buf_key_ptr + row * CAP
+    buf_idx = buf_idx_ptr + row * CAP
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
+    want = tl.minimum(n, k)
+    out_row = out_ptr + row * lanes
+    offset = tl.load(offsets_ptr + row).to(tl.int64) if HAS_OFFSETS else 0
+    taken = n * 0
+    # Which keys to collect from (the row, or the buffer of survivors), the threshold and its tie quota.
+    # n <= k: every visible lane (threshold 0 is below every key).
+    count = n
+    from_buf = n * 0
+    threshold = (n * 0).to(tl.uint32)
+    quota = n
+    if n > k:
+        if n <= DIRECT:
+            threshold, above = _kth_key(
+                row_ptr, keep_row, block_size, buf_key, buf_idx, n, 1, from_buf, want, HAS_KEEP, BLOCK
+            )
+            quota = want - above
+        else:
+            if PRESPLIT:
+                t = tl.load(thresh_ptr + row).to(tl.uint32, bitcast=True)
+                s = tl.arange(0, NSPLIT)
+                at_least = tl.sum(tl.load(counts_ptr + row * 2 * NSPLIT + s, mask=s < splits, other=0), 0)
+                above_t = tl.sum(tl.load(counts_ptr + row * 2 * NSPLIT + NSPLIT + s, mask=s < splits, other=0), 0)
+            else:
+                t = _sample_threshold(
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, n, want, HAS_KEEP, SAMPLE, OVERSAMPLE, BLOCK
+                )
+                at_least, above_t = _compact_span(
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, 0, n, t, n * 0, n * 0, HAS_KEEP, CAP, BLOCK, True
+                )
+            tl.debug_barrier()
+            if (at_least >= want) & (at_least <= CAP):
+                # the survivors hold the answer: select among them, collect from the buffer
+                count = at_least
+                from_buf = n * 0 + 1
+                threshold, above = _kth_key(
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, count, 1, from_buf, want, HAS_KEEP, BLOCK
+                )
+                quota = want - above
+            elif (above_t < want) & (at_least >= want):
+                # t itself is the k-th largest key (too many ties at t to buffer)
+                threshold = t
+                quota = want - above_t
+            else:
+                # the sample misled: exact select over the whole row
+                threshold, above = _kth_key(
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, n, 1, from_buf, want, HAS_KEEP, BLOCK
+                )
+                quota = want - above
+    # Collect: chosen lanes in index order; their output positions are prefix sums of the chosen mask.
+    dst = rank_val_ptr + row * KPAD if RANK else out_ptr + row * lanes
+    rank_keys = rank_key_ptr + row * KPAD
+    ties = n * 0
+    for start in range(0, count, BLOCK):
+        i = start + tl.arange(0, BLOCK)
+        valid = i < count
+        key, idx = _keys(row_ptr, keep_row, block_size, buf_key, buf_idx, i, valid, 1, from_buf, HAS_KEEP)
+        tie = valid & (key == threshold)
+        tie_rank = ties + tl.cumsum(tie.to(tl.int32), 0) - 1
+        chosen = (valid & (key > threshold)) | (tie & (tie_rank < quota))
+        if DROP_NEG_INF:
+            chosen = chosen & (key != 0x007FFFFF)
+        if DROP_NAN:
+            chosen = chosen & (key != 0xFFFFFFFF)
+        pos = taken + tl.cumsum(chosen.to(tl.int32), 0) - 1
+        if TRANSLATE:
+            entry = idx // rows_per_block
+            listed = chosen & (entry < table_width)
+            block = tl.load(table_row + entry, mask=listed, other=-1).to(tl.int64)
+            value = tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
+        else:
+            value = idx + offset
+        tl.store(dst + pos, value.to(dst.dtype.element_ty), mask=chosen)
+        if RANK:
+            tl.store(rank_keys + pos, key.to(tl.int32, bitcast=True), mask=chosen)
+        taken += tl.sum(chosen.to(tl.int32), 0)
+        ties += tl.sum(tie.to(tl.int32), 0)
+    if RANK:
+        # rank order: sort the collected lanes by (key descending, position = index ascending)
+        tl.debug_barrier()
+        lane = tl.arange(0, KPAD)
+        held = lane < taken
+        key = tl.load(rank_keys + lane, mask=held, other=0).to(tl.uint32, bitcast=True)
+        composite = (key.to(tl.uint64) << 32) | (KPAD - 1 - lane).to(tl.uint64)
+        ranked = tl.sort(tl.where(held, composite, 0), descending=True)
+        source = KPAD - 1 - (ranked & 0xFFFFFFFF).to(tl.int32)
+        value = tl.load(dst + source, mask=held, other=0)
+        tl.store(out_row + lane, value, mask=held & (lane < lanes))
+    for start in range(0, lanes, BLOCK):
+        j = start + tl.arange(0, BLOCK)
+        empty = tl.zeros([BLOCK], dtype=out_row.dtype.element_ty) + fill
+        tl.store(out_row + j, empty, mask=(j >= taken) & (j < lanes))
+
+
+def launch_rows(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    offsets: torch.Tensor | None,
+    keep: torch.Tensor | None,
+    block_size: int,
+    block_table: torch.Tensor | None,
+    rows_per_block: int | None,
+    out: torch.Tensor,
+    a: v.TopKArgs,
+    cfg: TopKConfig,
+    buffers: tuple[torch.Tensor, torch.Tensor],
+    kpad: int,
+    split: tuple[int, int, torch.Tensor, torch.Tensor] | None,
+    *,
+    rank: bool,
+    drop_neg_inf: bool,
+    drop_nan: bool,
+) -> torch.Tensor:
+    """Launch :func:`_topk_kernel`, one program per row, into ``out``. ``buffers``: the rows' candidate
+    buffers (keys, lanes: i32[M, CAP]); ``split``: ``(splits, NSPLIT, thresh, counts)`` of the split-row
+    kernels that ran first (``PRESPLIT``), None for the one-program path."""
+    device = scores.device
+    dummy = torch.zeros(1, dtype=torch.int32, device=device)
+    splits, nsplit, thresh, counts = split if split is not None else (0, 1, dummy, dummy)
+    buf_key, buf_idx = buffers
+    rank_key = torch.empty(a.rows, kpad if rank else 1, dtype=torch.int32, device=device)
+    rank_val = torch.empty(a.rows, kpad if rank else 1, dtype=out.dtype, device=device)
+    _topk_kernel[(a.rows,)](
+        scores,
+        lengths,
+        dummy if offsets is None else offsets,
+        dummy if keep is None else keep,
+        dummy if block_table is None else block_table,
+        out,
+        buf_key,
+        buf_idx,
+        rank_key,
+        rank_val,
+        thresh,
+        counts,
+        a.width,
+        min(a.k, a.width),
+        a.lanes,
+        a.fill,
+        block_size,
+        keep.shape[-1] if keep is not None else 0,
+        block_table.shape[1] if block_table is not None else 0,
+        rows_per_block or 1,
+        splits,
+        HAS_OFFSETS=offsets is not None,
+        HAS_KEEP=keep is not None,
+        TRANSLATE=a.translate,
+        RANK=rank,
+        DROP_NEG_INF=drop_neg_inf,
+        DROP_NAN=drop_nan,
+        BLOCK=cfg.block,
+        SAMPLE=cfg.sample,
+        OVERSAMPLE=cfg.oversample,
+        DIRECT=cfg.direct,
+        CAP=buf_key.shape[1],
+        KPAD=kpad,
+        PRESPLIT=split is not None,
+        NSPLIT=nsplit,
+        num_warps=cfg.num_warps,
+    )
+    return out

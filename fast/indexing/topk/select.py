@@ -1,0 +1,177 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""The @triton.jit steps the top-k kernels share: order keys, the compaction pass, the radix select and the
+sampled threshold (module docstring of ``fast.indexing.topk``).
+
+Order key of a score: its float bits made monotone (``~bits`` for negatives, ``bits | 2**31`` otherwise), -0
+mapped onto +0 (``0x80000000``) and NaN above +inf (``0xFFFFFFFF``); -inf is ``0x007FFFFF``. Equal keys are
+exactly equal scores.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _keys(row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, i, valid, stride, from_buf, HAS_KEEP: tl.constexpr):
+    """Order keys and row indices of items ``i``: buffer entries (``from_buf``) or row lanes ``i * stride``
+    (with a keep map, lanes outside the kept candidate blocks read as -inf). Only the chosen source is loaded.
+    Written out in one function: the interpreter pays for every nested call."""
+    use_buf = (i * 0 + from_buf) != 0  # block-shaped: the interpreter mishandles a scalar bool in a mask
+    in_buf = valid & use_buf
+    in_row = valid & (use_buf == 0)
+    lane = i.to(tl.int64) * stride
+    x = tl.load(row_ptr + lane, mask=in_row, other=0.0)
+    if HAS_KEEP:
+        kept = tl.load(keep_ptr + lane // block_size, mask=in_row, other=0)
+        x = tl.where(kept != 0, x, float("-inf"))
+    bits = x.to(tl.uint32, bitcast=True)
+    row_key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
+    row_key = tl.where(x == 0.0, 0x80000000, row_key)
+    row_key = tl.where(x != x, 0xFFFFFFFF, row_key)
+    buf_key = tl.load(buf_key_ptr + i, mask=in_buf, other=0).to(tl.uint32, bitcast=True)
+    buf_idx = tl.load(buf_idx_ptr + i, mask=in_buf, other=0).to(tl.int64)
+    return tl.where(in_buf, buf_key, row_key), tl.where(in_buf, buf_idx, lane)
+
+
+@triton.jit
+def _compact(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    buf_idx_ptr,
+    start,
+    n,
+    t,
+    at_least,
+    above_t,
+    MASKED: tl.constexpr,
+    HAS_KEEP: tl.constexpr,
+    CAP: tl.constexpr,
+    BLOCK: tl.constexpr,
+    STORE: tl.constexpr,
+):
+    """One chunk of the compaction pass: append (key, lane) of every key >= t to the buffer in lane order (from
+    position ``at_least``; only with ``STORE``) and count the keys >= t and > t. ``MASKED`` only for the last
+    chunk (a mask on a run-time bound would stop the loads from being vectorized); lanes at or past ``n`` are
+    not loaded."""
+    i = start + tl.arange(0, BLOCK)
+    if MASKED:
+        valid = i < n
+        x = tl.load(row_ptr + i, mask=valid, other=0.0)
+    else:
+        valid = i >= 0
+        x = tl.load(row_ptr + i)
+    if HAS_KEEP:
+        kept = tl.load(keep_ptr + i // block_size, mask=valid, other=0)
+        x = tl.where(kept != 0, x, float("-inf"))
+    bits = x.to(tl.uint32, bitcast=True)
+    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
+    key = tl.where(x == 0.0, 0x80000000, key)
+    key = tl.where(x != x, 0xFFFFFFFF, key)
+    ge = valid & (key >= t)
+    if STORE:
+        pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1
+        room = ge & (pos < CAP)
+        tl.store(buf_key_ptr + pos, key.to(tl.int32, bitcast=True), mask=room)
+        tl.store(buf_idx_ptr + pos, i, mask=room)
+    return at_least + tl.sum(ge.to(tl.int32), 0), above_t + tl.sum((valid & (key > t)).to(tl.int32), 0)
+
+
+@triton.jit
+def _compact_span(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    buf_idx_ptr,
+    lo,
+    hi,
+    t,
+    at_least,
+    above_t,
+    HAS_KEEP: tl.constexpr,
+    CAP: tl.constexpr,
+    BLOCK: tl.constexpr,
+    STORE: tl.constexpr,
+):
+    """The compaction pass (:func:`_compact`) over lanes ``[lo, hi)``: whole chunks with unmasked, vectorized
+    loads, then the last, partial chunk masked (lanes at or past ``hi`` are not loaded). Returns the counts of
+    keys >= t and > t, added to ``at_least`` and ``above_t``."""
+    full = lo + (hi - lo) // BLOCK * BLOCK
+    for start in range(lo, full, BLOCK):
+        at_least, above_t = _compact(
+            row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, start, hi, t, at_least, above_t, False,
+            HAS_KEEP, CAP, BLOCK, STORE,
+        )  # fmt: skip
+    if full < hi:
+        at_least, above_t = _compact(
+            row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, full, hi, t, at_least, above_t, True,
+            HAS_KEEP, CAP, BLOCK, STORE,
+        )  # fmt: skip
+    return at_least, above_t
+
+
+@triton.jit
+def _kth_key(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    buf_idx_ptr,
+    count,
+    stride,
+    from_buf,
+    want,
+    HAS_KEEP: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """The ``want``-th largest key (1 <= want <= count) among ``count`` items (see :func:`_keys`), and how
+    many keys exceed it. Four passes of an 8-bit digit histogram, most significant digit first, each over the
+    keys that match the digits found so far."""
+    prefix = (want * 0).to(tl.uint32)
+    rem = want
+    bins = tl.arange(0, 256)
+    for p in tl.static_range(4):
+        hist = tl.zeros([256], dtype=tl.int32)
+        for start in range(0, count, BLOCK):
+            i = start + tl.arange(0, BLOCK)
+            valid = i < count
+            key, _ = _keys(
+                row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, i, valid, stride, from_buf, HAS_KEEP
+            )
+            match = valid & ((key & ((0xFFFFFFFF << (32 - 8 * p)) & 0xFFFFFFFF)) == prefix)
+            digit = ((key >> (24 - 8 * p)) & 0xFF).to(tl.int32)
+            hist += tl.histogram(digit, 256, mask=match)
+        at_or_above = tl.cumsum(hist, 0, reverse=True)
+        b = tl.max(tl.where(at_or_above >= rem, bins, -1), 0)
+        rem -= tl.sum(tl.where(bins > b, hist, 0), 0)
+        prefix = prefix | (b.to(tl.uint32) << (24 - 8 * p))
+    return prefix, want - rem
+
+
+@triton.jit
+def _sample_threshold(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    buf_idx_ptr,
+    n,
+    want,
+    HAS_KEEP: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    OVERSAMPLE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """The key t of ``min(n, SAMPLE)`` lanes sampled at stride ``n // SAMPLE`` with about ``OVERSAMPLE * want``
+    keys >= t expected in the row."""
+    stride = tl.maximum(n // SAMPLE, 1)
+    sampled = tl.minimum(n, SAMPLE)
+    pick = tl.minimum(tl.maximum((OVERSAMPLE * want + stride - 1) // stride, 1), sampled)
+    t, _above_t = _kth_key(
+        row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, sampled, stride, n * 0, pick, HAS_KEEP, BLOCK
+    )
+    return t

@@ -1,0 +1,227 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""The pairwise-rank top-k for short rows (meant for the interpreter, which pays per operation rather than per
+element), and candidate blocks in the same single launch."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fast.indexing import validate as v
+from fast.indexing.topk.config import pow2
+
+
+@triton.jit
+def _topk_small_kernel(
+    scores_ptr,
+    lengths_ptr,
+    offsets_ptr,
+    keep_ptr,
+    table_ptr,
+    out_ptr,
+    rows,
+    width,
+    k,
+    lanes,
+    fill,
+    block_size,
+    keep_stride,
+    table_width,
+    rows_per_block,
+    HAS_OFFSETS: tl.constexpr,
+    HAS_KEEP: tl.constexpr,
+    TRANSLATE: tl.constexpr,
+    RANK: tl.constexpr,
+    DROP_NEG_INF: tl.constexpr,
+    DROP_NAN: tl.constexpr,
+    R: tl.constexpr,
+    P: tl.constexpr,
+    L: tl.constexpr,
+    BSP: tl.constexpr,
+    PIN: tl.constexpr,
+):
+    """Rows of at most ``P`` lanes, ``R`` rows per program: each lane's rank by pairwise comparison (key
+    descending, index ascending), the chosen lanes are those ranked below k. Meant for the interpreter, which
+    pays per operation rather than per element.
+
+    ``BSP > 0``: the lanes are candidate blocks of ``block_size`` score rows (``BSP`` >= block_size): each
+    lane's score is its block's maximum over the visible rows (NaN if one is NaN), the newest visible block
+    +inf when ``PIN``; ``lengths`` then counts score rows, ``width`` score-row width (one launch for
+    ``candidates.candidate_select``)."""
+    r = tl.program_id(0) * R + tl.arange(0, R)[:, None]
+    here = r < rows
+    row = r.to(tl.int64)
+    i = tl.arange(0, P)[None, :]
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + r, mask=here, other=0).to(tl.int32), 0), width)
+    if BSP > 0:
+        c = tl.arange(0, BSP)[None, None, :]
+        lane = i[:, :, None] * block_size + c
+        seen = here[:, :, None] & (c < block_size) & (lane < n[:, :, None])
+        rows_x = tl.load(scores_ptr + row[:, :, None] * width + lane, mask=seen, other=float("-inf"))
+        x = tl.max(rows_x, 2)
+        x = tl.where(tl.max((rows_x != rows_x).to(tl.int32), 2) > 0, float("nan"), x)
+        n = (n + block_size - 1) // block_size
+        if PIN:
+            x = tl.where(i == n - 1, float("inf"), x)
+    want = tl.minimum(n, k)
+    valid = here & (i < n)
+    if BSP == 0:
+        x = tl.load(scores_ptr + row * width + i, mask=valid, other=0.0)
+    if HAS_KEEP:
+        kept = tl.load(keep_ptr + row * keep_stride + i // block_size, mask=valid, other=0)
+        x = tl.where(kept != 0, x, float("-inf"))
+    bits = x.to(tl.uint32, bitcast=True)
+    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
+    key = tl.where(x == 0.0, 0x80000000, key)
+    key = tl.where(x != x, 0xFFFFFFFF, key)
+    mine = key[:, :, None]
+    other = key[:, None, :]
+    lane = tl.arange(0, P)
+    better = (other > mine) | ((other == mine) & (lane[None, None, :] < lane[None, :, None]))
+    rank = tl.sum((better & valid[:, None, :]).to(tl.int32), 2)
+    chosen = valid & (rank < want)
+    if DROP_NEG_INF:
+        chosen = chosen & (key != 0x007FFFFF)
+    if DROP_NAN:
+        chosen = chosen & (key != 0xFFFFFFFF)
+    if RANK:
+        pos = tl.sum((chosen[:, None, :] & (rank[:, None, :] < rank[:, :, None])).to(tl.int32), 2)
+    else:
+        pos = tl.cumsum(chosen.to(tl.int32), 1) - 1
+    idx = i.to(tl.int64) + row * 0
+    if TRANSLATE:
+        entry = idx // rows_per_block
+        listed = chosen & (entry < table_width)
+        block = tl.load(table_ptr + row * table_width + entry, mask=listed, other=-1).to(tl.int64)
+        value = tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
+    elif HAS_OFFSETS:
+        value = idx + tl.load(offsets_ptr + r, mask=here, other=0).to(tl.int64)
+    else:
+        value = idx
+    tl.store(out_ptr + row * lanes + pos, value.to(out_ptr.dtype.element_ty), mask=chosen)
+    taken = tl.sum(chosen.to(tl.int32), 1)[:, None]
+    j = tl.arange(0, L)[None, :]
+    empty = tl.zeros([R, L], dtype=out_ptr.dtype.element_ty) + fill
+    tl.store(out_ptr + row * lanes + j, empty, mask=here & (j >= taken) & (j < lanes))
+
+
+def _launch_small(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    k: int,
+    fill: int,
+    block_size: int,
+    offsets: torch.Tensor | None = None,
+    keep: torch.Tensor | None = None,
+    block_table: torch.Tensor | None = None,
+    rows_per_block: int | None = None,
+    translate: bool = False,
+    rank: bool = False,
+    drop_neg_inf: bool,
+    drop_nan: bool,
+    lanes_in: int,
+    block_lanes: int = 0,
+    pin: bool = False,
+) -> torch.Tensor:
+    """Launch :func:`_topk_small_kernel` over ``scores`` into ``out`` (i32|i64[M, lanes]): ``lanes_in`` lanes
+    a row (score rows, or candidate blocks when ``block_lanes`` > 0), up to 8 rows a program."""
+    rows, width = scores.shape
+    dummy = torch.zeros(1, dtype=torch.int32, device=scores.device)
+    per_program = min(pow2(rows), 8)
+    _topk_small_kernel[(-(-rows // per_program),)](
+        scores,
+        lengths,
+        dummy if offsets is None else offsets,
+        dummy if keep is None else keep,
+        dummy if block_table is None else block_table,
+        out,
+        rows,
+        width,
+        k,
+        out.shape[1],
+        fill,
+        block_size,
+        keep.shape[-1] if keep is not None else 0,
+        block_table.shape[1] if block_table is not None else 0,
+        rows_per_block or 1,
+        HAS_OFFSETS=offsets is not None,
+        HAS_KEEP=keep is not None,
+        TRANSLATE=translate,
+        RANK=rank,
+        DROP_NEG_INF=drop_neg_inf,
+        DROP_NAN=drop_nan,
+        R=per_program,
+        P=max(2, pow2(lanes_in)),
+        L=max(2, pow2(out.shape[1])),
+        BSP=block_lanes,
+        PIN=pin,
+        num_warps=1,
+    )
+    return out
+
+
+def small_rows(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    offsets: torch.Tensor | None,
+    keep: torch.Tensor | None,
+    block_size: int,
+    block_table: torch.Tensor | None,
+    rows_per_block: int | None,
+    out: torch.Tensor,
+    a: v.TopKArgs,
+    rank: bool,
+    drop_neg_inf: bool,
+    drop_nan: bool,
+) -> torch.Tensor:
+    """The top-k of rows of at most ``TopKConfig.pairwise`` lanes in one launch of :func:`_topk_small_kernel`."""
+    return _launch_small(
+        scores,
+        lengths,
+        out,
+        k=min(a.k, a.width),
+        fill=a.fill,
+        block_size=block_size,
+        offsets=offsets,
+        keep=keep,
+        block_table=block_table,
+        rows_per_block=rows_per_block,
+        translate=a.translate,
+        rank=rank,
+        drop_neg_inf=drop_neg_inf,
+        drop_nan=drop_nan,
+        lanes_in=a.width,
+    )
+
+
+def small_candidates(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    topk_blocks: int,
+    pin_newest: bool,
+    drop_nan: bool,
+) -> torch.Tensor:
+    """Candidate blocks in one launch of :func:`_topk_small_kernel` (interpreter; rows of few blocks)."""
+    rows, width = scores.shape
+    blocks = -(-width // block_size)
+    out = torch.empty(rows, topk_blocks, dtype=torch.int32, device=scores.device)
+    if out.numel() == 0:
+        return out
+    return _launch_small(
+        scores,
+        lengths,
+        out,
+        k=min(topk_blocks, blocks),
+        fill=-1,
+        block_size=block_size,
+        drop_neg_inf=True,
+        drop_nan=drop_nan,
+        lanes_in=blocks,
+        block_lanes=pow2(block_size),
+        pin=pin_newest,
+    )
