@@ -38,9 +38,6 @@ from triton.language.extra import libdevice
 
 from fast.cache import rounding as rd
 
-V4_NOPE = 448
-V4_GROUP = 64
-
 
 @dataclass(frozen=True)
 class Config:

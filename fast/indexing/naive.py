@@ -14,7 +14,7 @@
 
 Every function runs the same host checks as its Triton twin (``fast.indexing.validate``). Lanes past a query's
 visible count are -inf in logits. Top-k ranks by the order key of :func:`order_keys` (NaN > +inf > numbers >
--inf, -0 == +0), ties to the lowest index (docs/conventions.md).
+-inf, -0 == +0), ties to the lowest index (docs/indexing.md).
 """
 
 from __future__ import annotations
@@ -197,8 +197,6 @@ def topk(
     if a.mode.index_order or drop_neg_inf or drop_nan:
         index = torch.where(holds, index, a.width).sort(dim=1).values
         holds = index < a.width
-    if not a.mode.index_order:
-        pass  # rank order already
     if a.translate:
         assert block_table is not None and rows_per_block is not None
         rows = torch.where(holds, index, -1)
@@ -257,7 +255,7 @@ def candidate_select(
     drop_nan: bool = True,
     validate: bool = True,
 ) -> torch.Tensor:
-    """Kept candidate blocks, ascending, -1 fill: i32[M, topk_blocks] (V4.1 level one, docs/conventions.md)."""
+    """Kept candidate blocks, ascending, -1 fill: i32[M, topk_blocks] (V4.1 level one, docs/indexing.md)."""
     v.check_candidates(scores, lengths, block_size, topk_blocks, validate)
     best = block_scores(scores, lengths, block_size=block_size, pin_newest=pin_newest)
     counts = -(-lengths.to(torch.int64) // block_size)
