@@ -17,7 +17,10 @@ Verification model:
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from reference.conventions import CONVENTIONS
 
@@ -205,3 +208,18 @@ def require_convention(op: str, convention: str | None) -> None:
         return
     if convention not in known:
         raise ValueError(f"convention: {op} has no convention {convention!r}; known: {', '.join(known) or 'none'}")
+
+
+def check_signature(fn: Callable[..., Any], op: str) -> None:
+    """``fn`` accepts the arguments ``op`` passes (its positional tensors, then its keyword settings); a
+    ``ValueError`` naming them otherwise. A callable whose signature cannot be read is let through."""
+    needed = operation(op).params
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*[None] * len(needed.positional), **dict.fromkeys(needed.keyword))
+    except TypeError as err:
+        want = ", ".join([*needed.positional, *[f"{k}=" for k in needed.keyword]])
+        raise ValueError(f"fn: {op} needs a callable accepting ({want}); {signature} does not: {err}") from err

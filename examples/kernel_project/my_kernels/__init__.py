@@ -1,0 +1,1 @@
+"""A kernel author's package: one top-k."""

@@ -1,0 +1,5 @@
+from my_kernels.topk import topk
+
+from csa.pytest_plugin import kernel_tests
+
+test_topk = kernel_tests("topk", topk, convention="v4.1")

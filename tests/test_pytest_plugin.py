@@ -1,0 +1,50 @@
+"""The pytest plugin: examples/kernel_project, a kernel author's project whose whole test file is one
+``kernel_tests(...)`` line, passes with its kernel as written and fails, with Hypothesis's falsifying example,
+when the kernel is broken on purpose."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PROJECT = ROOT / "examples" / "kernel_project"
+
+
+def run_project(tmp_path: pathlib.Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{PROJECT}", **env)
+    environ.pop("CSA_PROFILE", None)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(PROJECT / "tests")]
+    return subprocess.run(
+        [*command, "-o", f"cache_dir={tmp_path}"], cwd=PROJECT, env=environ, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_the_example_project_passes(tmp_path: pathlib.Path) -> None:
+    run = run_project(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "5 passed" in run.stdout, run.stdout
+
+
+def test_the_example_project_fails_when_its_kernel_is_broken(tmp_path: pathlib.Path) -> None:
+    run = run_project(tmp_path, MY_KERNELS_BROKEN="1")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "FAILED tests/test_topk.py::test_topk[topk_equals_reference]" in run.stdout, run.stdout
+    assert "Failing explicit example" in run.stdout or "Falsifying example" in run.stdout, run.stdout
+
+
+def test_kernel_tests_refuses_a_wrong_operation_convention_or_signature() -> None:
+    from csa.pytest_plugin import kernel_tests
+
+    def topk(scores: object, lengths: object, offsets: object, *, k: int) -> None: ...
+
+    with pytest.raises(ValueError, match="op: unknown operation"):
+        kernel_tests("top_k", topk)
+    with pytest.raises(ValueError, match="convention: topk has no convention 'v5'"):
+        kernel_tests("topk", topk, convention="v5")
+    with pytest.raises(ValueError, match=r"fn: topk needs a callable accepting \(scores, lengths, offsets, k=\)"):
+        kernel_tests("topk", lambda scores: None, convention="v4.1")
