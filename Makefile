@@ -20,7 +20,7 @@ export TRITON_INTERPRET := 1
 endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: labs check lint test fuzz fuzz-campaign bench clean
+.PHONY: labs check lint test fuzz fuzz-campaign bench clean redis-server
 
 # The labs need only the exact reference (sympy, mpmath); everything else comes with the first target that needs it.
 .venv/.core: pyproject.toml
@@ -31,7 +31,15 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 .venv/.installed: .venv/.core constraints/cpu.txt
 	.venv/bin/python -m pip install -q --upgrade pip
 	.venv/bin/python -m pip install -q -c constraints/cpu.txt -e '.[test,kernels,dev]'
+	@$(MAKE) --no-print-directory redis-server
 	touch $@
+
+# The shared-database campaign test needs redis-server: installed from the system packages where that is possible.
+redis-server:
+	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		{ apt-get install -y -q redis-server >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null 2>&1 && apt-get install -y -q redis-server >/dev/null 2>&1; }; }; } || \
+		echo "note: redis-server is missing and could not be installed; tests/test_campaign.py skips its Redis test"
 
 labs: $(LABS_SETUP)
 	$(PY) labs/26_compression.py
@@ -52,7 +60,7 @@ fuzz: $(SETUP)
 	CSA_PROFILE=deep $(PY) -m pytest -q properties
 
 fuzz-campaign: $(SETUP)
-	$(PY) -m csa.campaign
+	$(PY) -m csa.campaign $(CAMPAIGN_ARGS)
 
 bench: $(SETUP)
 ifeq ($(HAS_GPU),1)

@@ -6,9 +6,8 @@ import shutil
 if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
-from properties.profiles import load_profile, pin_worker_gpu
+from properties.profiles import load_profile
 
-pin_worker_gpu()
 load_profile()
 
 

@@ -4,12 +4,13 @@
   (the default when ``CI`` is set).
 - ``dev``: random, a few hundred examples per property (the default otherwise).
 - ``deep``: at least 10,000 examples per property (``make fuzz``).
+- ``replay``: only the explicit examples and those saved in the example database (the end of a campaign).
 """
 
 import os
 
-from hypothesis import HealthCheck, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
@@ -19,7 +20,11 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=200, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
 settings.register_profile("deep", max_examples=10_000, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
 
-PROFILES = ("ci", "dev", "deep")
+settings.register_profile(
+    "replay", phases=[Phase.explicit, Phase.reuse], deadline=None, suppress_health_check=_SLOW_OK, print_blob=True
+)
+
+PROFILES = ("ci", "dev", "deep", "replay")
 
 
 def profile_name() -> str:
@@ -29,21 +34,24 @@ def profile_name() -> str:
     return name
 
 
+def example_database(location: str) -> ExampleDatabase:
+    """The example database at ``location``: ``redis://host:port/db`` (Hypothesis's Redis database, shared by any
+    number of machines) or a directory (shared by the processes of one machine)."""
+    if location.startswith(("redis://", "rediss://", "unix://")):
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+
+        return RedisExampleDatabase(redis.Redis.from_url(location))
+    return DirectoryBasedExampleDatabase(location)
+
+
 def load_profile() -> str:
-    """Load the chosen profile; CSA_DATABASE names a directory example database shared by parallel workers."""
+    """Load the chosen profile; CSA_DATABASE names an example database shared by parallel workers
+    (:func:`example_database`)."""
     name = profile_name()
     settings.load_profile(name)
     shared = os.environ.get("CSA_DATABASE")
     if shared:
-        settings.register_profile(
-            f"{name}-shared", settings.get_profile(name), database=DirectoryBasedExampleDatabase(shared)
-        )
+        settings.register_profile(f"{name}-shared", settings.get_profile(name), database=example_database(shared))
         settings.load_profile(f"{name}-shared")
     return name
-
-
-def pin_worker_gpu() -> None:
-    """Under a campaign with CSA_GPUS set, xdist worker gwN sees only GPU N mod CSA_GPUS."""
-    worker, gpus = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("CSA_GPUS")
-    if worker.startswith("gw") and gpus and "CUDA_VISIBLE_DEVICES" not in os.environ:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % int(gpus))

@@ -66,6 +66,9 @@ def hypothesis_test(
                 failed.append(example)
             raise
 
+    # one example-database key per (property, implementation): every pair shares ``body``'s source, which is
+    # what Hypothesis keys its database on, so without this a failure saved for one pair is replayed for all
+    body._hypothesis_internal_add_digest = f"{prop.name}|{impl.id}".encode()  # type: ignore[attr-defined]
     test = given(prop.strategy)(body)
     for frozen in prop.examples:
         from hypothesis import example as hyp_example
