@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 # subcommand name -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``
 SUBCOMMANDS: dict[str, str] = {"fuzz": "csa.fuzz_cmd", "bytes": "csa.bytes_cmd"}
+OPTIONAL = ("hypothesis", "torch", "triton", "numpy", "ml_dtypes", "rich")
+"""Packages of the extras: ``make labs`` installs only the core, which ``csa bytes`` needs and ``csa fuzz`` does not."""
 
 
 def _available() -> dict[str, object]:
@@ -26,7 +28,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         child = sub.add_parser(name, help=getattr(module, "HELP", None))
         module.add_arguments(child)  # type: ignore[attr-defined]
     args = parser.parse_args(argv)
-    return int(modules[args.command].run(args))  # type: ignore[attr-defined]
+    try:
+        return int(modules[args.command].run(args))  # type: ignore[attr-defined]
+    except ModuleNotFoundError as err:
+        if err.name not in OPTIONAL:
+            raise
+        print(
+            f"csa {args.command}: needs {err.name}, which is not installed: run `make check` once (it installs the "
+            "test and kernel extras) or `pip install 'csa-harness[test,kernels]'`",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":

@@ -113,3 +113,23 @@ def test_a_context_past_the_models_maximum_warns_and_large_totals_read_in_tib(
 def test_the_maximum_context_gives_no_warning(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bytes", "--model", "v4.1-flash", "--context", str(2**20)]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_readme_shows_the_output_csa_bytes_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    shown = readme.split("--context 1048576 | tail -n 3\n")[1].split("\n```")[0]
+    assert main(["bytes", "--model", "v4.1-flash", "--context", "1048576"]) == 0
+    assert capsys.readouterr().out.rstrip("\n").split("\n")[-3:] == shown.split("\n")
+
+
+def test_csa_fuzz_without_the_extras_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import csa.fuzz_cmd
+
+    def missing(args: object) -> int:
+        raise ModuleNotFoundError("No module named 'hypothesis'", name="hypothesis")
+
+    monkeypatch.setattr(csa.fuzz_cmd, "run", missing)
+    assert main(["fuzz", "--list"]) == 2
+    assert "csa fuzz: needs hypothesis, which is not installed: run `make check`" in capsys.readouterr().err
