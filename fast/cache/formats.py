@@ -17,6 +17,7 @@ A cache is ``u8[num_blocks, block_bytes]``; physical slot ``s`` is row ``s % row
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from reference.cache_blocks import BlockLayout, public_layout
 from reference.formats import INDEX_FP4, INDEX_FP8, V4_MAIN_FP8, V41_MAIN_FP4, V41_MAIN_FP8, RowFormat
@@ -36,6 +37,11 @@ SCALE_FP4_E4M3 = 2  # e4m3(clamp(amax / 6, 2^-9, 448)), one byte
 SCALE_FP8_FP32 = 3  # the FP8 rule, stored as the fp32 bit pattern (4 bytes)
 
 
+def _of_row(attribute: str, doc: str | None = None) -> Any:
+    """A read-only attribute of ``CacheFormat`` that is its row format's ``attribute``."""
+    return property(lambda self: getattr(self.row, attribute), doc=doc)
+
+
 @dataclass(frozen=True)
 class CacheFormat:
     """One row format in its public block arrangement, with the constants the kernels need."""
@@ -43,31 +49,20 @@ class CacheFormat:
     convention: str
     row: RowFormat
 
-    @property
-    def name(self) -> str:
-        return self.row.name
-
-    @property
-    def dims(self) -> int:
-        return self.row.dims
-
-    @property
-    def group_size(self) -> int:
-        return self.row.group_size
-
-    @property
-    def groups(self) -> int:
-        """Quantized groups (the BF16 tail of v4_584 is not one)."""
-        return self.row.groups
+    name = _of_row("name")
+    dims = _of_row("dims")
+    group_size = _of_row("group_size")
+    groups = _of_row("groups", "Quantized groups (the BF16 tail of v4_584 is not one).")
+    tail_dims = _of_row("bf16_dims")
+    data_bytes = _of_row("data_bytes")
+    quantized_bytes = _of_row("quantized_bytes")
+    scale_bytes = _of_row("scale_bytes")
+    row_bytes = _of_row("row_bytes")
 
     @property
     def tile_groups(self) -> int:
         """``dims / group_size``: a power of two for every format (v4_584: 7 groups and the tail = 8)."""
         return self.row.dims // self.row.group_size
-
-    @property
-    def tail_dims(self) -> int:
-        return self.row.bf16_dims
 
     @property
     def fp4(self) -> bool:
@@ -80,22 +75,6 @@ class CacheFormat:
         if self.row.scale_kind == "e4m3":
             return SCALE_FP4_E4M3
         return SCALE_FP4_UE8M0 if self.fp4 else SCALE_FP8_UE8M0
-
-    @property
-    def data_bytes(self) -> int:
-        return self.row.data_bytes
-
-    @property
-    def quantized_bytes(self) -> int:
-        return self.row.quantized_bytes
-
-    @property
-    def scale_bytes(self) -> int:
-        return self.row.scale_bytes
-
-    @property
-    def row_bytes(self) -> int:
-        return self.row.row_bytes
 
     def layout(self, rows: int) -> BlockLayout:
         return public_layout(self.row, rows)

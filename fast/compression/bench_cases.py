@@ -91,8 +91,7 @@ def naive_fn(plan: Plan, compile_it: bool) -> Callable[[], object]:
     targets = naive.row_targets(plan)
     source, ring_row = naive.kept_pairs(plan)
     step = torch.compile(naive.compress_step, dynamic=False) if compile_it else naive.compress_step
-    args = (plan.score, plan.latent, plan.state, plan.ape, plan.cu_seqlens, plan.start_pos, plan.state_index,
-            targets, source, ring_row, None, None)  # fmt: skip
+    args = (naive.step_inputs(plan), targets, source, ring_row, None, None)
     kwargs: dict[str, Any] = dict(ratio=plan.ratio, overlap=plan.overlap, rows_per_block=0, out_dtype=plan.out_dtype)
     return lambda: step(*args, **kwargs)
 
@@ -135,8 +134,9 @@ def check(plan: Plan) -> str:
     pick = torch.randperm(plan.total_rows, device=plan.score.device)[:4096]
     sample = naive.RowTargets(targets.request[pick], targets.group[pick], targets.valid[pick])
     ape = None if plan.ape is None else plan.ape.double()
-    inputs = (plan.score.double(), plan.latent.double(), state.double(), ape, plan.cu_seqlens, plan.start_pos)
-    x64, v64 = naive.gather_window(*inputs, plan.state_index, sample, ratio=plan.ratio, overlap=plan.overlap)
+    inputs = naive.StepInputs(plan.score.double(), plan.latent.double(), state.double(), ape, plan.cu_seqlens,
+                              plan.start_pos, plan.state_index)  # fmt: skip
+    x64, v64 = naive.gather_window(inputs, sample, ratio=plan.ratio, overlap=plan.overlap)
     ref = naive.gated_rows(x64, v64, sample.valid)
     top = ref.abs().max().item() or 1.0
     err = [(r.rows[pick].double() - ref).abs().max().item() / top for r in (a, b)]

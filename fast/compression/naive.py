@@ -72,20 +72,28 @@ def row_targets(plan: Plan) -> RowTargets:
     return RowTargets(request, torch.div(position, r, rounding_mode="floor"), (position + 1) % r == 0)
 
 
+class StepInputs(NamedTuple):
+    """The tensors of one call: score, latent f32[T, C]; state f32[N, S, 2, C]; ape f32[r, C] or None;
+    cu_seqlens i32[B+1]; start_pos, state_index i32[B]."""
+
+    score: torch.Tensor
+    latent: torch.Tensor
+    state: torch.Tensor
+    ape: torch.Tensor | None
+    cu_seqlens: torch.Tensor
+    start_pos: torch.Tensor
+    state_index: torch.Tensor
+
+
+def step_inputs(plan: Plan) -> StepInputs:
+    return StepInputs(plan.score, plan.latent, plan.state, plan.ape, plan.cu_seqlens, plan.start_pos, plan.state_index)
+
+
 def gather_window(
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    state: torch.Tensor,
-    ape: torch.Tensor | None,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state_index: torch.Tensor,
-    targets: RowTargets,
-    *,
-    ratio: int,
-    overlap: bool,
+    inputs: StepInputs, targets: RowTargets, *, ratio: int, overlap: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scores (APE added, -inf where absent) and latents (0 where absent) of every row's window: f32[R, W, d]."""
+    score, latent, state, ape, cu_seqlens, start_pos, state_index = inputs
     T, C = score.shape
     S = state.shape[1]
     H = 2 if overlap else 1
@@ -163,13 +171,7 @@ def write_ring(
 
 
 def compress_step(
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    state: torch.Tensor,
-    ape: torch.Tensor | None,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state_index: torch.Tensor,
+    inputs: StepInputs,
     targets: RowTargets,
     kept_source: torch.Tensor,
     kept_ring_row: torch.Tensor,
@@ -183,11 +185,9 @@ def compress_step(
 ) -> CompressionResult:
     """One call on precomputed indices. Without a cache there is no host synchronisation (the benchmark
     compiles this function); the cache write selects the rows that have a slot on the host."""
-    x, v = gather_window(
-        score, latent, state, ape, cu_seqlens, start_pos, state_index, targets, ratio=ratio, overlap=overlap
-    )
+    x, v = gather_window(inputs, targets, ratio=ratio, overlap=overlap)
     rows = gated_rows(x, v, targets.valid)
-    write_ring(state, score, latent, kept_source, kept_ring_row)
+    write_ring(inputs.state, inputs.score, inputs.latent, kept_source, kept_ring_row)
     slots, positions = store_slots(targets, block_table, rows_per_block, ratio)
     if kv_cache is not None:
         write_cache(kv_cache, rows, slots)
@@ -198,14 +198,8 @@ def run(plan: Plan) -> CompressionResult:
     """Compression of a validated call in torch: rows, store slots, positions; the ring and cache updated."""
     targets = row_targets(plan)
     source, ring_row = kept_pairs(plan)
-    result = compress_step(
-        plan.score,
-        plan.latent,
-        plan.state,
-        plan.ape,
-        plan.cu_seqlens,
-        plan.start_pos,
-        plan.state_index,
+    return compress_step(
+        step_inputs(plan),
         targets,
         source,
         ring_row,
@@ -216,7 +210,6 @@ def run(plan: Plan) -> CompressionResult:
         rows_per_block=plan.rows_per_block,
         out_dtype=plan.out_dtype,
     )
-    return result
 
 
 def write_cache(kv_cache: torch.Tensor, rows: torch.Tensor, slots: torch.Tensor) -> None:

@@ -10,7 +10,7 @@
 - ``_window_mean``: the gated mean of each row's window, reading new positions from the inputs and older ones
   from the ring.
 - ``_store_rows``: rows, store slots, positions and cache rows.
-- ``_read_channels``, ``_copy_to_ring``, ``_keep_newest``: the ring write of a request's newest positions.
+- ``_read_channels``, ``_keep_newest``: the ring write of a request's newest positions.
 """
 
 from __future__ import annotations
@@ -243,33 +243,6 @@ def _read_channels(cols, col_ok, D: tl.constexpr, OVERLAP: tl.constexpr):
 
 
 @triton.jit
-def _copy_to_ring(
-    score_ptr,
-    latent_ptr,
-    state_ptr,
-    cu0,
-    start,
-    slot,
-    local,
-    live,
-    channels,
-    channel_ok,
-    C: tl.constexpr,
-    S: tl.constexpr,
-):
-    """state[slot, (start + local) % S] = (score, latent) of input row cu0 + local, for ``channels``
-    ([H, BLOCK_C] offsets): [BLOCK_P] rows x channels in one load and one store per tensor."""
-    src = (cu0 + local).to(tl.int64) * C
-    dst = (slot.to(tl.int64) * S + (start + local) % S) * (2 * C)
-    mask = live[:, None, None] & channel_ok[None, :, :]
-    ch = channels[None, :, :]
-    x = tl.load(score_ptr + src[:, None, None] + ch, mask=mask)
-    v = tl.load(latent_ptr + src[:, None, None] + ch, mask=mask)
-    tl.store(state_ptr + dst[:, None, None] + ch, x, mask=mask)
-    tl.store(state_ptr + dst[:, None, None] + C + ch, v, mask=mask)
-
-
-@triton.jit
 def _keep_newest(
     score_ptr,
     latent_ptr,
@@ -286,11 +259,17 @@ def _keep_newest(
     S: tl.constexpr,
     BLOCK_P: tl.constexpr,
 ):
-    """The newest ``kept`` of a request's ``length`` new positions into its ring (``_copy_to_ring``), from the
-    ``first``-th of them on, ``BLOCK_P`` at a time."""
+    """The newest ``kept`` of a request's ``length`` new positions into its ring, from the ``first``-th of them
+    on: ``state[slot, (start + local) % S] = (score, latent)`` of input row ``cu0 + local``, for ``channels``
+    ([H, BLOCK_C] offsets), ``BLOCK_P`` rows x channels in one load and one store per tensor at a time."""
+    ch = channels[None, :, :]
     for p0 in range(first, kept, BLOCK_P):
         i = p0 + tl.arange(0, BLOCK_P)
-        _copy_to_ring(
-            score_ptr, latent_ptr, state_ptr, cu0, start, slot, length - kept + i, i < kept, channels, channel_ok,
-            C, S,
-        )  # fmt: skip
+        local = length - kept + i
+        src = (cu0 + local).to(tl.int64) * C
+        dst = (slot.to(tl.int64) * S + (start + local) % S) * (2 * C)
+        mask = (i < kept)[:, None, None] & channel_ok[None, :, :]
+        x = tl.load(score_ptr + src[:, None, None] + ch, mask=mask)
+        v = tl.load(latent_ptr + src[:, None, None] + ch, mask=mask)
+        tl.store(state_ptr + dst[:, None, None] + ch, x, mask=mask)
+        tl.store(state_ptr + dst[:, None, None] + C + ch, v, mask=mask)

@@ -58,8 +58,13 @@ def _gathered_kernel(rows_ptr, offsets_ptr, out_ptr, requests, lanes, BR: tl.con
     tl.store(out_ptr + at, tl.where(j >= 0, j + shift[:, None], -1), mask=here)
 
 
-def _tiles() -> tuple[int, int]:
-    return (4, 16) if v.interpreted() else (16, 128)
+def _lanes_out(rows: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int], dict[str, int]]:
+    """The i64 output of a lane-wise kernel over ``rows`` (i32|i64[M, K]), its grid and its tiles."""
+    v.backend_for("triton", rows.device)
+    m, lanes = rows.shape
+    br, bl = v.lane_tiles()
+    out = torch.empty(m, lanes, dtype=torch.int64, device=rows.device)
+    return out, (-(-m // br), -(-lanes // bl)), dict(BR=br, BL=bl, num_warps=4)
 
 
 def slot_translation(
@@ -75,26 +80,16 @@ def slot_translation(
     lengths: i32[M], lanes at or past it are -1 and unread (``guard="sentinel"``: pass K; ``"count"``: lanes
     below the count must hold rows). -> i64[M, K]."""
     v.check_slots(rows, block_table, lengths, rows_per_block, guard, validate)
-    v.backend_for("triton", rows.device)
-    m, lanes = rows.shape
-    out = torch.empty(m, lanes, dtype=torch.int64, device=rows.device)
-    if out.numel() == 0:
-        return out
-    br, bl = _tiles()
-    _slot_kernel[(-(-m // br), -(-lanes // bl))](
-        rows, block_table, lengths, out, m, lanes, block_table.shape[1], rows_per_block, BR=br, BL=bl, num_warps=4
-    )
+    out, grid, tiles = _lanes_out(rows)
+    if out.numel():
+        _slot_kernel[grid](rows, block_table, lengths, out, *out.shape, block_table.shape[1], rows_per_block, **tiles)
     return out
 
 
 def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     """``rows[m, i] + offsets[m]`` (int64) on row lanes, -1 kept. rows: i32|i64[M, K]; offsets: i32|i64[M]."""
     v.check_gathered(rows, offsets, validate)
-    v.backend_for("triton", rows.device)
-    m, lanes = rows.shape
-    out = torch.empty(m, lanes, dtype=torch.int64, device=rows.device)
-    if out.numel() == 0:
-        return out
-    br, bl = _tiles()
-    _gathered_kernel[(-(-m // br), -(-lanes // bl))](rows, offsets, out, m, lanes, BR=br, BL=bl, num_warps=4)
+    out, grid, tiles = _lanes_out(rows)
+    if out.numel():
+        _gathered_kernel[grid](rows, offsets, out, *out.shape, **tiles)
     return out

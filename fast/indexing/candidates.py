@@ -162,7 +162,7 @@ def candidate_restore(
     out = torch.empty(rows, lanes, dtype=torch.int32, device=offsets.device)
     if out.numel() == 0:
         return out
-    br, bl = (4, 16) if v.interpreted() else (16, 128)
+    br, bl = v.lane_tiles()
     _restore_kernel[(-(-rows // br), -(-lanes // bl))](
         offsets,
         candidate_blocks,

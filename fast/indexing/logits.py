@@ -26,6 +26,7 @@ is never dereferenced: its rows read as NaN.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
@@ -235,6 +236,26 @@ def _split(rows: int, tiles: int, block_k: int, device: torch.device, chosen: in
     return max(block_k, -(-per_part // block_k) * block_k)
 
 
+def _constants(
+    cfg: LogitsConfig, tile: tuple[int, int, int], fp8: bool, dtype: torch.dtype, dim: int
+) -> dict[str, Any]:
+    """The kernels' compile-time constants (tile ``(BQ, HP, DP)``, key kind, dot precision) and launch
+    options."""
+    bq, hp, dp = tile
+    return dict(
+        BQ=bq,
+        HP=hp,
+        DP=dp,
+        BK=cfg.block_k,
+        FP8=fp8,
+        F32=dtype == torch.float32,
+        UPCAST=v.interpreted(),
+        EVEN_D=dim == dp,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+
+
 def _tile(heads: int, dim: int, queries: int, cfg: LogitsConfig) -> tuple[int, int, int]:
     """(BQ, HP, DP): heads and dimension padded to powers of two >= 16 (tl.dot's least size)."""
     hp, dp = _pow2(heads, 16), _pow2(dim, 16)
@@ -280,16 +301,7 @@ def index_logits(
         a.heads,
         a.dim,
         split,
-        BQ=bq,
-        HP=hp,
-        DP=dp,
-        BK=cfg.block_k,
-        FP8=a.fp8,
-        F32=q.dtype == torch.float32,
-        UPCAST=v.interpreted(),
-        EVEN_D=a.dim == dp,
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+        **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim),
     )
     return out
 
@@ -337,15 +349,6 @@ def paged_index_logits(
         a.num_blocks,
         rows_per_block,
         split,
-        BQ=bq,
-        HP=hp,
-        DP=dp,
-        BK=cfg.block_k,
-        FP8=a.fp8,
-        F32=q.dtype == torch.float32,
-        UPCAST=v.interpreted(),
-        EVEN_D=a.dim == dp,
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+        **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim),
     )
     return out

@@ -258,16 +258,8 @@ def candidate_select(
     """Kept candidate blocks, ascending, -1 fill: i32[M, topk_blocks] (V4.1 level one, docs/indexing.md)."""
     v.check_candidates(scores, lengths, block_size, topk_blocks, validate)
     best = block_scores(scores, lengths, block_size=block_size, pin_newest=pin_newest)
-    counts = -(-lengths.to(torch.int64) // block_size)
-    return topk(
-        best,
-        counts.to(torch.int32),
-        k=topk_blocks,
-        convention="v4.1",
-        drop_neg_inf=True,
-        drop_nan=drop_nan,
-        validate=False,
-    )
+    counts = (-(-lengths.to(torch.int64) // block_size)).to(torch.int32)
+    return topk(best, counts, k=topk_blocks, convention="v4.1", drop_neg_inf=True, drop_nan=drop_nan, validate=False)
 
 
 def candidate_restore(

@@ -14,16 +14,22 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.checks import fail, require
+from reference.checks import INT32_MAX, INT64_MAX, fail, require
+from reference.conventions import TOPK
+from reference.topk import LaneLayout, lane_layout
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 BACKENDS = ("triton", "torch")
 
 
 def interpreted() -> bool:
     """True when Triton kernels run in its CPU interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def lane_tiles() -> tuple[int, int]:
+    """Rows x lanes per program of the lane-wise kernels (slot translation, gathered rows, window indices,
+    candidate restore): small tiles under the interpreter, whose cost is per operation."""
+    return (4, 16) if interpreted() else (16, 128)
 
 
 def tensor(
@@ -99,26 +105,9 @@ def table_covers(
 # --- per-operation argument checks (shared by naive.py and the Triton modules) ----------------------------------
 
 
-@dataclass(frozen=True)
-class TopKMode:
-    """How a top-k convention lays out its lanes (docs/conventions.md): ``index_order`` (ascending index, else
-    rank order), ``fixed`` width (``k`` lanes, else ``min(k, N)``), the ``fill`` of empty lanes, and whether the
-    row must hold exactly the visible rows (V4 decode)."""
-
-    index_order: bool
-    fixed: bool
-    fill: int
-    whole_row: bool = False
-
-
-TOPK_MODES: dict[str, TopKMode] = {
-    "v4.1": TopKMode(True, True, -1),
-    "v4.1-clamped": TopKMode(True, False, -1),
-    "v4-prefill": TopKMode(False, False, -1),
-    "v4-decode": TopKMode(False, False, -1, whole_row=True),
-    "select": TopKMode(True, True, INT32_MAX),
-    "select-unsorted": TopKMode(False, True, INT32_MAX),
-}
+TopKMode = LaneLayout
+TOPK_MODES: dict[str, TopKMode] = {name: lane_layout(c.rule) for name, c in TOPK.items()}
+"""How each top-k convention lays out its lanes, from the reference's conventions table."""
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 

@@ -1,5 +1,5 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
-"""Sliding-window index rows in Triton (docs/conventions.md, "Window order").
+"""Sliding-window index rows in Triton (docs/indexing.md, "Window order").
 
     window_indices(*, window, seqlen, start_pos, order, device="cpu")  -> i32[R, W]
     decode_window_indices(positions, *, window, order)                 -> i32[B, window]
@@ -51,10 +51,6 @@ def _decode_kernel(positions_ptr, out_ptr, requests, window, V41: tl.constexpr, 
     )
 
 
-def _tiles() -> tuple[int, int]:
-    return (4, 16) if v.interpreted() else (16, 128)
-
-
 def window_indices(
     *, window: int, seqlen: int, start_pos: int, order: str, device: str | torch.device = "cpu"
 ) -> torch.Tensor:
@@ -68,7 +64,7 @@ def window_indices(
     out = torch.empty(n, lanes, dtype=torch.int32, device=dev)
     if out.numel() == 0:
         return out
-    br, bl = _tiles()
+    br, bl = v.lane_tiles()
     _prefill_kernel[(-(-n // br), -(-lanes // bl))](out, n, lanes, w, BR=br, BL=bl, num_warps=4)
     return out
 
@@ -85,7 +81,7 @@ def decode_window_indices(positions: torch.Tensor, *, window: int, order: str, v
     out = torch.empty(pos.shape[0], window, dtype=torch.int32, device=pos.device)
     if out.numel() == 0:
         return out
-    br, bl = _tiles()
+    br, bl = v.lane_tiles()
     _decode_kernel[(-(-pos.shape[0] // br), -(-window // bl))](
         pos, out, pos.shape[0], window, V41=order == "v4.1", BR=br, BL=bl, num_warps=4
     )

@@ -39,6 +39,7 @@ from fast.indexing import validate as v
 from fast.indexing.topk.config import (
     COMPILED,
     INTERPRETED,
+    Operands,
     TopKConfig,
     buffer_sizes,
     default_config,
@@ -129,37 +130,32 @@ def topk(
         return out
     if a.width == 0 or a.k == 0:
         return out.fill_(a.fill)
-    rank = not a.mode.index_order
     keep: torch.Tensor | None = None
     bs = 1
     if candidate_blocks is not None and block_size is not None:
         keep, bs = keep_map(candidate_blocks, a.width, block_size), block_size
+    ops = Operands(
+        scores,
+        lengths,
+        out,
+        min(a.k, a.width),
+        a.fill,
+        offsets=offsets,
+        keep=keep,
+        block_size=bs,
+        block_table=block_table,
+        rows_per_block=rows_per_block,
+        rank=not a.mode.index_order,
+        drop_neg_inf=drop_neg_inf,
+        drop_nan=drop_nan,
+    )
     split_lanes = split_lanes_for(cfg, a.rows, a.width)
     if cfg.pairwise and a.width <= cfg.pairwise and not split_lanes:
-        return small_rows(
-            scores, lengths, offsets, keep, bs, block_table, rows_per_block, out, a, rank, drop_neg_inf, drop_nan
-        )
+        return small_rows(ops, a.width)
     kpad, cap = buffer_sizes(cfg, a.k, a.width)
     buffers = (
         torch.empty(a.rows, cap, dtype=torch.int32, device=device),
         torch.empty(a.rows, cap, dtype=torch.int32, device=device),
     )
-    split = launch_split(scores, lengths, keep, bs, a.k, cfg, split_lanes, buffers) if split_lanes else None
-    return launch_rows(
-        scores,
-        lengths,
-        offsets,
-        keep,
-        bs,
-        block_table,
-        rows_per_block,
-        out,
-        a,
-        cfg,
-        buffers,
-        kpad,
-        split,
-        rank=rank,
-        drop_neg_inf=drop_neg_inf,
-        drop_nan=drop_nan,
-    )
+    split = launch_split(ops, cfg, split_lanes, buffers) if split_lanes else None
+    return launch_rows(ops, cfg, buffers, kpad, split)

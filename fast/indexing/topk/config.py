@@ -1,8 +1,12 @@
-"""Launch constants of the top-k kernels and the choice between the one-program and the split-row paths."""
+"""Launch constants of the top-k kernels, the choice between the one-program and the split-row paths, and the
+operands every top-k kernel takes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import torch
 
 from fast.indexing import validate as v
 
@@ -89,3 +93,50 @@ def buffer_sizes(cfg: TopKConfig, k: int, width: int) -> tuple[int, int]:
     kpad = pow2(min(k, width))
     cap = max(pow2(cfg.cap_factor * kpad), cfg.min_cap)
     return kpad, min(cap, max(pow2(width), 1))
+
+
+@dataclass(frozen=True)
+class Operands:
+    """A checked top-k call as its kernels take it: score rows f32[M, N], their visible counts, the output
+    (i32|i64[M, lanes]), ``k`` (at most N), the fill value, and the optional offsets, keep map
+    (``fast.indexing.topk.keep_map`` of candidate blocks of ``block_size`` rows; 1 without) and block table with
+    its rows per block; ``rank``: rank-order lanes; ``drop_neg_inf`` / ``drop_nan``: chosen -inf / NaN lanes
+    become fill lanes."""
+
+    scores: torch.Tensor
+    lengths: torch.Tensor
+    out: torch.Tensor
+    k: int
+    fill: int
+    offsets: torch.Tensor | None = None
+    keep: torch.Tensor | None = None
+    block_size: int = 1
+    block_table: torch.Tensor | None = None
+    rows_per_block: int | None = None
+    rank: bool = False
+    drop_neg_inf: bool = False
+    drop_nan: bool = False
+
+    def pointers(self) -> tuple[torch.Tensor, ...]:
+        """scores, lengths, offsets, keep map, block table, out: a 1-element stand-in for each one absent."""
+        dummy = torch.zeros(1, dtype=torch.int32, device=self.scores.device)
+        optional = (self.offsets, self.keep, self.block_table)
+        return (self.scores, self.lengths, *(dummy if x is None else x for x in optional), self.out)
+
+    def sizes(self) -> tuple[int, ...]:
+        """width, k, lanes, fill, block_size, keep-map row stride, block-table width, rows per block."""
+        keep_stride = self.keep.shape[-1] if self.keep is not None else 0
+        table_width = self.block_table.shape[1] if self.block_table is not None else 0
+        width, lanes = self.scores.shape[1], self.out.shape[1]
+        return (width, self.k, lanes, self.fill, self.block_size, keep_stride, table_width, self.rows_per_block or 1)
+
+    def flags(self) -> dict[str, Any]:
+        """The compile-time flags of the optional operands and the output rules."""
+        return dict(
+            HAS_OFFSETS=self.offsets is not None,
+            HAS_KEEP=self.keep is not None,
+            TRANSLATE=self.block_table is not None,
+            RANK=self.rank,
+            DROP_NEG_INF=self.drop_neg_inf,
+            DROP_NAN=self.drop_nan,
+        )

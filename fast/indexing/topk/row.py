@@ -8,9 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
-from fast.indexing import validate as v
-from fast.indexing.topk.config import TopKConfig
-from fast.indexing.topk.select import _compact_span, _keys, _kth_key, _sample_threshold
+from fast.indexing.topk.config import Operands, TopKConfig
+from fast.indexing.topk.select import _compact_span, _keys, _kth_key, _sample_threshold, _table_slots
 
 
 @triton.jit
@@ -126,10 +125,7 @@ def _topk_kernel(
             chosen = chosen & (key != 0xFFFFFFFF)
         pos = taken + tl.cumsum(chosen.to(tl.int32), 0) - 1
         if TRANSLATE:
-            entry = idx // rows_per_block
-            listed = chosen & (entry < table_width)
-            block = tl.load(table_row + entry, mask=listed, other=-1).to(tl.int64)
-            value = tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
+            value = _table_slots(table_row, idx, chosen, table_width, rows_per_block)
         else:
             value = idx + offset
         tl.store(dst + pos, value.to(dst.dtype.element_ty), mask=chosen)
@@ -155,69 +151,24 @@ def _topk_kernel(
 
 
 def launch_rows(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    offsets: torch.Tensor | None,
-    keep: torch.Tensor | None,
-    block_size: int,
-    block_table: torch.Tensor | None,
-    rows_per_block: int | None,
-    out: torch.Tensor,
-    a: v.TopKArgs,
+    ops: Operands,
     cfg: TopKConfig,
     buffers: tuple[torch.Tensor, torch.Tensor],
     kpad: int,
     split: tuple[int, int, torch.Tensor, torch.Tensor] | None,
-    *,
-    rank: bool,
-    drop_neg_inf: bool,
-    drop_nan: bool,
 ) -> torch.Tensor:
-    """Launch :func:`_topk_kernel`, one program per row, into ``out``. ``buffers``: the rows' candidate
+    """Launch :func:`_topk_kernel`, one program per row, into ``ops.out``. ``buffers``: the rows' candidate
     buffers (keys, lanes: i32[M, CAP]); ``split``: ``(splits, NSPLIT, thresh, counts)`` of the split-row
     kernels that ran first (``PRESPLIT``), None for the one-program path."""
-    device = scores.device
+    rows, device = ops.scores.shape[0], ops.scores.device
     dummy = torch.zeros(1, dtype=torch.int32, device=device)
     splits, nsplit, thresh, counts = split if split is not None else (0, 1, dummy, dummy)
     buf_key, buf_idx = buffers
-    rank_key = torch.empty(a.rows, kpad if rank else 1, dtype=torch.int32, device=device)
-    rank_val = torch.empty(a.rows, kpad if rank else 1, dtype=out.dtype, device=device)
-    _topk_kernel[(a.rows,)](
-        scores,
-        lengths,
-        dummy if offsets is None else offsets,
-        dummy if keep is None else keep,
-        dummy if block_table is None else block_table,
-        out,
-        buf_key,
-        buf_idx,
-        rank_key,
-        rank_val,
-        thresh,
-        counts,
-        a.width,
-        min(a.k, a.width),
-        a.lanes,
-        a.fill,
-        block_size,
-        keep.shape[-1] if keep is not None else 0,
-        block_table.shape[1] if block_table is not None else 0,
-        rows_per_block or 1,
-        splits,
-        HAS_OFFSETS=offsets is not None,
-        HAS_KEEP=keep is not None,
-        TRANSLATE=a.translate,
-        RANK=rank,
-        DROP_NEG_INF=drop_neg_inf,
-        DROP_NAN=drop_nan,
-        BLOCK=cfg.block,
-        SAMPLE=cfg.sample,
-        OVERSAMPLE=cfg.oversample,
-        DIRECT=cfg.direct,
-        CAP=buf_key.shape[1],
-        KPAD=kpad,
-        PRESPLIT=split is not None,
-        NSPLIT=nsplit,
-        num_warps=cfg.num_warps,
-    )
-    return out
+    rank_key = torch.empty(rows, kpad if ops.rank else 1, dtype=torch.int32, device=device)
+    rank_val = torch.empty(rows, kpad if ops.rank else 1, dtype=ops.out.dtype, device=device)
+    _topk_kernel[(rows,)](
+        *ops.pointers(), buf_key, buf_idx, rank_key, rank_val, thresh, counts, *ops.sizes(), splits, **ops.flags(),
+        BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, CAP=buf_key.shape[1],
+        KPAD=kpad, PRESPLIT=split is not None, NSPLIT=nsplit, num_warps=cfg.num_warps,
+    )  # fmt: skip
+    return ops.out

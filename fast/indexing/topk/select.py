@@ -1,6 +1,6 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
-"""The @triton.jit steps the top-k kernels share: order keys, the compaction pass, the radix select and the
-sampled threshold (module docstring of ``fast.indexing.topk``).
+"""The @triton.jit steps the top-k kernels share: order keys, slot translation, the compaction pass, the radix
+select and the sampled threshold (module docstring of ``fast.indexing.topk``).
 
 Order key of a score: its float bits made monotone (``~bits`` for negatives, ``bits | 2**31`` otherwise), -0
 mapped onto +0 (``0x80000000``) and NaN above +inf (``0xFFFFFFFF``); -inf is ``0x007FFFFF``. Equal keys are
@@ -14,22 +14,38 @@ import triton.language as tl
 
 
 @triton.jit
+def _order_keys(x, keep_ptr, lane, block_size, mask, HAS_KEEP: tl.constexpr):
+    """Order keys of the scores ``x`` of lanes ``lane`` (see the module docstring); with a keep map, a lane
+    outside the kept candidate blocks (``keep_ptr[lane // block_size] == 0``, read where ``mask``) is -inf."""
+    if HAS_KEEP:
+        kept = tl.load(keep_ptr + lane // block_size, mask=mask, other=0)
+        x = tl.where(kept != 0, x, float("-inf"))
+    bits = x.to(tl.uint32, bitcast=True)
+    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
+    key = tl.where(x == 0.0, 0x80000000, key)
+    return tl.where(x != x, 0xFFFFFFFF, key)
+
+
+@triton.jit
+def _table_slots(table_row_ptr, idx, chosen, table_width, rows_per_block):
+    """Rows ``idx`` (int64) as physical slots through one block-table row: ``table[idx // Bc] * Bc + idx % Bc``;
+    -1 where the entry lies past the table or is negative (entries are read only where ``chosen``)."""
+    entry = idx // rows_per_block
+    listed = chosen & (entry < table_width)
+    block = tl.load(table_row_ptr + entry, mask=listed, other=-1).to(tl.int64)
+    return tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
+
+
+@triton.jit
 def _keys(row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, i, valid, stride, from_buf, HAS_KEEP: tl.constexpr):
     """Order keys and row indices of items ``i``: buffer entries (``from_buf``) or row lanes ``i * stride``
-    (with a keep map, lanes outside the kept candidate blocks read as -inf). Only the chosen source is loaded.
-    Written out in one function: the interpreter pays for every nested call."""
+    (with a keep map, lanes outside the kept candidate blocks read as -inf). Only the chosen source is loaded."""
     use_buf = (i * 0 + from_buf) != 0  # block-shaped: the interpreter mishandles a scalar bool in a mask
     in_buf = valid & use_buf
     in_row = valid & (use_buf == 0)
     lane = i.to(tl.int64) * stride
     x = tl.load(row_ptr + lane, mask=in_row, other=0.0)
-    if HAS_KEEP:
-        kept = tl.load(keep_ptr + lane // block_size, mask=in_row, other=0)
-        x = tl.where(kept != 0, x, float("-inf"))
-    bits = x.to(tl.uint32, bitcast=True)
-    row_key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
-    row_key = tl.where(x == 0.0, 0x80000000, row_key)
-    row_key = tl.where(x != x, 0xFFFFFFFF, row_key)
+    row_key = _order_keys(x, keep_ptr, lane, block_size, in_row, HAS_KEEP)
     buf_key = tl.load(buf_key_ptr + i, mask=in_buf, other=0).to(tl.uint32, bitcast=True)
     buf_idx = tl.load(buf_idx_ptr + i, mask=in_buf, other=0).to(tl.int64)
     return tl.where(in_buf, buf_key, row_key), tl.where(in_buf, buf_idx, lane)
@@ -64,13 +80,7 @@ def _compact(
     else:
         valid = i >= 0
         x = tl.load(row_ptr + i)
-    if HAS_KEEP:
-        kept = tl.load(keep_ptr + i // block_size, mask=valid, other=0)
-        x = tl.where(kept != 0, x, float("-inf"))
-    bits = x.to(tl.uint32, bitcast=True)
-    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
-    key = tl.where(x == 0.0, 0x80000000, key)
-    key = tl.where(x != x, 0xFFFFFFFF, key)
+    key = _order_keys(x, keep_ptr, i, block_size, valid, HAS_KEEP)
     ge = valid & (key >= t)
     if STORE:
         pos = at_least + tl.cumsum(ge.to(tl.int32), 0) - 1

@@ -8,8 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
-from fast.indexing import validate as v
-from fast.indexing.topk.config import pow2
+from fast.indexing.topk.config import Operands, pow2
+from fast.indexing.topk.select import _order_keys, _table_slots
 
 
 @triton.jit
@@ -68,13 +68,7 @@ def _topk_small_kernel(
     valid = here & (i < n)
     if BSP == 0:
         x = tl.load(scores_ptr + row * width + i, mask=valid, other=0.0)
-    if HAS_KEEP:
-        kept = tl.load(keep_ptr + row * keep_stride + i // block_size, mask=valid, other=0)
-        x = tl.where(kept != 0, x, float("-inf"))
-    bits = x.to(tl.uint32, bitcast=True)
-    key = tl.where(bits >= 0x80000000, ~bits, bits | 0x80000000)
-    key = tl.where(x == 0.0, 0x80000000, key)
-    key = tl.where(x != x, 0xFFFFFFFF, key)
+    key = _order_keys(x, keep_ptr + row * keep_stride, i, block_size, valid, HAS_KEEP)
     mine = key[:, :, None]
     other = key[:, None, :]
     lane = tl.arange(0, P)
@@ -91,10 +85,7 @@ def _topk_small_kernel(
         pos = tl.cumsum(chosen.to(tl.int32), 1) - 1
     idx = i.to(tl.int64) + row * 0
     if TRANSLATE:
-        entry = idx // rows_per_block
-        listed = chosen & (entry < table_width)
-        block = tl.load(table_ptr + row * table_width + entry, mask=listed, other=-1).to(tl.int64)
-        value = tl.where(listed & (block >= 0), block * rows_per_block + idx % rows_per_block, -1)
+        value = _table_slots(table_ptr + row * table_width, idx, chosen, table_width, rows_per_block)
     elif HAS_OFFSETS:
         value = idx + tl.load(offsets_ptr + r, mask=here, other=0).to(tl.int64)
     else:
@@ -106,95 +97,16 @@ def _topk_small_kernel(
     tl.store(out_ptr + row * lanes + j, empty, mask=here & (j >= taken) & (j < lanes))
 
 
-def _launch_small(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    out: torch.Tensor,
-    *,
-    k: int,
-    fill: int,
-    block_size: int,
-    offsets: torch.Tensor | None = None,
-    keep: torch.Tensor | None = None,
-    block_table: torch.Tensor | None = None,
-    rows_per_block: int | None = None,
-    translate: bool = False,
-    rank: bool = False,
-    drop_neg_inf: bool,
-    drop_nan: bool,
-    lanes_in: int,
-    block_lanes: int = 0,
-    pin: bool = False,
-) -> torch.Tensor:
-    """Launch :func:`_topk_small_kernel` over ``scores`` into ``out`` (i32|i64[M, lanes]): ``lanes_in`` lanes
-    a row (score rows, or candidate blocks when ``block_lanes`` > 0), up to 8 rows a program."""
-    rows, width = scores.shape
-    dummy = torch.zeros(1, dtype=torch.int32, device=scores.device)
+def small_rows(ops: Operands, lanes_in: int, block_lanes: int = 0, pin: bool = False) -> torch.Tensor:
+    """Launch :func:`_topk_small_kernel` into ``ops.out``, up to 8 rows a program: ``lanes_in`` lanes a row
+    (score rows, or candidate blocks of ``ops.block_size`` rows when ``block_lanes`` > 0)."""
+    rows = ops.scores.shape[0]
     per_program = min(pow2(rows), 8)
     _topk_small_kernel[(-(-rows // per_program),)](
-        scores,
-        lengths,
-        dummy if offsets is None else offsets,
-        dummy if keep is None else keep,
-        dummy if block_table is None else block_table,
-        out,
-        rows,
-        width,
-        k,
-        out.shape[1],
-        fill,
-        block_size,
-        keep.shape[-1] if keep is not None else 0,
-        block_table.shape[1] if block_table is not None else 0,
-        rows_per_block or 1,
-        HAS_OFFSETS=offsets is not None,
-        HAS_KEEP=keep is not None,
-        TRANSLATE=translate,
-        RANK=rank,
-        DROP_NEG_INF=drop_neg_inf,
-        DROP_NAN=drop_nan,
-        R=per_program,
-        P=max(2, pow2(lanes_in)),
-        L=max(2, pow2(out.shape[1])),
-        BSP=block_lanes,
-        PIN=pin,
-        num_warps=1,
-    )
-    return out
-
-
-def small_rows(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    offsets: torch.Tensor | None,
-    keep: torch.Tensor | None,
-    block_size: int,
-    block_table: torch.Tensor | None,
-    rows_per_block: int | None,
-    out: torch.Tensor,
-    a: v.TopKArgs,
-    rank: bool,
-    drop_neg_inf: bool,
-    drop_nan: bool,
-) -> torch.Tensor:
-    """The top-k of rows of at most ``TopKConfig.pairwise`` lanes in one launch of :func:`_topk_small_kernel`."""
-    return _launch_small(
-        scores,
-        lengths,
-        out,
-        k=min(a.k, a.width),
-        fill=a.fill,
-        block_size=block_size,
-        offsets=offsets,
-        keep=keep,
-        block_table=block_table,
-        rows_per_block=rows_per_block,
-        translate=a.translate,
-        rank=rank,
-        drop_neg_inf=drop_neg_inf,
-        drop_nan=drop_nan,
-        lanes_in=a.width,
-    )
+        *ops.pointers(), rows, *ops.sizes(), **ops.flags(), R=per_program, P=max(2, pow2(lanes_in)),
+        L=max(2, pow2(ops.out.shape[1])), BSP=block_lanes, PIN=pin, num_warps=1,
+    )  # fmt: skip
+    return ops.out
 
 
 def small_candidates(
@@ -212,16 +124,6 @@ def small_candidates(
     out = torch.empty(rows, topk_blocks, dtype=torch.int32, device=scores.device)
     if out.numel() == 0:
         return out
-    return _launch_small(
-        scores,
-        lengths,
-        out,
-        k=min(topk_blocks, blocks),
-        fill=-1,
-        block_size=block_size,
-        drop_neg_inf=True,
-        drop_nan=drop_nan,
-        lanes_in=blocks,
-        block_lanes=pow2(block_size),
-        pin=pin_newest,
-    )
+    k = min(topk_blocks, blocks)
+    ops = Operands(scores, lengths, out, k, -1, block_size=block_size, drop_neg_inf=True, drop_nan=drop_nan)
+    return small_rows(ops, blocks, block_lanes=pow2(block_size), pin=pin_newest)

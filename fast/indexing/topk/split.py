@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fast.indexing.topk.config import TopKConfig, pow2
+from fast.indexing.topk.config import Operands, TopKConfig, pow2
 from fast.indexing.topk.select import _compact_span, _sample_threshold
 
 
@@ -110,66 +110,28 @@ def _split_pass_kernel(
 
 
 def launch_split(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    keep: torch.Tensor | None,
-    block_size: int,
-    k: int,
-    cfg: TopKConfig,
-    split_lanes: int,
-    buffers: tuple[torch.Tensor, torch.Tensor],
+    ops: Operands, cfg: TopKConfig, split_lanes: int, buffers: tuple[torch.Tensor, torch.Tensor]
 ) -> tuple[int, int, torch.Tensor, torch.Tensor]:
     """Run the split-row kernels (threshold, count, compact) over ``split_lanes``-lane splits, filling
     ``buffers`` (keys, lanes: i32[M, CAP]). Returns ``(splits, NSPLIT, thresh i32[M], counts i32[M, 2,
     NSPLIT])`` for :func:`fast.indexing.topk.row.launch_rows`."""
-    rows, width = scores.shape
-    device = scores.device
-    dummy = torch.zeros(1, dtype=torch.int32, device=device)
-    keep_arg = dummy if keep is None else keep
-    keep_stride = keep.shape[-1] if keep is not None else 0
+    rows, device = ops.scores.shape[0], ops.scores.device
+    scores, lengths, _, keep = ops.pointers()[:4]
+    width, k, _, _, block_size, keep_stride = ops.sizes()[:6]
     buf_key, buf_idx = buffers
     splits = -(-width // split_lanes)
     nsplit = pow2(splits)
     thresh = torch.empty(rows, dtype=torch.int32, device=device)
     counts = torch.empty(rows, 2, nsplit, dtype=torch.int32, device=device)
-    k_row = min(k, width)
+    restrict = ops.keep is not None
     _split_threshold_kernel[(rows,)](
-        scores,
-        lengths,
-        keep_arg,
-        thresh,
-        width,
-        k_row,
-        block_size,
-        keep_stride,
-        HAS_KEEP=keep is not None,
-        BLOCK=cfg.block,
-        SAMPLE=cfg.sample,
-        OVERSAMPLE=cfg.oversample,
-        DIRECT=cfg.direct,
-        num_warps=cfg.num_warps,
-    )
+        scores, lengths, keep, thresh, width, k, block_size, keep_stride, HAS_KEEP=restrict, BLOCK=cfg.block,
+        SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, num_warps=cfg.num_warps,
+    )  # fmt: skip
     for store in (False, True):
         _split_pass_kernel[(splits, rows)](
-            scores,
-            lengths,
-            keep_arg,
-            thresh,
-            counts,
-            buf_key,
-            buf_idx,
-            width,
-            k_row,
-            block_size,
-            keep_stride,
-            splits,
-            HAS_KEEP=keep is not None,
-            DIRECT=cfg.direct,
-            CAP=buf_key.shape[1],
-            SPLIT=split_lanes,
-            BLOCK=min(cfg.split_block, split_lanes),
-            NSPLIT=nsplit,
-            STORE=store,
-            num_warps=cfg.split_warps,
-        )
+            scores, lengths, keep, thresh, counts, buf_key, buf_idx, width, k, block_size, keep_stride, splits,
+            HAS_KEEP=restrict, DIRECT=cfg.direct, CAP=buf_key.shape[1], SPLIT=split_lanes,
+            BLOCK=min(cfg.split_block, split_lanes), NSPLIT=nsplit, STORE=store, num_warps=cfg.split_warps,
+        )  # fmt: skip
     return splits, nsplit, thresh, counts
