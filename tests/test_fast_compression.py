@@ -202,7 +202,7 @@ def make_call(layer: Layer, mode: Mode, seed: int, ring: int | None = None, grid
     starts = [s for s, _ in spans]
     lengths = [n for _, n in spans]
     histories = [make_history(layer, s + n + 1, seed + i, grid) for i, (s, n) in enumerate(spans)]
-    size = min_ring_size(layer.window, lengths) if ring is None else ring
+    size = min_ring_size(layer.ratio, layer.overlap, lengths) if ring is None else ring
     slots = [4, 0, 2, 5, 1, 6]
     return Call(layer, mode, histories, starts, lengths, slots, size, 7, make_ape(layer, seed + 99))
 
@@ -349,7 +349,7 @@ def test_verify_rollback_needs_the_rollback_ring(backend: str) -> None:
     rejected = History(real.score.clone(), real.latent.clone())
     rejected.score[prefix + 1 : prefix + q] = draft.score[prefix + 1 : prefix + q]
     rejected.latent[prefix + 1 : prefix + q] = draft.latent[prefix + 1 : prefix + q]
-    safe = min_ring_size(layer.window, [q], rollback=True)
+    safe = min_ring_size(layer.ratio, layer.overlap, [q], rollback=True)
     assert safe == layer.window + q - 2
     for ring in (safe, safe - 1):
         declared = ring == safe
@@ -565,7 +565,7 @@ def test_matches_exact_reference(name: str, mode: Mode) -> None:
             store.append(row.store_row)
             pos.append(row.position)
     ref = torch.tensor(exact, dtype=torch.float64, device=DEVICE)
-    ring = min_ring_size(layer.window, [n for _, n in spans])
+    ring = min_ring_size(layer.ratio, layer.overlap, [n for _, n in spans])
     call = Call(layer, mode, histories, [s for s, _ in spans], [n for _, n in spans], [1, 0], max(ring, 1), 2, ape)
     base, base_store, _ = call.expected(torch.float32)
     assert base_store == store

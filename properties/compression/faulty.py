@@ -13,6 +13,7 @@ properties/compression/test_support.py); ``properties.compression.mutants`` name
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -125,34 +126,11 @@ def _with_ape(call: Call, score: torch.Tensor, ape: torch.Tensor | None, first_p
 
 
 def run(
-    op: str,
-    discipline: str | None,
-    faults: Faults,
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state: torch.Tensor,
-    state_index: torch.Tensor,
-    *,
-    ratio: int,
-    overlap: bool,
-    ape: torch.Tensor | None,
+    op: str, discipline: str | None, faults: Faults, *call_args: Any, **contract: Any
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    call = parse_call(
-        op,
-        discipline,
-        score,
-        latent,
-        cu_seqlens,
-        start_pos,
-        state,
-        state_index,
-        ratio,
-        overlap,
-        ape,
-        faults.ring_rule,
-    )
+    """One call of ``op`` with the contract's arguments (``properties.contract``), with ``faults`` planted."""
+    call = parse_call(op, discipline, *call_args, ring_rule=faults.ring_rule, **contract)
+    score, latent, state, ape, overlap = call.score, call.latent, call.state, call.ape, call.overlap
     r, d, w, size = call.ratio, call.dim, call.window, call.ring
     device = score.device
     slots = [_slot(q, faults, b) for b, q in enumerate(call.requests)]

@@ -56,20 +56,10 @@ def ring_of(layer: CompressedLayer, state: torch.Tensor, slot: int, start: int, 
     return replace(empty, end=start, slots=tuple(held))
 
 
-def run(
-    op: str,
-    discipline: str | None,
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state: torch.Tensor,
-    state_index: torch.Tensor,
-    ratio: int,
-    overlap: bool,
-    ape: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    call = parse_call(op, discipline, score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape)
+def run(op: str, discipline: str | None, *call_args: Any, **contract: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """One call of ``op`` with the contract's arguments (``properties.contract``), through the reference."""
+    call = parse_call(op, discipline, *call_args, **contract)
+    score, latent, state, ape = call.score, call.latent, call.state, call.ape
     layer = weighted_layer(spec_of(call, ape))
     scores, latents = score.tolist(), latent.tolist()
     model = DISCIPLINE[discipline] if discipline else ring_model.READ_THEN_WRITE

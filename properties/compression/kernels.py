@@ -1,7 +1,7 @@
 """The project's compression kernels (``fast.compression``) as implementations of the contract.
 
 Prefill and decode, in torch and Triton (f32 rows; on CUDA, Triton also with bf16 rows, to check its rounding);
-the Triton ones only where Triton is installed. Each adapter has the contract's signature and returns
+the Triton ones only where Triton is installed. Each adapter takes the contract's arguments and returns
 ``(rows, store_rows)``: without a block table the store slot of a row is its compressed row index ``j`` (-1 for
 a placeholder), as the contract asks. Where they run is ``properties.devices``'s policy; the call is checked as
 the caller made it before a compiled kernel's inputs are copied to the GPU.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import torch
 
@@ -28,20 +29,8 @@ def compression_adapter(decode: bool, backend: str, out_dtype: torch.dtype) -> A
     """A contract-shaped callable for one (mode, backend, row dtype)."""
     fn = compress_decode if decode else compress_prefill
 
-    def adapter(
-        score: torch.Tensor,
-        latent: torch.Tensor,
-        cu_seqlens: torch.Tensor,
-        start_pos: torch.Tensor,
-        state: torch.Tensor,
-        state_index: torch.Tensor,
-        *,
-        ratio: int,
-        overlap: bool,
-        ape: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        args = (score, latent, cu_seqlens, start_pos, state, state_index)
-        result = fn(*args, ratio=ratio, overlap=overlap, ape=ape, out_dtype=out_dtype, backend=backend)
+    def adapter(*call: Any, **contract: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        result = fn(*call, **contract, out_dtype=out_dtype, backend=backend)
         return result.rows, result.store_slots
 
     check = partial(prepare, Mode.DECODE if decode else Mode.PREFILL, out_dtype=out_dtype)
