@@ -161,8 +161,7 @@ def launch_rows(
     buffers (keys, lanes: i32[M, CAP]); ``split``: ``(splits, NSPLIT, thresh, counts)`` of the split-row
     kernels that ran first (``PRESPLIT``), None for the one-program path."""
     rows, device = ops.scores.shape[0], ops.scores.device
-    dummy = torch.zeros(1, dtype=torch.int32, device=device)
-    splits, nsplit, thresh, counts = split if split is not None else (0, 1, dummy, dummy)
+    splits, nsplit, thresh, counts = split if split is not None else (0, 1, ops.stand_in, ops.stand_in)
     buf_key, buf_idx = buffers
     rank_key = torch.empty(rows, kpad if ops.rank else 1, dtype=torch.int32, device=device)
     rank_val = torch.empty(rows, kpad if ops.rank else 1, dtype=ops.out.dtype, device=device)
