@@ -10,6 +10,7 @@ from fractions import Fraction
 from reference.compression import CompletedRow, CompressionState, prefill_chunk
 from reference.gated_mean import Weighting
 from reference.layer import CompressedLayer
+from tests import labs
 
 RawPosition = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -59,20 +60,6 @@ def random_ape(rng: random.Random, ratio: int, channels: int) -> tuple[tuple[int
     return tuple(tuple(rng.randint(1, 5) for _ in range(channels)) for _ in range(ratio))
 
 
-def compositions(n: int) -> list[list[int]]:
-    """Every way to cut n >= 1 positions into nonempty chunks (2^(n-1) of them)."""
-    out = []
-    for cuts in itertools.product((False, True), repeat=n - 1):
-        lengths, current = [], 1
-        for cut in cuts:
-            if cut:
-                lengths.append(current)
-                current = 0
-            current += 1
-        out.append([*lengths, current])
-    return out
-
-
 def random_composition(rng: random.Random, n: int, cuts: int) -> list[int]:
     points = sorted(rng.sample(range(1, n), min(cuts, n - 1)))
     bounds = [0, *points, n]
@@ -99,3 +86,7 @@ def prefill_in_chunks(
                 assert out.position == out.store_row * layer.ratio
         state = result.state
     return rows, reserved, state
+
+
+compositions = labs.load("26_compression").compositions
+"""Every way to cut n >= 1 positions into nonempty chunks: the lab's own enumeration."""

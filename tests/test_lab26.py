@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
 import subprocess
 import sys
-from types import ModuleType
 
 import pytest
+
+from tests import labs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAB = ROOT / "labs" / "26_compression.py"
@@ -37,18 +37,10 @@ def test_lab_prints_the_book_from_any_directory(tmp_path: pathlib.Path) -> None:
     assert not (tmp_path / "results").exists()
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lab26", LAB)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_lab_exits_nonzero_when_a_check_fails(
     monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lab = _load()
+    lab = labs.load("26_compression")
     monkeypatch.setattr(lab, "RESULTS", tmp_path / "out.txt")
     assert lab.main() == 0
     assert (tmp_path / "out.txt").read_text() == BOOK
@@ -62,6 +54,6 @@ def test_lab_exits_nonzero_when_a_check_fails(
 
 
 def test_lab_counts_every_partition() -> None:
-    lab = _load()
+    lab = labs.load("26_compression")
     assert len(lab.compositions(7)) == 64
     assert sorted(map(tuple, lab.compositions(3))) == [(1, 1, 1), (1, 2), (2, 1), (3,)]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import subprocess
 import sys
 from collections.abc import Callable
-from types import ModuleType
 
 import pytest
+
+from tests import labs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAB = ROOT / "labs" / "27_indexing.py"
@@ -26,14 +26,6 @@ Decode logical rows: [1, 2, 4, -1] -> physical slots: [29, 30, 8, -1]
 """
 
 
-def load_lab() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lab27", LAB)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_lab_prints_the_book_lines_from_any_directory(tmp_path: pathlib.Path) -> None:
     done = subprocess.run([sys.executable, str(LAB)], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
@@ -44,7 +36,7 @@ def test_lab_prints_the_book_lines_from_any_directory(tmp_path: pathlib.Path) ->
 
 
 def test_lab_checks_pass_and_compute_every_line() -> None:
-    lines, failures = load_lab().run()
+    lines, failures = labs.load("27_indexing").run()
     assert failures == []
     assert "\n".join(lines) + "\n" == BOOK
 
@@ -80,7 +72,7 @@ def test_lab_checks_pass_and_compute_every_line() -> None:
 def test_lab_checks_catch_a_broken_topk(
     broken: Callable[[Callable[..., tuple[int, ...]]], Callable[..., tuple[int, ...]]],
 ) -> None:
-    lab = load_lab()
+    lab = labs.load("27_indexing")
     lab.topk = broken(lab.topk)  # type: ignore[attr-defined]
     _, failures = lab.run()
     assert failures
@@ -89,7 +81,7 @@ def test_lab_checks_catch_a_broken_topk(
 def test_lab_exits_nonzero_when_a_check_fails(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
 ) -> None:
-    lab = load_lab()
+    lab = labs.load("27_indexing")
     monkeypatch.setattr(lab, "RESULTS", tmp_path / "out.txt")
     real = lab.topk
     monkeypatch.setattr(lab, "topk", lambda s, v, k, c, offset=0: () if v == 0 else real(s, v, k, c, offset))

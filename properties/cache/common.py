@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import functools
 import struct
+from dataclasses import dataclass
 from fractions import Fraction
+
+import torch
 
 from reference.attention import EmptyRow, HeadResult, InvalidLanes, Sink, valid_lanes
 from reference.attention import sparse_attention as reference_attention
@@ -33,6 +36,53 @@ def cache_layout(fmt: str, rows_per_block: int) -> BlockLayout:
     if isinstance(rows_per_block, bool) or not isinstance(rows_per_block, int) or rows_per_block < 1:
         raise ValueError(f"rows_per_block: must be an int >= 1, got {rows_per_block!r}")
     return public_layout(row_format_of(fmt), rows_per_block)
+
+
+def cache_capacity(cache: object, layout: BlockLayout) -> int:
+    """Slots a cache tensor holds: it must be ``u8[num_blocks, layout.block_bytes]``, contiguous."""
+    import torch
+
+    if not isinstance(cache, torch.Tensor) or cache.dtype != torch.uint8 or cache.dim() != 2:
+        raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {_described(cache)}")
+    if cache.shape[1] != layout.block_bytes:
+        raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {_described(cache)}")
+    if not cache.is_contiguous():
+        raise ValueError("cache: must be contiguous")
+    return int(cache.shape[0]) * layout.rows
+
+
+def _described(x: object) -> str:
+    return f"{x.dtype}{list(x.shape)}" if hasattr(x, "dtype") and hasattr(x, "shape") else type(x).__name__
+
+
+def store_call(
+    rows: object, slots: object, cache: object, fmt: str, rows_per_block: int
+) -> tuple[BlockLayout, RowFormat, int]:
+    """A quantize_store call's layout, row format and slot capacity; ValueError naming a malformed argument."""
+    import torch
+
+    layout = cache_layout(fmt, rows_per_block)
+    rowfmt = row_format_of(fmt)
+    capacity = cache_capacity(cache, layout)
+    if not isinstance(rows, torch.Tensor) or rows.dtype != torch.float32 or rows.dim() != 2:
+        raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {_described(rows)}")
+    if rows.shape[1] != rowfmt.dims:
+        raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {_described(rows)}")
+    if not isinstance(slots, torch.Tensor) or slots.dtype != torch.int64 or slots.shape != (rows.shape[0],):
+        raise ValueError(f"slots: must be i64[{rows.shape[0]}], got {_described(slots)}")
+    return layout, rowfmt, capacity
+
+
+def gather_call(cache: object, slots: object, fmt: str, rows_per_block: int) -> tuple[BlockLayout, RowFormat, int]:
+    """A gather_dequantize call's layout, row format and slot capacity; ValueError naming a malformed argument."""
+    import torch
+
+    layout = cache_layout(fmt, rows_per_block)
+    rowfmt = row_format_of(fmt)
+    capacity = cache_capacity(cache, layout)
+    if not isinstance(slots, torch.Tensor) or slots.dtype != torch.int64 or slots.dim() != 1:
+        raise ValueError(f"slots: must be i64[R], got {_described(slots)}")
+    return layout, rowfmt, capacity
 
 
 def pad_offsets(layout: BlockLayout) -> range:
@@ -84,24 +134,36 @@ def as_sink(value: float) -> Sink:
     return Fraction(value)
 
 
-def reference_attention_row(
-    q: tuple[tuple[float, ...], ...],
-    kv: tuple[tuple[float, ...], ...],
-    lanes: tuple[int, ...],
-    scale: float,
-    sinks: tuple[float, ...],
-    dv: int,
-    invalid: InvalidLanes,
-    empty_row: EmptyRow,
-) -> tuple[HeadResult, ...]:
-    """One query row's exact result per head; values are the first ``dv`` entries of each cache row.
+@dataclass(frozen=True)
+class AttentionCall:
+    """One sparse_attention call: the contract's arguments and the implementation's convention."""
 
-    The memo is keyed on the row's valid lanes, sorted, as the reference's own ``valid_lanes`` finds them: the
+    q: torch.Tensor
+    kv: torch.Tensor
+    indices: torch.Tensor
+    sink: torch.Tensor
+    scale: float
+    dv: int
+    convention: str
+
+
+def exact_attention(call: AttentionCall) -> list[tuple[HeadResult, ...]]:
+    """Every query row's exact result per head; values are the first ``dv`` entries of each cache row.
+
+    The memo is keyed on a row's valid lanes, sorted, as the reference's own ``valid_lanes`` finds them: the
     reference skips invalid lanes and sums valid ones in ascending order, so a row's result depends on nothing
     else (bit for bit), and calls that differ only in lane order or in how they mark invalid lanes share it.
     """
-    valid = valid_lanes(lanes, len(kv), invalid)
-    return _attention_row(q, kv, valid, scale, sinks, dv, empty_row if not valid else "zero")
+    invalid, empty_row = attention_convention(call.convention)
+    keys = tuple(tuple(float(x) for x in row) for row in call.kv.to(torch.float32).tolist())
+    sinks = tuple(call.sink.to(torch.float32).tolist())
+    results = []
+    for heads, lanes in zip(call.q.to(torch.float32).tolist(), call.indices.tolist(), strict=True):
+        valid = valid_lanes(lanes, len(keys), invalid)
+        query = tuple(tuple(h) for h in heads)
+        empty = empty_row if not valid else "zero"
+        results.append(_attention_row(query, keys, valid, float(call.scale), sinks, call.dv, empty))
+    return results
 
 
 @functools.lru_cache(maxsize=8192)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
-from properties.cache.common import attention_convention
+from properties.cache.common import AttentionCall, attention_convention
 
 TILE = 4
 NEG_INF = float("-inf")
@@ -145,20 +145,12 @@ def tiled_attention(
 
 
 def dense_attention(
-    q: torch.Tensor,
-    kv: torch.Tensor,
-    indices: torch.Tensor,
-    sink: torch.Tensor,
-    *,
-    scale: float,
-    dv: int,
-    convention: str,
-    reverse: bool = False,
-    stepwise: bool = False,
+    call: AttentionCall, *, reverse: bool = False, stepwise: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One softmax over all lanes at once, float32; lanes reversed first if ``reverse``. ``stepwise`` forms each
     weight as an online kernel does, ``e^{s_j - m_j} * e^{m_j - m}`` with ``m_j`` the running maximum."""
-    invalid, empty_row = attention_convention(convention)
+    q, kv, indices, sink, scale, dv = call.q, call.kv, call.indices, call.sink, call.scale, call.dv
+    invalid, empty_row = attention_convention(call.convention)
     _validate(q, kv, indices, sink, dv, invalid)
     if reverse:
         indices = indices.flip(1)
@@ -180,41 +172,20 @@ def dense_attention(
     return _finish(acc, weights.sum(-1), top, sink, ~valid.any(dim=1), empty_row, NO_BUGS)
 
 
-def baselines(
-    q: torch.Tensor,
-    kv: torch.Tensor,
-    indices: torch.Tensor,
-    sink: torch.Tensor,
-    *,
-    scale: float,
-    dv: int,
-    convention: str,
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def baselines(call: AttentionCall) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Two same-precision evaluations: plain weights in lane order, stepwise weights in reversed lane order.
 
     The comparison rule takes, lane by lane, the worst of their errors as what float32 torch can be off by.
     """
-    kw: dict[str, Any] = {"scale": scale, "dv": dv, "convention": convention}
-    return [
-        dense_attention(q, kv, indices, sink, **kw),
-        dense_attention(q, kv, indices, sink, **kw, reverse=True, stepwise=True),
-    ]
+    return [dense_attention(call), dense_attention(call, reverse=True, stepwise=True)]
 
 
-def term_scales(
-    q: torch.Tensor,
-    kv: torch.Tensor,
-    indices: torch.Tensor,
-    sink: torch.Tensor,
-    *,
-    scale: float,
-    dv: int,
-    convention: str,
-) -> tuple[list[float], list[float]]:
+def term_scales(call: AttentionCall) -> tuple[list[float], list[float]]:
     """Per lane, the magnitude float32 rounding is proportional to, in float64: ``sum_j w_j |v_j| / denominator``
     for out (its terms may cancel to far less); for lse = m + ln sum_j w_j, ``max(|m|, |ln sum_j w_j|, 1)``: the
     logarithm turns the relative error of the sum into an absolute one, which does not shrink with ``ln``."""
-    invalid, _ = attention_convention(convention)
+    q, kv, indices, sink, scale, dv = call.q, call.kv, call.indices, call.sink, call.scale, call.dv
+    invalid, _ = attention_convention(call.convention)
     rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
     kv64 = kv.to(torch.float64)
     gathered = (

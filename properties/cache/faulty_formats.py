@@ -16,7 +16,7 @@ from typing import Literal
 
 import torch
 
-from properties.cache.common import cache_layout, row_format_of
+from properties.cache.common import gather_call, store_call
 from reference.cache_blocks import BlockLayout
 from reference.formats import RowFormat
 
@@ -143,14 +143,6 @@ def _offsets(layout: BlockLayout, slots: torch.Tensor, bugs: FormatBugs) -> tupl
     return base + row * fmt.row_bytes, base + row * fmt.row_bytes + fmt.data_bytes
 
 
-def _check_cache(cache: torch.Tensor, layout: BlockLayout) -> int:
-    if cache.dtype != torch.uint8 or cache.dim() != 2 or cache.shape[1] != layout.block_bytes:
-        raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {cache.dtype}{list(cache.shape)}")
-    if not cache.is_contiguous():
-        raise ValueError("cache: must be contiguous")
-    return int(cache.shape[0]) * layout.rows
-
-
 def quantize_store(
     rows: torch.Tensor,
     slots: torch.Tensor,
@@ -161,13 +153,7 @@ def quantize_store(
     bugs: FormatBugs = NO_BUGS,
 ) -> None:
     """Quantize ``rows`` (f32[R, d]) into ``cache`` at ``slots`` (i64[R], -1 skipped), in place."""
-    layout = cache_layout(fmt, rows_per_block)
-    rowfmt = row_format_of(fmt)
-    capacity = _check_cache(cache, layout)
-    if rows.dtype != torch.float32 or rows.dim() != 2 or rows.shape[1] != rowfmt.dims:
-        raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {rows.dtype}{list(rows.shape)}")
-    if slots.dtype != torch.int64 or slots.shape != (rows.shape[0],):
-        raise ValueError(f"slots: must be i64[{rows.shape[0]}], got {slots.dtype}{list(slots.shape)}")
+    layout, rowfmt, capacity = store_call(rows, slots, cache, fmt, rows_per_block)
     slots = slots.cpu()
     if bugs.minus_one_wraps:
         slots = torch.where(slots == -1, capacity - 1, slots)
@@ -199,11 +185,7 @@ def gather_dequantize(
     cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int, bugs: FormatBugs = NO_BUGS
 ) -> torch.Tensor:
     """The values stored at ``slots`` (i64[R], each in [0, capacity)) as f32[R, d]."""
-    layout = cache_layout(fmt, rows_per_block)
-    rowfmt = row_format_of(fmt)
-    capacity = _check_cache(cache, layout)
-    if slots.dtype != torch.int64 or slots.dim() != 1:
-        raise ValueError(f"slots: must be i64[R], got {slots.dtype}{list(slots.shape)}")
+    layout, rowfmt, capacity = gather_call(cache, slots, fmt, rows_per_block)
     slots = slots.cpu()
     if ((slots < 0) | (slots >= capacity)).any():
         raise ValueError(f"slots: every slot must be in [0, {capacity}), got {slots.tolist()}")

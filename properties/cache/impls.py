@@ -16,38 +16,24 @@ import torch
 from properties.cache.common import (
     ATTENTION_CONVENTIONS,
     FORMAT_CONVENTIONS,
-    attention_convention,
-    cache_layout,
-    reference_attention_row,
+    AttentionCall,
+    exact_attention,
+    gather_call,
     reference_decode_f32,
     reference_row,
-    row_format_of,
+    store_call,
     to_float32,
 )
 from properties.registry import Implementation
-from reference.cache_blocks import BlockLayout, slot_byte_offsets
+from reference.cache_blocks import slot_byte_offsets
 from reference.formats import QuantizedRow
-
-
-def _capacity(cache: torch.Tensor, layout: BlockLayout) -> int:
-    if cache.dtype != torch.uint8 or cache.dim() != 2 or cache.shape[1] != layout.block_bytes:
-        raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {cache.dtype}{list(cache.shape)}")
-    if not cache.is_contiguous():
-        raise ValueError("cache: must be contiguous")
-    return int(cache.shape[0]) * layout.rows
 
 
 def reference_quantize_store(
     rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int
 ) -> None:
     """Every row at a slot other than -1, quantized by ``reference.formats`` and placed at its public offsets."""
-    layout = cache_layout(fmt, rows_per_block)
-    rowfmt = row_format_of(fmt)
-    capacity = _capacity(cache, layout)
-    if rows.dtype != torch.float32 or rows.dim() != 2 or rows.shape[1] != rowfmt.dims:
-        raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {rows.dtype}{list(rows.shape)}")
-    if slots.dtype != torch.int64 or slots.shape != (rows.shape[0],):
-        raise ValueError(f"slots: must be i64[{rows.shape[0]}], got {slots.dtype}{list(slots.shape)}")
+    layout, _, capacity = store_call(rows, slots, cache, fmt, rows_per_block)
     stored: list[tuple[int, QuantizedRow]] = []
     seen: set[int] = set()
     for i, slot in enumerate(slots.tolist()):
@@ -76,11 +62,7 @@ def reference_gather_dequantize(
     cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int
 ) -> torch.Tensor:
     """The exact values of each slot's stored bytes, as float32 (``ValueError`` if one is not a float32)."""
-    layout = cache_layout(fmt, rows_per_block)
-    rowfmt = row_format_of(fmt)
-    capacity = _capacity(cache, layout)
-    if slots.dtype != torch.int64 or slots.dim() != 1:
-        raise ValueError(f"slots: must be i64[R], got {slots.dtype}{list(slots.shape)}")
+    layout, rowfmt, capacity = gather_call(cache, slots, fmt, rows_per_block)
     flat = bytes(cache.view(-1).tolist())
     out = []
     for i, slot in enumerate(slots.tolist()):
@@ -107,23 +89,10 @@ def reference_sparse_attention(
     convention: str,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``reference.attention`` on each query row, rounded once to float32."""
-    invalid, empty_row = attention_convention(convention)
     if q.dim() != 3 or kv.dim() != 2 or indices.dim() != 2 or sink.shape != (q.shape[1],):
         raise ValueError("q, kv, indices, sink: must be [M, H, D], [N, D], i32[M, K] and f32[H]")
-    keys = tuple(tuple(row) for row in kv.to(torch.float32).tolist())
-    sinks = tuple(sink.to(torch.float32).tolist())
     outs, lses = [], []
-    for m, heads in enumerate(q.to(torch.float32).tolist()):
-        result = reference_attention_row(
-            tuple(tuple(h) for h in heads),
-            keys,
-            tuple(indices[m].tolist()),
-            float(scale),
-            sinks,
-            dv,
-            invalid,
-            empty_row,
-        )
+    for result in exact_attention(AttentionCall(q, kv, indices, sink, scale, dv, convention)):
         outs.append([[to_float32(v) for v in head.out] for head in result])
         lses.append([to_float32(head.lse) for head in result])
     heads_n = q.shape[1]

@@ -14,7 +14,13 @@ from typing import Any
 
 import torch
 
-from properties.cache.common import attention_convention, reference_attention_row, to_float
+from properties.cache.checks import HUNT_EXAMPLES
+from properties.cache.common import (
+    AttentionCall,
+    attention_convention,
+    exact_attention,
+    to_float,
+)
 from properties.cache.faulty_attention import baselines, term_scales
 from properties.cache.frozen import CANCELLING_OUT, LSE_NEAR_ONE
 from properties.cache.strategies import attention_examples, f32, mix, out_of_range_lane
@@ -124,43 +130,22 @@ def run_attention(impl: Implementation, example: dict[str, Any], lanes: list[lis
     for name, before, after in zip(("q", "kv", "indices", "sink"), (q, kv, indices, sink), inputs, strict=True):
         if not torch.equal(before, after):
             raise Mismatch("sparse_attention", detail=f"the call modified its input {name}")
-    keys = tuple(tuple(float(x) for x in row) for row in kv.to(torch.float32).tolist())
+    call = AttentionCall(q, kv, indices, sink, example["scale"], dv, convention)
     exact_out: list[Fraction | float] = []
     exact_lse: list[Fraction | float] = []
-    for row in range(m):
-        heads_result = reference_attention_row(
-            tuple(tuple(h) for h in q[row].to(torch.float32).tolist()),
-            keys,
-            tuple(lanes[row]),
-            float(example["scale"]),
-            tuple(sinks),
-            dv,
-            invalid,
-            empty_row,
-        )
+    for heads_result in exact_attention(call):
         for head in heads_result:
             exact_out.extend(v if isinstance(v, Fraction) else to_float(v) for v in head.out)
             exact_lse.append(head.lse if isinstance(head.lse, Fraction) else to_float(head.lse))
-    kw = {"scale": example["scale"], "dv": dv, "convention": convention}
-    runs = baselines(q, kv, indices, sink, **kw)
-    out_scale, lse_scale = term_scales(q, kv, indices, sink, **kw)
+    runs = baselines(call)
+    out_scale, lse_scale = term_scales(call)
     context = f" (lanes {lanes}, sinks {sinks}, {example['dtype']})"
-    assert_within_twice_baseline(
-        exact_out,
-        _flat(out),
-        _worst(exact_out, [_flat(o) for o, _ in runs]),
-        FLOAT32_MANTISSA,
-        "out" + context,
-        scale=out_scale,
-    )
-    assert_within_twice_baseline(
-        exact_lse,
-        _flat(lse),
-        _worst(exact_lse, [_flat(s) for _, s in runs]),
-        FLOAT32_MANTISSA,
-        "lse" + context,
-        scale=lse_scale,
-    )
+    for name, exact, got, baseline, scale in (
+        ("out", exact_out, out, [o for o, _ in runs], out_scale),
+        ("lse", exact_lse, lse, [s for _, s in runs], lse_scale),
+    ):
+        worst = _worst(exact, [_flat(b) for b in baseline])
+        assert_within_twice_baseline(exact, _flat(got), worst, FLOAT32_MANTISSA, name + context, scale=scale)
 
 
 def check_matches_reference(impl: Implementation, example: dict[str, Any]) -> None:
@@ -176,56 +161,48 @@ def check_lane_order(impl: Implementation, example: dict[str, Any]) -> None:
     run_attention(impl, example, [row[::-1] for row in shuffled])
 
 
-# Examples per mutant in the mutation hunt: every shipped mutant dies within a few dozen where it dies at all.
-HUNT_EXAMPLES = 100
+def _attention(name: str, strategy: Any, check: Any, doc: str, examples: tuple[Any, ...] = ()) -> Property:
+    hunt = HUNT_EXAMPLES
+    return Property(
+        f"attention_{name}", "sparse_attention", strategy, check, examples=examples, doc=doc, hunt_examples=hunt
+    )
 
-# Failures found while building the suite, replayed first on every implementation.
 
 PROPERTIES = [
-    Property(
-        "attention_matches_reference",
-        "sparse_attention",
+    _attention(
+        "matches_reference",
         attention_examples(),
         check_matches_reference,
-        examples=(CANCELLING_OUT,),
-        doc="out and lse equal the exact reference within twice the float32 torch error, f32 and bf16 inputs, "
+        "out and lse equal the exact reference within twice the float32 torch error, f32 and bf16 inputs, "
         "sinks finite or +-inf, duplicate, -1 and out-of-range lanes",
-        hunt_examples=HUNT_EXAMPLES,
+        examples=(CANCELLING_OUT,),
     ),
-    Property(
-        "attention_lane_order",
-        "sparse_attention",
+    _attention(
+        "lane_order",
         attention_examples(permutation=True),
         check_lane_order,
+        "shuffling or reversing a row's lanes (invalid ones included) keeps the result on the exact value",
         examples=(LSE_NEAR_ONE,),
-        doc="shuffling or reversing a row's lanes (invalid ones included) keeps the result on the exact value",
-        hunt_examples=HUNT_EXAMPLES,
     ),
-    Property(
-        "attention_invalid_lanes_anywhere",
-        "sparse_attention",
+    _attention(
+        "invalid_lanes_anywhere",
         attention_examples(invalid_share=3, leading_invalid=True),
         check_matches_reference,
-        doc="-1 lanes (and under out_of_range, lanes < 0 or >= N) anywhere in a row, including a whole leading "
+        "-1 lanes (and under out_of_range, lanes < 0 or >= N) anywhere in a row, including a whole leading "
         "block of them, are skipped",
-        hunt_examples=HUNT_EXAMPLES,
     ),
-    Property(
-        "attention_empty_rows",
-        "sparse_attention",
+    _attention(
+        "empty_rows",
         attention_examples(min_kv=0, empty_rows=True),
         check_matches_reference,
-        doc="a row with no valid lane gives out 0 and lse +inf (empty_zero) or NaN and NaN (empty_nan), "
+        "a row with no valid lane gives out 0 and lse +inf (empty_zero) or NaN and NaN (empty_nan), "
         "next to ordinary rows, also with an empty cache",
-        hunt_examples=HUNT_EXAMPLES,
     ),
-    Property(
-        "attention_sink_once",
-        "sparse_attention",
+    _attention(
+        "sink_once",
         attention_examples(sink_offsets=True),
         check_matches_reference,
-        doc="sinks placed within a few units of the row's lse (and +-inf), where dropping the sink, adding it "
+        "sinks placed within a few units of the row's lse (and +-inf), where dropping the sink, adding it "
         "twice or folding it into lse moves the result far beyond the rule",
-        hunt_examples=HUNT_EXAMPLES,
     ),
 ]

@@ -10,9 +10,10 @@ magnitude its rounding scales with), with 23 mantissa bits for float32 rows and 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ from properties.compression.baseline import baseline_rows
 from properties.compression.call import safe_ring
 from properties.compression.exact import LayerSpec, RawPosition, channels
 from properties.registry import Implementation
+from properties.runner import Property
 
 MANTISSA = {torch.float32: 23, torch.bfloat16: 7}
 
@@ -177,8 +179,43 @@ def check_untouched(before: torch.Tensor, after: torch.Tensor, touched: Iterable
         raise Mismatch(f"{what}: state slots {others} belong to no request of the call but changed")
 
 
+def check_rings_after(
+    state: torch.Tensor,
+    before: torch.Tensor,
+    slots: Sequence[int],
+    calls: Sequence[tuple[int, int, int]],
+    sequences: Sequence[Sequence[RawPosition]],
+    needed: Callable[[int, int], Iterable[int]],
+    what: str,
+) -> None:
+    """After a call of (request, start, end) entries: each request's ring holds ``needed(start, end)`` of its
+    sequence bit for bit, and the state slots of no request in the call are untouched."""
+    now, then = state.cpu(), before.cpu()
+    for b, s, e in calls:
+        check_ring(now, slots[b], sequences[b], needed(s, e), what)
+    check_untouched(then, now, [slots[b] for b, _, _ in calls], what)
+
+
 HUNT_EXAMPLES = 60
 """Examples per mutant in the mutation hunt: each example replays several calls, and every kill of the shipped
 mutants comes well within this many (derandomized, so the hunt is the same on every run). The ring and
 bad-input properties find theirs within a dozen and get fewer."""
 HUNT_EXAMPLES_QUICK = 25
+
+
+def replay_property(
+    name: str,
+    op: str,
+    strategy: Any,
+    replay: Callable[..., None],
+    doc: str,
+    *,
+    rows: bool = False,
+    ring: bool = False,
+    examples: tuple[Any, ...] = (),
+) -> Property:
+    """A property whose check replays an example's calls through ``replay``, comparing the rows, the ring
+    contents, or both; a ring check needs fewer hunt examples."""
+    check = partial(replay, rows=rows, ring=ring)
+    hunt = HUNT_EXAMPLES if rows else HUNT_EXAMPLES_QUICK
+    return Property(name, op, strategy, check, doc=doc, examples=examples, hunt_examples=hunt)

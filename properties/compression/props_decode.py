@@ -3,32 +3,13 @@ requests, under each ring discipline (docs/compression-properties.md)."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
+from properties.compression import checks
 from properties.compression.call import DECODE
-from properties.compression.checks import (
-    HUNT_EXAMPLES,
-    HUNT_EXAMPLES_QUICK,
-    Entry,
-    Expected,
-    call,
-    check_reserved,
-    check_ring,
-    check_untouched,
-    new_state,
-    pack,
-    ring_size,
-    write_positions,
-)
 from properties.compression.exact import LayerSpec, RawPosition, channels, exact_rows, window
-from properties.compression.frozen import (
-    DECODE_LONG_SUM,
-)
-from properties.compression.strategies import (
-    decode_batches,
-    fresh_decode_batches,
-)
+from properties.compression.frozen import DECODE_LONG_SUM
+from properties.compression.strategies import decode_batches, fresh_decode_batches
 from properties.registry import Implementation
 from properties.runner import Property
 
@@ -62,13 +43,13 @@ def replay_decode(impl: Implementation, ex: dict[str, Any], *, rows: bool, ring:
     r, w = int(spec["ratio"]), window(spec)
     requests = ex["requests"]
     qmax = max(q for request in requests for q in request["steps"])
-    size = ring_size(DECODE, impl, spec, qmax, ex["ring_extra"])
-    state = new_state(spec, ex["slots"], size, ex["fill"], impl.device)
+    size = checks.ring_size(DECODE, impl, spec, qmax, ex["ring_extra"])
+    state = checks.new_state(spec, ex["slots"], size, ex["fill"], impl.device)
     sequences = [[_zero(spec)] * q["first"] + list(q["positions"]) for q in requests]
     for q, seq in zip(requests, sequences, strict=True):
         if size:
             history = range(max(q["first"], q["start"] - size), q["start"])
-            write_positions(state, q["slot"], {p: seq[p] for p in history})
+            checks.write_positions(state, q["slot"], {p: seq[p] for p in history})
     exact = []
     if rows:
         for q, seq in zip(requests, sequences, strict=True):
@@ -76,52 +57,43 @@ def replay_decode(impl: Implementation, ex: dict[str, Any], *, rows: bool, ring:
             exact.append(exact_rows(spec, seq, groups))
     for number, steps in enumerate(_decode_schedule(ex)):
         what = f"call {number}"
-        entries = [Entry(requests[b]["slot"], s, sequences[b][s:e]) for b, s, e in steps]
+        entries = [checks.Entry(requests[b]["slot"], s, sequences[b][s:e]) for b, s, e in steps]
         before = state.clone()
-        got_rows, got_store = call(impl, *pack(spec, entries, state, impl.device))
+        got_rows, got_store = checks.call(impl, *checks.pack(spec, entries, state, impl.device))
         if rows:
             expected = [
-                Expected(j, exact[b][j], sequences[b], j) if (p + 1) % r == 0 else Expected(-1)
+                checks.Expected(j, exact[b][j], sequences[b], j) if (p + 1) % r == 0 else checks.Expected(-1)
                 for b, s, e in steps
                 for p in range(s, e)
                 for j in [(p + 1) // r - 1]
             ]
-            check_reserved(spec, got_rows, got_store, expected, what)
+            checks.check_reserved(spec, got_rows, got_store, expected, what)
         if ring:
-            state_now = state.cpu()
-            for b, s, e in steps:
-                check_ring(state_now, requests[b]["slot"], sequences[b], _needed_after_step(s, e, w, size), what)
-            check_untouched(before.cpu(), state_now, [requests[b]["slot"] for b, _, _ in steps], what)
+            needed = lambda s, e: _needed_after_step(s, e, w, size)  # noqa: E731
+            checks.check_rings_after(state, before, [q["slot"] for q in requests], steps, sequences, needed, what)
+
+
+DOCS = {
+    "equals_one_shot": (
+        "Decode / verify steps of 1..qmax positions per request, several requests from different starts "
+        "in one call, the ring at the safe size of the declared discipline: each new position gets one "
+        "row, the one-shot row j where it completes group j, else a zero row with store row -1."
+    ),
+    "ring_contents": (
+        "After every step the ring holds, bit for bit, every position that a later step may read after "
+        "any acceptance (start - W + 2 .. end - 1) and that the ring can still hold (from end - S on); "
+        "state slots of no request in the call are untouched."
+    ),
+    "fresh_request": "Decode from position 0 over a ring of leftovers and garbage: rows equal one-shot compression.",
+}
+
+
+def _replay(name: str, strategy: Any, **compared: Any) -> Property:
+    return checks.replay_property(f"compression_decode_{name}", DECODE, strategy, replay_decode, DOCS[name], **compared)
 
 
 PROPERTIES = [
-    Property(
-        "compression_decode_equals_one_shot",
-        DECODE,
-        decode_batches(),
-        partial(replay_decode, rows=True, ring=False),
-        doc="Decode / verify steps of 1..qmax positions per request, several requests from different starts "
-        "in one call, the ring at the safe size of the declared discipline: each new position gets one "
-        "row, the one-shot row j where it completes group j, else a zero row with store row -1.",
-        examples=(DECODE_LONG_SUM,),
-        hunt_examples=HUNT_EXAMPLES,
-    ),
-    Property(
-        "compression_decode_ring_contents",
-        DECODE,
-        decode_batches(),
-        partial(replay_decode, rows=False, ring=True),
-        doc="After every step the ring holds, bit for bit, every position that a later step may read after "
-        "any acceptance (start - W + 2 .. end - 1) and that the ring can still hold (from end - S on); "
-        "state slots of no request in the call are untouched.",
-        hunt_examples=HUNT_EXAMPLES_QUICK,
-    ),
-    Property(
-        "compression_decode_fresh_request",
-        DECODE,
-        fresh_decode_batches(),
-        partial(replay_decode, rows=True, ring=False),
-        doc="Decode from position 0 over a ring of leftovers and garbage: rows equal one-shot compression.",
-        hunt_examples=HUNT_EXAMPLES,
-    ),
+    _replay("equals_one_shot", decode_batches(), rows=True, examples=(DECODE_LONG_SUM,)),
+    _replay("ring_contents", decode_batches(), ring=True),
+    _replay("fresh_request", fresh_decode_batches(), rows=True),
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -127,15 +128,20 @@ def check_newest_block(impl: Implementation, case: dict[str, Any]) -> None:
         assert_exact(got, again, f"candidate_select[{convention}] after changing the pinned newest block's rows")
 
 
-def check_nan_policy(impl: Implementation, case: dict[str, Any]) -> None:
-    """drop_nan: no block holding a visible NaN is kept (a pinned newest block excepted). propagate_nan: the
-    lowest min(topk_blocks, count) such blocks are kept, since NaN outranks every other score."""
+def selected_rows(impl: Implementation, case: dict[str, Any]) -> Iterator[tuple[int, int, list[int], list[float]]]:
+    """Each row of ``impl``'s answer: its index, valid length, kept blocks and the block maxima it was chosen by."""
     convention = impl.convention or ""
     got = run_select(impl, case["scores"], case)
     values = as_float32(case["scores"])
     for m, (lanes, n) in enumerate(zip(got, case["lengths"], strict=True)):
-        kept = kept_set(lanes, convention, m)
-        maxima = block_maxima(values[m], n, case["block_size"], pinned(convention))
+        yield m, n, kept_set(lanes, convention, m), block_maxima(values[m], n, case["block_size"], pinned(convention))
+
+
+def check_nan_policy(impl: Implementation, case: dict[str, Any]) -> None:
+    """drop_nan: no block holding a visible NaN is kept (a pinned newest block excepted). propagate_nan: the
+    lowest min(topk_blocks, count) such blocks are kept, since NaN outranks every other score."""
+    convention = impl.convention or ""
+    for m, _, kept, maxima in selected_rows(impl, case):
         nan_blocks = [b for b, v in enumerate(maxima) if math.isnan(v)]
         if drops_nan(convention):
             wrong = sorted(set(nan_blocks) & set(kept))
@@ -153,11 +159,8 @@ def check_nan_policy(impl: Implementation, case: dict[str, Any]) -> None:
 def check_every_block_kept(impl: Implementation, case: dict[str, Any]) -> None:
     """With a slot for every block, each keepable block is kept, and top-k restricted to them is unrestricted."""
     convention = impl.convention or ""
-    got = run_select(impl, case["scores"], case)
     values = as_float32(case["scores"])
-    for m, (lanes, n) in enumerate(zip(got, case["lengths"], strict=True)):
-        kept = kept_set(lanes, convention, m)
-        maxima = block_maxima(values[m], n, case["block_size"], pinned(convention))
+    for m, n, kept, maxima in selected_rows(impl, case):
         expected = [b for b, v in enumerate(maxima) if keepable(v, drops_nan(convention))]
         if kept != expected:
             raise Mismatch(
