@@ -79,7 +79,7 @@ def slot_translation(
     """Physical slots of top-k rows. rows: i32|i64[M, K] (-1 = no row); block_table: i32|i64[M, blocks];
     lengths: i32[M], lanes at or past it are -1 and unread (``guard="sentinel"``: pass K; ``"count"``: lanes
     below the count must hold rows). -> i64[M, K]."""
-    v.check_slots(rows, block_table, lengths, rows_per_block, guard, validate)
+    v.check_slots(rows, block_table, lengths, rows_per_block=rows_per_block, guard=guard, validate=validate)
     out, grid, tiles = _lanes_out(rows)
     if out.numel():
         _slot_kernel[grid](rows, block_table, lengths, out, *out.shape, block_table.shape[1], rows_per_block, **tiles)

@@ -90,7 +90,7 @@ def block_scores(
 ) -> torch.Tensor:
     """Per block of ``block_size`` rows: max over the visible rows (NaN if one is NaN, -inf if none), the
     newest visible block +inf when pinned. scores: f32[M, N]; lengths: i32[M] -> f32[M, ceil(N / bs)]."""
-    blocks = v.check_candidates(scores, lengths, block_size, 0, validate)
+    blocks = v.check_candidates(scores, lengths, block_size=block_size, topk_blocks=0, validate=validate).blocks
     v.backend_for("triton", scores.device)
     out = torch.empty(scores.shape[0], blocks, dtype=torch.float32, device=scores.device)
     if out.numel() == 0:
@@ -133,13 +133,19 @@ def candidate_select(
     block in a slot is kept unless it scores -inf (or NaN, with ``drop_nan``: the public reference's
     ``score > -inf``).
     """
-    blocks = v.check_candidates(scores, lengths, block_size, topk_blocks, validate)
+    a = v.check_candidates(
+        scores,
+        lengths,
+        block_size=block_size,
+        topk_blocks=topk_blocks,
+        pin_newest=pin_newest,
+        drop_nan=drop_nan,
+        validate=validate,
+    )
     v.backend_for("triton", scores.device)
     small = tk.default_config().pairwise
-    if small and blocks <= small and scores.shape[1]:
-        return tk.small_candidates(
-            scores, lengths, block_size=block_size, topk_blocks=topk_blocks, pin_newest=pin_newest, drop_nan=drop_nan
-        )
+    if small and a.blocks <= small and scores.shape[1]:
+        return tk.small_candidates(a)
     best = block_scores(scores, lengths, block_size=block_size, pin_newest=pin_newest, validate=False)
     counts = (lengths.to(torch.int64).clamp(0, scores.shape[1]) + block_size - 1) // block_size
     return tk.topk(best, counts, k=topk_blocks, convention="v4.1", drop_neg_inf=True, drop_nan=drop_nan, validate=False)
@@ -156,7 +162,7 @@ def candidate_restore(
     """``o -> candidate_blocks[m, o // bs] * bs + o % bs``, -1 kept; offsets into a padding block (-1), outside
     the candidate list, or (with ``visible``: i32[M]) restoring to a row ``>= visible[m]`` give -1.
     offsets: i32|i64[M, k]; candidate_blocks: i32|i64[M, nb] -> i32[M, k]."""
-    v.check_restore(offsets, candidate_blocks, block_size, visible, validate)
+    v.check_restore(offsets, candidate_blocks, block_size=block_size, visible=visible, validate=validate)
     v.backend_for("triton", offsets.device)
     rows, lanes = offsets.shape
     out = torch.empty(rows, lanes, dtype=torch.int32, device=offsets.device)

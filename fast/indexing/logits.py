@@ -279,7 +279,7 @@ def index_logits(
     q: bf16|f32[M, H, D]; weights: f32|bf16[M, H]; k: same dtype as q [N, D], or e4m3 codes
     (uint8|float8_e4m3fn)[N, D] with ``k_scale``: f32[N]; lengths: i32|i64[M] in [0, N].
     """
-    a = v.check_logits(q, weights, k, lengths, k_scale, validate)
+    a = v.check_logits(q, weights, k, lengths, k_scale=k_scale, validate=validate)
     v.backend_for("triton", q.device)
     cfg = config or default_config(a.fp8)
     out = v.output(out, (a.queries, a.rows), torch.float32, q.device)
@@ -325,7 +325,9 @@ def paged_index_logits(
     layout u8[num_blocks, Bc * (D + 4)] (a block's Bc rows of e4m3 codes, then their Bc float32 scales);
     block_table: i32[B, max_blocks]; lengths: i32[B, next_n]; W = ``width`` or ``max_blocks * Bc``.
     """
-    a = v.check_paged(q, weights, cache, block_table, lengths, rows_per_block, width, validate)
+    a = v.check_paged(
+        q, weights, cache, block_table, lengths, rows_per_block=rows_per_block, width=width, validate=validate
+    )
     v.backend_for("triton", q.device)
     cfg = config or default_config(a.fp8)
     out = v.output(out, (a.requests * a.next_n, a.width), torch.float32, q.device)

@@ -12,12 +12,19 @@
     window_indices(*, window, seqlen, start_pos, order)                                 -> i32[R, W]
     decode_window_indices(positions, *, window, order)                                  -> i32[B, window]
 
-Every function runs the same host checks as its Triton twin (``fast.indexing.validate``). Lanes past a query's
-visible count are -inf in logits. Top-k ranks by the order key of :func:`order_keys` (NaN > +inf > numbers >
--inf, -0 == +0), ties to the lowest index (docs/indexing.md).
+Every function runs the same host checks as its Triton twin (``fast.indexing.validate``). The twins of the long
+signatures (``index_logits``, ``paged_index_logits``, ``topk``, ``candidate_select``, ``candidate_restore``,
+``slot_translation``) take ``(*tensors, **options)`` and hand them to that check, whose signature is the Triton
+function's (less its ``config`` and ``out``) and which returns the checked call as one record: the arguments,
+their defaults and every error are written once, in ``validate``.
+
+Lanes past a query's visible count are -inf in logits. Top-k ranks by the order key of :func:`order_keys`
+(NaN > +inf > numbers > -inf, -0 == +0), ties to the lowest index (docs/indexing.md).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -39,28 +46,19 @@ def _weighted_relu(dots: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return (dots.float().relu() * weights.float().unsqueeze(-1)).sum(dim=-2)
 
 
-def index_logits(
-    q: torch.Tensor,
-    weights: torch.Tensor,
-    k: torch.Tensor,
-    lengths: torch.Tensor,
-    *,
-    k_scale: torch.Tensor | None = None,
-    precision: str = "float32",
-    validate: bool = True,
-) -> torch.Tensor:
+def index_logits(*tensors: torch.Tensor, precision: str = "float32", **options: Any) -> torch.Tensor:
     """``I[m, j] = sum_h w[m, h] relu(q[m, h] . k[j])`` for ``j < lengths[m]``, -inf elsewhere.
 
-    q: bf16|f32[M, H, D]; weights: f32[M, H]; k: same dtype as q [N, D], or FP8 e4m3 codes [N, D] with
-    ``k_scale``: f32[N] (key row j is ``k_scale[j] * e4m3(k[j])``); lengths: i32[M] in [0, N].
+    Arguments: those of :func:`fast.indexing.logits.index_logits` (``q, weights, k, lengths, *, k_scale=None,
+    validate=True``; checked by ``validate.check_logits``). Key row j is ``k[j]``, or ``k_scale[j] * e4m3(k[j])``.
     ``precision="float32"``: dots of the upcast operands in float32 (the twin of the kernels);
     ``"input"``: the public reference's einsum in the input dtype (bf16 dots rounded to bf16), then float32.
     """
-    v.check_logits(q, weights, k, lengths, k_scale, validate)
-    n = k.shape[0]
+    a = v.check_logits(*tensors, **options)
+    q, k, lengths = a.q, a.k, a.lengths
     seen = int(lengths.max()) if lengths.numel() else 0
-    if k_scale is not None:
-        keys = fp8_values(k[:seen]) * k_scale[:seen].unsqueeze(-1)
+    if a.k_scale is not None:
+        keys = fp8_values(k[:seen]) * a.k_scale[:seen].unsqueeze(-1)
         keys = keys.to(q.dtype) if precision == "input" else keys
     else:
         keys = k[:seen]
@@ -68,9 +66,9 @@ def index_logits(
         dots = torch.einsum("mhd,nd->mhn", q, keys)
     else:
         dots = torch.einsum("mhd,nd->mhn", q.float(), keys.float())
-    scores = torch.full((q.shape[0], n), NEG_INF, dtype=torch.float32, device=q.device)
+    scores = torch.full((a.queries, a.rows), NEG_INF, dtype=torch.float32, device=q.device)
     visible = torch.arange(seen, device=q.device) < lengths.to(torch.int64).unsqueeze(-1)
-    scores[:, :seen] = torch.where(visible, _weighted_relu(dots, weights), NEG_INF)
+    scores[:, :seen] = torch.where(visible, _weighted_relu(dots, a.weights), NEG_INF)
     return scores
 
 
@@ -96,30 +94,21 @@ def paged_rows(
     return torch.where(ok.unsqueeze(-1), keys, float("nan"))
 
 
-def paged_index_logits(
-    q: torch.Tensor,
-    weights: torch.Tensor,
-    cache: torch.Tensor,
-    block_table: torch.Tensor,
-    lengths: torch.Tensor,
-    *,
-    rows_per_block: int,
-    width: int | None = None,
-    validate: bool = True,
-) -> torch.Tensor:
+def paged_index_logits(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
     """Decode logits through block tables: f32[B * next_n, W], query ``(b, t)`` at row ``b * next_n + t``.
 
-    q: bf16[B, next_n, H, D]; weights: f32[B, next_n, H]; cache: see :func:`paged_rows`;
-    block_table: i32[B, max_blocks]; lengths: i32[B, next_n] (rows each query sees);
-    W = ``width`` or ``max_blocks * rows_per_block``. Lanes at or past a query's length are -inf.
+    Arguments: those of :func:`fast.indexing.logits.paged_index_logits` (``q, weights, cache, block_table,
+    lengths, *, rows_per_block, width=None, validate=True``; checked by ``validate.check_paged``); cache: see
+    :func:`paged_rows`. Lanes at or past a query's length are -inf.
     """
-    a = v.check_paged(q, weights, cache, block_table, lengths, rows_per_block, width, validate)
+    a = v.check_paged(*tensors, **options)
+    q, lengths = a.q, a.lengths
     seen = min(int(lengths.max()) if lengths.numel() else 0, a.width)
-    keys = paged_rows(cache, block_table, seen, rows_per_block, a.dim)
+    keys = paged_rows(a.cache, a.block_table, seen, a.rows_per_block, a.dim)
     dots = torch.einsum("bthd,bnd->bthn", q.float(), keys)
     scores = torch.full((a.requests, a.next_n, a.width), NEG_INF, dtype=torch.float32, device=q.device)
     visible = torch.arange(seen, device=q.device) < lengths.to(torch.int64).unsqueeze(-1)
-    scores[:, :, :seen] = torch.where(visible, _weighted_relu(dots, weights), NEG_INF)
+    scores[:, :, :seen] = torch.where(visible, _weighted_relu(dots, a.weights), NEG_INF)
     return scores.reshape(a.requests * a.next_n, a.width)
 
 
@@ -152,59 +141,34 @@ def rank_lanes(scores: torch.Tensor, lengths: torch.Tensor, take: int) -> tuple[
     return torch.where(holds, index, n), holds
 
 
-def topk(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    *,
-    k: int,
-    convention: str = "v4.1",
-    offsets: torch.Tensor | None = None,
-    fill: int | None = None,
-    block_table: torch.Tensor | None = None,
-    rows_per_block: int | None = None,
-    candidate_blocks: torch.Tensor | None = None,
-    block_size: int | None = None,
-    drop_neg_inf: bool = False,
-    drop_nan: bool = False,
-    validate: bool = True,
-) -> torch.Tensor:
-    """Valid-prefix top-k under ``convention`` (see ``fast.indexing.topk.topk``, which this twins)."""
-    a = v.check_topk(
-        scores,
-        lengths,
-        k=k,
-        convention=convention,
-        offsets=offsets,
-        fill=fill,
-        block_table=block_table,
-        rows_per_block=rows_per_block,
-        candidate_blocks=candidate_blocks,
-        block_size=block_size,
-        validate=validate,
-    )
-    if a.restrict:
-        assert candidate_blocks is not None and block_size is not None
-        scores = restrict_to_blocks(scores, candidate_blocks, block_size=block_size)
+def topk(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
+    """Valid-prefix top-k under ``convention``: the twin of :func:`fast.indexing.topk.topk`, whose arguments it
+    takes (less ``config`` / ``out``; checked by ``validate.check_topk``)."""
+    a = v.check_topk(*tensors, **options)
+    scores = a.scores
+    if a.candidate_blocks is not None and a.block_size is not None:
+        scores = restrict_to_blocks(scores, a.candidate_blocks, block_size=a.block_size)
     take = min(a.k, a.width)
-    index, holds = rank_lanes(scores, lengths, take)
-    if drop_neg_inf or drop_nan:
+    index, holds = rank_lanes(scores, a.lengths, take)
+    drops = a.drop_neg_inf or a.drop_nan
+    if drops:
         chosen_keys = order_keys(scores.gather(1, index.clamp(max=max(a.width - 1, 0))))
-        if drop_neg_inf:
+        if a.drop_neg_inf:
             holds &= chosen_keys != 0x007FFFFF
-        if drop_nan:
+        if a.drop_nan:
             holds &= chosen_keys != 0xFFFFFFFF
         index = torch.where(holds, index, a.width)
-    if a.mode.index_order or drop_neg_inf or drop_nan:
+    if a.mode.index_order or drops:
         index = torch.where(holds, index, a.width).sort(dim=1).values
         holds = index < a.width
-    if a.translate:
-        assert block_table is not None and rows_per_block is not None
+    if a.block_table is not None and a.rows_per_block is not None:
         rows = torch.where(holds, index, -1)
-        out = slot_translation(rows, block_table, holds.sum(dim=1), rows_per_block=rows_per_block, validate=False)
+        count = holds.sum(dim=1)
+        out = slot_translation(rows, a.block_table, count, rows_per_block=a.rows_per_block, validate=False)
         out = torch.where(holds, out, a.fill)
         dtype = torch.int64
     else:
-        shift = offsets.to(torch.int64).unsqueeze(-1) if offsets is not None else 0
+        shift = a.offsets.to(torch.int64).unsqueeze(-1) if a.offsets is not None else 0
         out = torch.where(holds, index + shift, a.fill)
         dtype = torch.int32
     pad = torch.full((a.rows, a.lanes - take), a.fill, dtype=torch.int64, device=scores.device)
@@ -245,73 +209,57 @@ def block_scores(
     return best
 
 
-def candidate_select(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    *,
-    block_size: int,
-    topk_blocks: int,
-    pin_newest: bool = True,
-    drop_nan: bool = True,
-    validate: bool = True,
-) -> torch.Tensor:
-    """Kept candidate blocks, ascending, -1 fill: i32[M, topk_blocks] (V4.1 level one, docs/indexing.md)."""
-    v.check_candidates(scores, lengths, block_size, topk_blocks, validate)
-    best = block_scores(scores, lengths, block_size=block_size, pin_newest=pin_newest)
-    counts = (-(-lengths.to(torch.int64) // block_size)).to(torch.int32)
-    return topk(best, counts, k=topk_blocks, convention="v4.1", drop_neg_inf=True, drop_nan=drop_nan, validate=False)
+def candidate_select(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
+    """Kept candidate blocks, ascending, -1 fill: i32[M, topk_blocks] (V4.1 level one, docs/indexing.md).
+    Arguments: those of :func:`fast.indexing.candidates.candidate_select` (checked by
+    ``validate.check_candidates``)."""
+    a = v.check_candidates(*tensors, **options)
+    best = block_scores(a.scores, a.lengths, block_size=a.block_size, pin_newest=a.pin_newest)
+    counts = (-(-a.lengths.to(torch.int64) // a.block_size)).to(torch.int32)
+    return topk(
+        best, counts, k=a.topk_blocks, convention="v4.1", drop_neg_inf=True, drop_nan=a.drop_nan, validate=False
+    )
 
 
-def candidate_restore(
-    offsets: torch.Tensor,
-    candidate_blocks: torch.Tensor,
-    *,
-    block_size: int,
-    visible: torch.Tensor | None = None,
-    validate: bool = True,
-) -> torch.Tensor:
+def candidate_restore(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
     """``o -> candidate_blocks[m, o // bs] * bs + o % bs``; -1, offsets into padding blocks, offsets outside
-    the candidate list and (with ``visible``) rows ``>= visible[m]`` give -1. i32[M, k]."""
-    v.check_restore(offsets, candidate_blocks, block_size, visible, validate)
-    o = offsets.to(torch.int64)
-    span = candidate_blocks.shape[1] * block_size
+    the candidate list and (with ``visible``) rows ``>= visible[m]`` give -1. i32[M, k]. Arguments: those of
+    :func:`fast.indexing.candidates.candidate_restore` (checked by ``validate.check_restore``)."""
+    a = v.check_restore(*tensors, **options)
+    size = a.block_size
+    o = a.offsets.to(torch.int64)
+    span = a.candidate_blocks.shape[1] * size
     ok = (o >= 0) & (o < span)
     if span == 0:
-        return torch.full_like(offsets, -1, dtype=torch.int32)
-    block = candidate_blocks.to(torch.int64).gather(1, torch.where(ok, o, 0) // block_size)
-    row = block * block_size + torch.where(ok, o, 0) % block_size
+        return torch.full_like(a.offsets, -1, dtype=torch.int32)
+    block = a.candidate_blocks.to(torch.int64).gather(1, torch.where(ok, o, 0) // size)
+    row = block * size + torch.where(ok, o, 0) % size
     ok &= block >= 0
-    if visible is not None:
-        ok &= row < visible.to(torch.int64).unsqueeze(-1)
+    if a.visible is not None:
+        ok &= row < a.visible.to(torch.int64).unsqueeze(-1)
     return torch.where(ok, row, -1).to(torch.int32)
 
 
 # --- addresses ----------------------------------------------------------------------------------------------
 
 
-def slot_translation(
-    rows: torch.Tensor,
-    block_table: torch.Tensor,
-    lengths: torch.Tensor,
-    *,
-    rows_per_block: int,
-    guard: str = "sentinel",
-    validate: bool = True,
-) -> torch.Tensor:
+def slot_translation(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
     """``slot = block_table[m, j // Bc] * Bc + j % Bc`` in int64; lane i is -1 when ``rows[m, i] == -1`` or
-    ``i >= lengths[m]`` (lanes past the count are not read). i64[M, K]."""
-    v.check_slots(rows, block_table, lengths, rows_per_block, guard, validate)
+    ``i >= lengths[m]`` (lanes past the count are not read). i64[M, K]. Arguments: those of
+    :func:`fast.indexing.addressing.slot_translation` (checked by ``validate.check_slots``)."""
+    a = v.check_slots(*tensors, **options)
+    rows, per_block = a.rows, a.rows_per_block
     j = rows.to(torch.int64)
     lanes = torch.arange(rows.shape[1], device=rows.device)
-    live = (lanes < lengths.to(torch.int64).unsqueeze(-1)) & (j >= 0)
-    nblocks = block_table.shape[1]
-    live &= j // rows_per_block < nblocks
+    live = (lanes < a.lengths.to(torch.int64).unsqueeze(-1)) & (j >= 0)
+    nblocks = a.block_table.shape[1]
+    live &= j // per_block < nblocks
     if nblocks == 0:
         return torch.full(rows.shape, -1, dtype=torch.int64, device=rows.device)
     safe = torch.where(live, j, 0)
-    block = block_table.to(torch.int64).gather(1, safe // rows_per_block)
+    block = a.block_table.to(torch.int64).gather(1, safe // per_block)
     live &= block >= 0
-    return torch.where(live, block * rows_per_block + safe % rows_per_block, -1)
+    return torch.where(live, block * per_block + safe % per_block, -1)
 
 
 def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, *, validate: bool = True) -> torch.Tensor:

@@ -103,6 +103,9 @@ def table_covers(
 
 
 # --- per-operation argument checks (shared by naive.py and the Triton modules) ----------------------------------
+# Each ``check_<op>`` takes the arguments of the Triton function (its signature and defaults, less ``config`` /
+# ``out``) and returns the checked call as a frozen record: the tensors and options as given, then what the
+# checks derived. The torch twins in naive.py take ``(*tensors, **options)`` and work on that record.
 
 
 TopKMode = LaneLayout
@@ -114,6 +117,18 @@ INDEX_DTYPES = (torch.int32, torch.int64)
 
 @dataclass(frozen=True)
 class TopKArgs:
+    """A checked top-k call: its tensors and options as given, then what the checks derived (rows x width of
+    the scores, k, output lanes, lane layout, fill value, whether rows are translated / restricted)."""
+
+    scores: torch.Tensor
+    lengths: torch.Tensor
+    offsets: torch.Tensor | None
+    block_table: torch.Tensor | None
+    rows_per_block: int | None
+    candidate_blocks: torch.Tensor | None
+    block_size: int | None
+    drop_neg_inf: bool
+    drop_nan: bool
     rows: int
     width: int
     k: int
@@ -129,16 +144,18 @@ def check_topk(
     lengths: object,
     *,
     k: object,
-    convention: str,
-    offsets: object,
-    fill: int | None,
-    block_table: object,
-    rows_per_block: int | None,
-    candidate_blocks: object,
-    block_size: int | None,
-    validate: bool,
+    convention: str = "v4.1",
+    offsets: object = None,
+    fill: int | None = None,
+    block_table: object = None,
+    rows_per_block: int | None = None,
+    candidate_blocks: object = None,
+    block_size: int | None = None,
+    drop_neg_inf: bool = False,
+    drop_nan: bool = False,
+    validate: bool = True,
 ) -> TopKArgs:
-    """Checks of :func:`fast.indexing.topk.topk` (same arguments); returns the lane layout."""
+    """Checks of :func:`fast.indexing.topk.topk` (same arguments and defaults, less ``config`` / ``out``)."""
     if convention not in TOPK_MODES:
         raise fail("convention", f"must be one of {', '.join(TOPK_MODES)}, got {convention!r}")
     mode = TOPK_MODES[convention]
@@ -179,11 +196,36 @@ def check_topk(
             require(int(cand.min()) >= -1, "candidate_blocks", "must hold block ids >= 0 or -1 (padding)")
     if not translate and offsets is None and empty >= 0:
         require(empty >= n, "fill", f"must be negative or >= the row width {n} so no row reads as it, got {empty}")
-    return TopKArgs(m, n, count, lanes, mode, empty, translate, restrict)
+    return TopKArgs(
+        scores=s,
+        lengths=lens,
+        offsets=off if offsets is not None else None,
+        block_table=table if translate else None,
+        rows_per_block=rows_per_block,
+        candidate_blocks=cand if restrict else None,
+        block_size=block_size,
+        drop_neg_inf=drop_neg_inf,
+        drop_nan=drop_nan,
+        rows=m,
+        width=n,
+        k=count,
+        lanes=lanes,
+        mode=mode,
+        fill=empty,
+        translate=translate,
+        restrict=restrict,
+    )
 
 
 @dataclass(frozen=True)
 class LogitsArgs:
+    """A checked index-logits call: its tensors as given (``k``: the keys), then the sizes and key kind."""
+
+    q: torch.Tensor
+    weights: torch.Tensor
+    k: torch.Tensor
+    lengths: torch.Tensor
+    k_scale: torch.Tensor | None
     queries: int
     rows: int
     heads: int
@@ -195,8 +237,11 @@ KEY_DTYPES = (torch.float32, torch.bfloat16)
 FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
 
 
-def check_logits(q: object, weights: object, k: object, lengths: object, k_scale: object, validate: bool) -> LogitsArgs:
-    """Checks of :func:`fast.indexing.logits.index_logits` (same arguments)."""
+def check_logits(
+    q: object, weights: object, k: object, lengths: object, *, k_scale: object = None, validate: bool = True
+) -> LogitsArgs:
+    """Checks of :func:`fast.indexing.logits.index_logits` (same arguments and defaults, less ``config`` /
+    ``out``)."""
     qt = tensor(q, "q", KEY_DTYPES, 3)
     m, h, d = (int(v) for v in qt.shape)
     require(h > 0 and d > 0, "q", f"must have at least one head and one dimension, got {list(qt.shape)}")
@@ -213,11 +258,20 @@ def check_logits(q: object, weights: object, k: object, lengths: object, k_scale
     shape(lens, (m,), "lengths", "one visible count per query")
     if validate:
         lengths_in_range(lens, int(kt.shape[0]))
-    return LogitsArgs(m, int(kt.shape[0]), h, d, fp8)
+    return LogitsArgs(qt, w, kt, lens, sc if fp8 else None, m, int(kt.shape[0]), h, d, fp8)
 
 
 @dataclass(frozen=True)
 class PagedArgs:
+    """A checked paged-logits call: its tensors and rows per block as given, then the sizes (``width``: the
+    output's lanes) and the cache kind."""
+
+    q: torch.Tensor
+    weights: torch.Tensor
+    cache: torch.Tensor
+    block_table: torch.Tensor
+    lengths: torch.Tensor
+    rows_per_block: int
     requests: int
     next_n: int
     heads: int
@@ -233,11 +287,13 @@ def check_paged(
     cache: object,
     block_table: object,
     lengths: object,
+    *,
     rows_per_block: object,
-    width: int | None,
-    validate: bool,
+    width: int | None = None,
+    validate: bool = True,
 ) -> PagedArgs:
-    """Checks of :func:`fast.indexing.logits.paged_index_logits` (same arguments)."""
+    """Checks of :func:`fast.indexing.logits.paged_index_logits` (same arguments and defaults, less ``config``
+    / ``out``)."""
     qt = tensor(q, "q", (torch.bfloat16, torch.float32), 4)
     b, t, h, d = (int(v) for v in qt.shape)
     require(h > 0 and d > 0 and t > 0, "q", f"must be [B, next_n, H, D] with positive sizes, got {list(qt.shape)}")
@@ -273,29 +329,63 @@ def check_paged(
     if validate:
         lengths_in_range(lens, min(out_width, int(table.shape[1]) * per_block))
         table_covers(table, lens.amax(dim=1) if t else lens[:, 0], per_block, int(c.shape[0]))
-    return PagedArgs(b, t, h, d, out_width, int(c.shape[0]), fp8)
+    return PagedArgs(qt, w, c, table, lens, per_block, b, t, h, d, out_width, int(c.shape[0]), fp8)
 
 
-def check_candidates(scores: object, lengths: object, block_size: object, topk_blocks: object, validate: bool) -> int:
-    """Checks of :func:`fast.indexing.candidates.candidate_select`; returns the block count ``ceil(N / bs)``."""
+@dataclass(frozen=True)
+class CandidateArgs:
+    """A checked candidate-select call: its tensors and options as given, and the block count
+    ``ceil(N / block_size)``."""
+
+    scores: torch.Tensor
+    lengths: torch.Tensor
+    block_size: int
+    topk_blocks: int
+    pin_newest: bool
+    drop_nan: bool
+    blocks: int
+
+
+def check_candidates(
+    scores: object,
+    lengths: object,
+    *,
+    block_size: object,
+    topk_blocks: object,
+    pin_newest: bool = True,
+    drop_nan: bool = True,
+    validate: bool = True,
+) -> CandidateArgs:
+    """Checks of :func:`fast.indexing.candidates.candidate_select` (same arguments and defaults)."""
     s = tensor(scores, "scores", (torch.float32,), 2)
     lens = tensor(lengths, "lengths", INDEX_DTYPES, 1, s.device)
     shape(lens, (int(s.shape[0]),), "lengths", "one visible count per score row")
     size = int_arg(block_size, "block_size", 1)
-    int_arg(topk_blocks, "topk_blocks", 0)
+    count = int_arg(topk_blocks, "topk_blocks", 0)
     if validate:
         lengths_in_range(lens, int(s.shape[1]))
-    return -(-int(s.shape[1]) // size)
+    return CandidateArgs(s, lens, size, count, pin_newest, drop_nan, -(-int(s.shape[1]) // size))
+
+
+@dataclass(frozen=True)
+class RestoreArgs:
+    """A checked candidate-restore call: its tensors and block size as given."""
+
+    offsets: torch.Tensor
+    candidate_blocks: torch.Tensor
+    block_size: int
+    visible: torch.Tensor | None
 
 
 def check_restore(
-    offsets: object, candidate_blocks: object, block_size: object, visible: object, validate: bool
-) -> None:
-    """Checks of :func:`fast.indexing.candidates.candidate_restore`."""
+    offsets: object, candidate_blocks: object, *, block_size: object, visible: object = None, validate: bool = True
+) -> RestoreArgs:
+    """Checks of :func:`fast.indexing.candidates.candidate_restore` (same arguments and defaults)."""
     o = tensor(offsets, "offsets", INDEX_DTYPES, 2)
     c = tensor(candidate_blocks, "candidate_blocks", INDEX_DTYPES, 2, o.device)
     require(c.shape[0] == o.shape[0], "candidate_blocks", f"must have one row per offsets row ({o.shape[0]})")
     size = int_arg(block_size, "block_size", 1)
+    v: torch.Tensor | None = None
     if visible is not None:
         v = tensor(visible, "visible", INDEX_DTYPES, 1, o.device)
         shape(v, (int(o.shape[0]),), "visible", "one visible count per row")
@@ -307,12 +397,29 @@ def check_restore(
     if validate and c.numel():
         require(int(c.min()) >= -1, "candidate_blocks", "must hold block ids >= 0 or -1 (padding)")
         require(int(c.max()) * size + size - 1 <= INT32_MAX, "candidate_blocks", "restored rows must fit in int32")
+    return RestoreArgs(o, c, size, v)
+
+
+@dataclass(frozen=True)
+class SlotArgs:
+    """A checked slot-translation call: its tensors and rows per block as given."""
+
+    rows: torch.Tensor
+    block_table: torch.Tensor
+    lengths: torch.Tensor
+    rows_per_block: int
 
 
 def check_slots(
-    rows: object, block_table: object, lengths: object, rows_per_block: object, guard: str, validate: bool
-) -> None:
-    """Checks of :func:`fast.indexing.addressing.slot_translation`."""
+    rows: object,
+    block_table: object,
+    lengths: object,
+    *,
+    rows_per_block: object,
+    guard: str = "sentinel",
+    validate: bool = True,
+) -> SlotArgs:
+    """Checks of :func:`fast.indexing.addressing.slot_translation` (same arguments and defaults)."""
     require(guard in ("sentinel", "count"), "guard", f"must be 'sentinel' or 'count', got {guard!r}")
     r = tensor(rows, "rows", INDEX_DTYPES, 2)
     table = tensor(block_table, "block_table", INDEX_DTYPES, 2, r.device)
@@ -321,8 +428,9 @@ def check_slots(
     require(table.shape[0] == m, "block_table", f"must have one row per request ({m}), got {table.shape[0]}")
     shape(lens, (m,), "lengths", "one valid-lane count per request")
     per_block = int_arg(rows_per_block, "rows_per_block", 1)
+    checked = SlotArgs(r, table, lens, per_block)
     if not validate or m == 0:
-        return
+        return checked
     lengths_in_range(lens, lanes)
     live = torch.arange(lanes, device=r.device) < lens.to(torch.int64).unsqueeze(-1)
     rr = r.to(torch.int64)
@@ -338,6 +446,7 @@ def check_slots(
     if table.numel():
         top = int(table.to(torch.int64).max()) * per_block + per_block - 1
         require(top <= INT64_MAX, "block_table", "slots must fit in int64")
+    return checked
 
 
 def check_gathered(rows: object, offsets: object, validate: bool) -> None:

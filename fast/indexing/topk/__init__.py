@@ -120,6 +120,8 @@ def topk(
         rows_per_block=rows_per_block,
         candidate_blocks=candidate_blocks,
         block_size=block_size,
+        drop_neg_inf=drop_neg_inf,
+        drop_nan=drop_nan,
         validate=validate,
     )
     v.backend_for("triton", scores.device)

@@ -10,6 +10,7 @@ import triton.language as tl
 
 from fast.indexing.topk.config import Operands, pow2
 from fast.indexing.topk.select import _order_keys, _table_slots
+from fast.indexing.validate import CandidateArgs
 
 
 @triton.jit
@@ -109,21 +110,14 @@ def small_rows(ops: Operands, lanes_in: int, block_lanes: int = 0, pin: bool = F
     return ops.out
 
 
-def small_candidates(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    *,
-    block_size: int,
-    topk_blocks: int,
-    pin_newest: bool,
-    drop_nan: bool,
-) -> torch.Tensor:
-    """Candidate blocks in one launch of :func:`_topk_small_kernel` (interpreter; rows of few blocks)."""
-    rows, width = scores.shape
-    blocks = -(-width // block_size)
-    out = torch.empty(rows, topk_blocks, dtype=torch.int32, device=scores.device)
+def small_candidates(call: CandidateArgs) -> torch.Tensor:
+    """Candidate blocks of a checked ``candidate_select`` call in one launch of :func:`_topk_small_kernel`
+    (interpreter; rows of few blocks)."""
+    rows = call.scores.shape[0]
+    out = torch.empty(rows, call.topk_blocks, dtype=torch.int32, device=call.scores.device)
     if out.numel() == 0:
         return out
-    k = min(topk_blocks, blocks)
-    ops = Operands(scores, lengths, out, k, -1, block_size=block_size, drop_neg_inf=True, drop_nan=drop_nan)
-    return small_rows(ops, blocks, block_lanes=pow2(block_size), pin=pin_newest)
+    k = min(call.topk_blocks, call.blocks)
+    ops = Operands(call.scores, call.lengths, out, k, -1, block_size=call.block_size, drop_neg_inf=True,
+                   drop_nan=call.drop_nan)  # fmt: skip
+    return small_rows(ops, call.blocks, block_lanes=pow2(call.block_size), pin=call.pin_newest)
