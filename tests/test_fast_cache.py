@@ -23,6 +23,7 @@ import torch
 
 from fast.cache import FORMATS, gather_dequantize, quantize, quantize_store, sparse_attention
 from fast.cache.attention import Config
+from fast.cache.checks import StoreArgs
 from reference.attention import NAN, POS_INF
 from reference.attention import sparse_attention as exact_attention
 from reference.cache_blocks import public_layout, slot_byte_offsets
@@ -144,7 +145,8 @@ def test_store_tiles_walked_by_fewer_programs(conv: str, launch: tuple[int, int,
     slots = [int(s) for s in RNG.permutation(rows_per_block * blocks)[:count]]
     slots[2] = -1
     cache = poisoned_cache(conv, rows_per_block, blocks)
-    quantize.store_rows(f32(rows), torch.tensor(slots, device=DEVICE), cache, FORMATS[conv], rows_per_block, launch)
+    call = StoreArgs(f32(rows), torch.tensor(slots, device=DEVICE), cache, FORMATS[conv], rows_per_block)
+    quantize.store_rows(call, launch)
     expected, pads = expected_cache(conv, rows, slots, rows_per_block, blocks)
     assert_same_bytes(cache_bytes(cache), expected, pads, f"{conv} launch {launch}")
 
@@ -157,8 +159,8 @@ def test_store_tiles_walked_by_fewer_programs(conv: str, launch: tuple[int, int,
 def test_store_refuses_a_bad_launch(launch: Any, error: type) -> None:
     cache = poisoned_cache("v4_584", 4, 2)
     with pytest.raises(error, match=r"^launch: "):
-        quantize.store_rows(f32(hard_rows("v4_584", 4)), torch.tensor([0, 1, 2, 3], device=DEVICE), cache,
-                            FORMATS["v4_584"], 4, launch)  # fmt: skip
+        quantize.store_rows(StoreArgs(f32(hard_rows("v4_584", 4)), torch.tensor([0, 1, 2, 3], device=DEVICE), cache,
+                                      FORMATS["v4_584"], 4), launch)  # fmt: skip
     assert torch.all(cache == POISON)
 
 

@@ -14,6 +14,8 @@ and rounding: docs/cache-kernels.md.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from fast.cache import checks
@@ -77,14 +79,15 @@ def quantize_store(
     b = checks.backend(backend, c.device)
     if validate:
         checks.store_inputs(r, s, c.shape[0] * rpb, f.groups * f.group_size)
+    call = checks.StoreArgs(r, s, c, f, rpb)
     if b == "torch":
         from fast.cache import quantize_naive
 
-        quantize_naive.store_rows(r, s, c, f, rpb)
+        quantize_naive.store_rows(call)
     else:
         from fast.cache import quantize
 
-        quantize.store_rows(r, s, c, f, rpb)
+        quantize.store_rows(call)
 
 
 def gather_dequantize(
@@ -120,13 +123,14 @@ def gather_dequantize(
             raise ValueError(f"out: must have shape {(s.shape[0], f.dims)}, got {tuple(out.shape)}")
     if validate:
         checks.slots(s, c.shape[0] * rpb, "slots")
+    call = checks.GatherArgs(c, s, f, rpb, out, float(fill))
     if b == "torch":
         from fast.cache import quantize_naive
 
-        return quantize_naive.gather_rows(c, s, f, rpb, out, float(fill))
+        return quantize_naive.gather_rows(call)
     from fast.cache import quantize
 
-    return quantize.gather_rows(c, s, f, rpb, out, float(fill))
+    return quantize.gather_rows(call)
 
 
 def _output(x: torch.Tensor | None, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
@@ -220,14 +224,13 @@ def sparse_attention(
     b = checks.backend(backend, device)
     if invalid == "minus_one_only":
         checks.lanes_minus_one_only(it, n_rows)
+    call = checks.AttentionArgs(qt, kvt, it, sink, float(scale), dv, EMPTY_ROW[empty_row], o, lo, kv_cache, precision)
     if b == "torch":
         from fast.cache import attention_naive
 
-        return attention_naive.sparse_attention(qt, kvt, it, sink, float(scale), dv, EMPTY_ROW[empty_row], o, lo,
-                                                kv_cache, precision)  # fmt: skip
+        return attention_naive.sparse_attention(call)
     from fast.cache import attention
 
     if config is not None and not isinstance(config, attention.Config):
         raise TypeError(f"config: must be a fast.cache.attention.Config, got {type(config).__name__}")
-    return attention.sparse_attention(qt, kvt, it, sink, float(scale), dv, EMPTY_ROW[empty_row], o, lo, kv_cache,
-                                      config, precision)  # fmt: skip
+    return attention.sparse_attention(dataclasses.replace(call, config=config))

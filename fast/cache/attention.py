@@ -1,10 +1,9 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """Triton sparse MQA attention with a sink over selected lanes (twin: ``attention_naive.py``).
 
-    sparse_attention(q: f32|bf16[M, H, D], kv, indices: i32[M, K], sink: f32[H] | None, scale, dv,
-                     empty_nan, out: f32[M, H, dv], lse: f32[M, H], kv_cache=None, config=None, precision)
+    sparse_attention(call: fast.cache.checks.AttentionArgs) -> (out: f32[M, H, dv], lse: f32[M, H])
 
-``kv`` is ``f32|bf16[N, D]`` (the dtype of ``q``), or, with ``kv_cache`` = rows per block, a V4 cache
+``call.kv`` is ``f32|bf16[N, D]`` (the dtype of ``q``), or, with ``kv_cache`` = rows per block, a V4 cache
 ``u8[num_blocks, block_bytes]`` in the 584-byte layout (448 e4m3 NoPE dims with a UE8M0 scale per 64, then 64
 BF16 RoPE dims; D = 512), dequantized in the kernel. A lane is read only if ``0 <= lane < N``; every other lane
 (-1, any negative, past the end, anywhere in the row) contributes nothing.
@@ -37,6 +36,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from fast.cache import rounding as rd
+from fast.cache.checks import AttentionArgs
 
 
 @dataclass(frozen=True)
@@ -253,74 +253,61 @@ def _nonempty(x: torch.Tensor) -> torch.Tensor:
     return x if x.numel() else torch.zeros(16 // x.element_size(), dtype=x.dtype, device=x.device)
 
 
-def sparse_attention(
-    q: torch.Tensor,
-    kv: torch.Tensor,
-    indices: torch.Tensor,
-    sink: torch.Tensor | None,
-    scale: float,
-    dv: int,
-    empty_nan: bool,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    kv_cache: tuple[int, int] | None = None,
-    config: Config | None = None,
-    precision: str = "f32",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch on validated arguments. ``kv_cache``: ``(rows_per_block, scale_base)`` for a V4 FP8 cache.
+def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch on a checked call. ``call.kv_cache``: ``(rows_per_block, scale_base)`` for a V4 FP8 cache.
 
-    ``precision``: "f64" computes scores, exponentials and sums in float64 from the inputs' values and rounds
-    once to f32; "f32" keeps f32 accumulators and, for bf16 inputs, the probabilities at f32 precision in
+    ``call.precision``: "f64" computes scores, exponentials and sums in float64 from the inputs' values and
+    rounds once to f32; "f32" keeps f32 accumulators and, for bf16 inputs, the probabilities at f32 precision in
     ``p @ v`` (three bf16 pieces, three tensor-core products); "bf16" rounds the probabilities to bf16 once,
     as FlashMLA does (f32 inputs: same as "f32").
     """
+    q, kv_cache, out, lse = call.q, call.kv_cache, call.out, call.lse
     M, H, D = q.shape
-    K = indices.shape[1]
+    K = call.indices.shape[1]
     if M == 0 or H == 0:
         return out, lse
-    mode = MODES[precision]
-    cfg = _launch_config(config or default_config(H, D, kv_cache is not None, precision), mode, D, dv)
+    mode = MODES[call.precision]
+    cfg = _launch_config(call.config or default_config(H, D, kv_cache is not None, call.precision), mode, D, call.dv)
+    kv = _nonempty(call.kv)
     if kv_cache is not None:
         rows_per_block, scale_base = kv_cache
-        N = kv.shape[0] * rows_per_block
-        kv = _nonempty(kv)
+        N = call.kv.shape[0] * rows_per_block
         views = (kv, kv, kv.view(torch.int16), kv.view(torch.int64))
         block_bytes = kv.shape[-1]
     else:
         rows_per_block, scale_base, block_bytes = 1, 0, 0
-        N = kv.shape[0]
-        kv = _nonempty(kv)
+        N = call.kv.shape[0]
         views = (kv, kv, kv, kv)
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     block_d = max(16, triton.next_power_of_2(D))
-    block_dv = max(16, triton.next_power_of_2(dv))
-    scale_hi = float(torch.tensor(scale, dtype=torch.float32))
+    block_dv = max(16, triton.next_power_of_2(call.dv))
+    scale_hi = float(torch.tensor(call.scale, dtype=torch.float32))
     grid = (triton.cdiv(H, cfg.block_h), M)
     _sparse_attention_kernel[grid](
         q,
         *views,
-        _nonempty(indices),
-        sink if sink is not None else out,
+        _nonempty(call.indices),
+        call.sink if call.sink is not None else out,
         out,
         lse,
         H,
         N,
         K,
         scale_hi,
-        scale - scale_hi,
+        call.scale - scale_hi,
         rows_per_block,
         block_bytes,
         scale_base,
         D=D,
-        DV=dv,
+        DV=call.dv,
         BLOCK_D=block_d,
         BLOCK_DV=block_dv,
         BLOCK_H=cfg.block_h,
         BLOCK_N=cfg.block_n,
         FP8_V4=kv_cache is not None,
         SEPARATE_V=block_dv < block_d,
-        HAS_SINK=sink is not None,
-        EMPTY_NAN=empty_nan,
+        HAS_SINK=call.sink is not None,
+        EMPTY_NAN=call.empty_nan,
         MODE=mode,
         ACC=tl.float64 if mode == 0 else tl.float32,
         IS_F32=q.dtype == torch.float32,

@@ -1,7 +1,6 @@
 """Eager-torch sparse MQA attention with a sink: the same-precision twin of ``attention.py``.
 
-    sparse_attention(q: f32|bf16[M, H, D], kv, indices: i32[M, K], sink: f32[H] | None, scale, dv,
-                     empty_nan, out: f32[M, H, dv], lse: f32[M, H], kv_cache=None) -> (out, lse)
+    sparse_attention(call: fast.cache.checks.AttentionArgs) -> (out, lse)
 
 The formula as a torch user writes it: gather the lanes' rows (``[M, K, D]``), scores ``q @ k^T``, softmax
 statistics after subtracting the row maximum, ``p @ v``, and the sink once in the final denominator. ``precision``:
@@ -18,6 +17,7 @@ import math
 import torch
 
 from fast.cache import quantize_naive
+from fast.cache.checks import AttentionArgs, GatherArgs
 from fast.cache.formats import FORMATS
 
 
@@ -32,7 +32,7 @@ def gather_kv(
         valid = (indices >= 0) & (indices < n)
         slots = torch.where(valid, indices, -1).reshape(-1).long()
         out = torch.empty(M * K, 512, dtype=torch.float32, device=kv.device)
-        rows = quantize_naive.gather_rows(kv, slots, FORMATS["v4_584"], rows_per_block, out)
+        rows = quantize_naive.gather_rows(GatherArgs(kv, slots, FORMATS["v4_584"], rows_per_block, out))
         return rows.reshape(M, K, -1).to(dtype), valid
     valid = (indices >= 0) & (indices < kv.shape[0])
     if kv.shape[0] == 0:
@@ -40,36 +40,25 @@ def gather_kv(
     return kv[torch.where(valid, indices, 0).long()].to(dtype), valid
 
 
-def sparse_attention(
-    q: torch.Tensor,
-    kv: torch.Tensor,
-    indices: torch.Tensor,
-    sink: torch.Tensor | None,
-    scale: float,
-    dv: int,
-    empty_nan: bool,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    kv_cache: tuple[int, int] | None = None,
-    precision: str = "f32",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention of each query row over its valid lanes; results written into ``out`` and ``lse``."""
-    dtype = {"f64": torch.float64, "f32": torch.float32, "bf16": q.dtype}[precision]
-    q = q.to(dtype)
-    rows, valid = gather_kv(kv, indices, dtype, kv_cache)
+def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of each query row over its valid lanes; results written into ``call.out`` and ``call.lse``."""
+    dtype = {"f64": torch.float64, "f32": torch.float32, "bf16": call.q.dtype}[call.precision]
+    q = call.q.to(dtype)
+    rows, valid = gather_kv(call.kv, call.indices, dtype, call.kv_cache)
     acc = torch.float64 if dtype == torch.float64 else torch.float32
-    scores = torch.matmul(q, rows.transpose(1, 2)).to(acc) * scale
+    scores = torch.matmul(q, rows.transpose(1, 2)).to(acc) * call.scale
     scores = scores.masked_fill(~valid[:, None, :], -math.inf)
     top = scores.amax(dim=-1, keepdim=True)
     top = torch.where(top == -math.inf, torch.zeros_like(top), top)
     p = torch.exp(scores - top)
     total = p.sum(dim=-1)
-    weighted = torch.matmul(p.to(dtype), rows[..., :dv]).to(acc)
+    weighted = torch.matmul(p.to(dtype), rows[..., : call.dv]).to(acc)
+    sink = call.sink
     denominator = total if sink is None else total + torch.exp(sink.to(acc)[None, :] - top[..., 0])
     result = weighted / denominator[..., None]
     log_total = top[..., 0] + torch.log(total)
     empty = (valid.sum(dim=-1) == 0)[:, None]
-    empty_out, empty_lse = (math.nan, math.nan) if empty_nan else (0.0, math.inf)
-    out.copy_(torch.where(empty[..., None], torch.full_like(result, empty_out), result))
-    lse.copy_(torch.where(empty, torch.full_like(log_total, empty_lse), log_total))
-    return out, lse
+    empty_out, empty_lse = (math.nan, math.nan) if call.empty_nan else (0.0, math.inf)
+    call.out.copy_(torch.where(empty[..., None], torch.full_like(result, empty_out), result))
+    call.lse.copy_(torch.where(empty, torch.full_like(log_total, empty_lse), log_total))
+    return call.out, call.lse

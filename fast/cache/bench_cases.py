@@ -30,6 +30,7 @@ from fast.cache import FORMATS, attention, attention_naive, quantize, quantize_n
 from fast.cache import gather_dequantize as gather_api
 from fast.cache import quantize_store as store_api
 from fast.cache import sparse_attention as attention_api
+from fast.cache.checks import AttentionArgs, GatherArgs, StoreArgs
 
 DEVICE = "cuda"
 ROWS = 8192
@@ -57,26 +58,30 @@ def store_case(conv: str) -> Callable[[bool], Built]:
         fmt = FORMATS[conv]
         rows, slots, cache, moved = _store_inputs(conv)
         other = cache.clone()
+        mine, twin = (
+            StoreArgs(rows, slots, cache, fmt, ROWS_PER_BLOCK),
+            StoreArgs(rows, slots, other, fmt, ROWS_PER_BLOCK),
+        )
         impls: dict[str, Callable[[], object]] = {
-            "triton": lambda: quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK),
+            "triton": lambda: quantize.store_rows(mine),
             "triton+checks": lambda: store_api(rows, slots, cache, fmt=conv, rows_per_block=ROWS_PER_BLOCK),
-            "torch_eager": lambda: quantize_naive.store_rows(rows, slots, other, fmt, ROWS_PER_BLOCK),
+            "torch_eager": lambda: quantize_naive.store_rows(twin),
             "copy_same_bytes": bench.copy_of(moved),
         }
         if with_compile:
             compiled = torch.compile(quantize_naive.store_rows, dynamic=False)
-            impls["torch_compile"] = lambda: compiled(rows, slots, other, fmt, ROWS_PER_BLOCK)
+            impls["torch_compile"] = lambda: compiled(twin)
 
         def check() -> str:
             cache.zero_()
             other.zero_()
-            quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK)
-            quantize_naive.store_rows(rows, slots, other, fmt, ROWS_PER_BLOCK)
+            quantize.store_rows(mine)
+            quantize_naive.store_rows(twin)
             differ = int((cache != other).sum())
             return "ok: triton bytes == torch bytes" if differ == 0 else f"{differ} bytes differ from torch"
 
         def launch(shape: tuple[int, int, int]) -> Callable[[], object]:
-            return lambda: quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK, shape)
+            return lambda: quantize.store_rows(mine, shape)
 
         sweep = {f"triton[rows {s[0]}, w{s[1]}, {s[2] or 'all'}/SM]": launch(s) for s in STORE_SWEEP}
         notes = [f"{ROWS} rows of {fmt.dims} f32 into {conv} ({fmt.row_bytes} B/row) at random slots of "
@@ -92,21 +97,25 @@ def gather_case(conv: str) -> Callable[[bool], Built]:
     def build(with_compile: bool) -> Built:
         fmt = FORMATS[conv]
         rows, slots, cache, moved = _store_inputs(conv)
-        quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK)
+        quantize.store_rows(StoreArgs(rows, slots, cache, fmt, ROWS_PER_BLOCK))
         out = torch.empty(ROWS, fmt.dims, device=DEVICE)
         other = torch.empty_like(out)
+        mine, twin = (
+            GatherArgs(cache, slots, fmt, ROWS_PER_BLOCK, out),
+            GatherArgs(cache, slots, fmt, ROWS_PER_BLOCK, other),
+        )
         impls: dict[str, Callable[[], object]] = {
-            "triton": lambda: quantize.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, out),
+            "triton": lambda: quantize.gather_rows(mine),
             "triton+checks": lambda: gather_api(cache, slots, fmt=conv, rows_per_block=ROWS_PER_BLOCK, out=out),
-            "torch_eager": lambda: quantize_naive.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, other),
+            "torch_eager": lambda: quantize_naive.gather_rows(twin),
         }
         if with_compile:
             compiled = torch.compile(quantize_naive.gather_rows, dynamic=False)
-            impls["torch_compile"] = lambda: compiled(cache, slots, fmt, ROWS_PER_BLOCK, other)
+            impls["torch_compile"] = lambda: compiled(twin)
 
         def check() -> str:
-            quantize.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, out)
-            quantize_naive.gather_rows(cache, slots, fmt, ROWS_PER_BLOCK, other)
+            quantize.gather_rows(mine)
+            quantize_naive.gather_rows(twin)
             same = torch.equal(out.view(torch.int32), other.view(torch.int32))
             return "ok: bit-identical to torch" if same else "differs from torch"
 
@@ -132,7 +141,7 @@ def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
         for start in range(0, N, 1 << 18):
             rows = torch.randn(min(1 << 18, N - start), DIM, device=DEVICE, generator=g)
             slots = torch.arange(start, start + rows.shape[0], device=DEVICE)
-            quantize.store_rows(rows, slots, cache, fmt, ROWS_PER_BLOCK)
+            quantize.store_rows(StoreArgs(rows, slots, cache, fmt, ROWS_PER_BLOCK))
         out["kv"] = cache
         out["kv_cache"] = (ROWS_PER_BLOCK, fmt.offsets(ROWS_PER_BLOCK)[1])
         out["row_bytes"] = fmt.row_bytes
@@ -161,14 +170,23 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
         lse = torch.empty(M, h, device=DEVICE)
         kv, idx, q, sink, kv_cache = x["kv"], x["indices"], x["q"], x["sink"], x["kv_cache"]
 
+        def call(
+            o: torch.Tensor,
+            s: torch.Tensor,
+            precision: str,
+            rows: slice = slice(None),
+            cfg: attention.Config | None = None,
+        ) -> AttentionArgs:
+            """The decode call on query rows ``rows``, results into ``o`` and ``s``."""
+            return AttentionArgs(q[rows], kv, idx[rows], sink, scale, DIM, False, o, s, kv_cache, precision, cfg)
+
         def triton_fn(precision: str, cfg: attention.Config | None = None) -> Callable[[], object]:
-            return lambda: attention.sparse_attention(q, kv, idx, sink, scale, DIM, False, out, lse, kv_cache,
-                                                      cfg, precision)  # fmt: skip
+            launch = call(out, lse, precision, cfg=cfg)
+            return lambda: attention.sparse_attention(launch)
 
         def eager(precision: str) -> Callable[[], object]:
-            o, s = torch.empty_like(out), torch.empty_like(lse)
-            return lambda: attention_naive.sparse_attention(q, kv, idx, sink, scale, DIM, False, o, s, kv_cache,
-                                                            precision)  # fmt: skip
+            twin = call(torch.empty_like(out), torch.empty_like(lse), precision)
+            return lambda: attention_naive.sparse_attention(twin)
 
         impls = {
             "triton": triton_fn("bf16"),
@@ -179,8 +197,8 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
         }  # fmt: skip
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
-            o2, s2 = torch.empty_like(out), torch.empty_like(lse)
-            impls["torch_compile"] = lambda: compiled(q, kv, idx, sink, scale, DIM, False, o2, s2, kv_cache, "bf16")
+            compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
+            impls["torch_compile"] = lambda: compiled(compiled_call)
         sweep_impls = {f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages}]": triton_fn("bf16", c)
                        for c in SWEEP} if sweep else {}  # fmt: skip
         flops = 2 * M * h * TOPK * (DIM + DIM)
@@ -190,8 +208,7 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
             n = min(8, M)
             rows = slice(0, n)
             ref_o, ref_l = torch.empty(n, h, DIM, device=DEVICE), torch.empty(n, h, device=DEVICE)
-            attention_naive.sparse_attention(q[rows], kv, idx[rows], sink, scale, DIM, False, ref_o, ref_l, kv_cache,
-                                             "f64")  # fmt: skip
+            attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             parts = []
             for precision in ("bf16", "f32"):
                 triton_fn(precision)()
@@ -199,7 +216,7 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
                 lerr = (lse[rows] - ref_l).abs().max().item()
                 parts.append(f"{precision} p: max |out - f64| {err:.2e}, |lse - f64| {lerr:.2e}")
             o, s = torch.empty_like(ref_o), torch.empty_like(ref_l)
-            attention_naive.sparse_attention(q[rows], kv, idx[rows], sink, scale, DIM, False, o, s, kv_cache, "bf16")
+            attention_naive.sparse_attention(call(o, s, "bf16", rows))
             parts.append(f"torch bf16: {(o - ref_o).abs().max().item():.2e}")
             return "; ".join(parts)
 

@@ -3,15 +3,72 @@
 Type problems (not a tensor, wrong dtype) raise ``TypeError``; everything else (shape, layout, device, a value
 out of range) ``ValueError``. Checks that read tensor contents (slot ranges, duplicate slots, lanes under the
 ``minus_one_only`` convention) cost one small device-to-host copy and can be turned off by the caller.
+
+A checked call reaches its backends (``quantize`` / ``quantize_naive``, ``attention`` / ``attention_naive``) as
+one record, ``StoreArgs``, ``GatherArgs`` or ``AttentionArgs``: the public functions in ``fast.cache`` are the
+only places that spell out an operation's arguments.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
+from fast.cache.formats import CacheFormat
+
+if TYPE_CHECKING:
+    from fast.cache.attention import Config
+
 BACKENDS = ("triton", "torch")
+
+
+@dataclass(frozen=True)
+class StoreArgs:
+    """A checked ``quantize_store``: rows f32[R, fmt.dims] go to slots i64[R] of cache u8[num_blocks,
+    block_bytes] (in place; a slot outside the cache, -1 included, is skipped)."""
+
+    rows: torch.Tensor
+    slots: torch.Tensor
+    cache: torch.Tensor
+    fmt: CacheFormat
+    rows_per_block: int
+
+
+@dataclass(frozen=True)
+class GatherArgs:
+    """A checked ``gather_dequantize``: the rows at slots i64[R] of cache, dequantized into out f32[R, fmt.dims];
+    ``fill`` where a slot is outside the cache."""
+
+    cache: torch.Tensor
+    slots: torch.Tensor
+    fmt: CacheFormat
+    rows_per_block: int
+    out: torch.Tensor
+    fill: float = 0.0
+
+
+@dataclass(frozen=True)
+class AttentionArgs:
+    """A checked ``sparse_attention``: q f32|bf16[M, H, D]; kv the same dtype [N, D], or with ``kv_cache``
+    ``(rows_per_block, scale_base)`` a V4 584-byte cache u8[num_blocks, block_bytes]; indices i32[M, K]; sink
+    f32[H] or None; ``empty_nan``: a row without a valid lane gives NaN (else 0 and lse +inf); results go into
+    out f32[M, H, dv] and lse f32[M, H]. ``config``: the Triton launch (None: its default; unused by torch)."""
+
+    q: torch.Tensor
+    kv: torch.Tensor
+    indices: torch.Tensor
+    sink: torch.Tensor | None
+    scale: float
+    dv: int
+    empty_nan: bool
+    out: torch.Tensor
+    lse: torch.Tensor
+    kv_cache: tuple[int, int] | None = None
+    precision: str = "f32"
+    config: Config | None = None
 
 
 def tensor(x: object, name: str, dtypes: tuple[torch.dtype, ...], ndim: int) -> torch.Tensor:

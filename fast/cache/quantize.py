@@ -1,10 +1,10 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """Triton quantize-and-store and gather-and-dequantize for the paged caches (twin: ``quantize_naive.py``).
 
-    store_rows(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, block_bytes], fmt, rows_per_block)
+    store_rows(StoreArgs(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, block_bytes], fmt, rows_per_block))
         in place: row i goes to slot slots[i] (row slot % rows_per_block of block slot // rows_per_block);
         a slot outside [0, num_blocks * rows_per_block), -1 included, is skipped.
-    gather_rows(cache, slots: i64[R], fmt, rows_per_block, out: f32[R, d], fill) -> out
+    gather_rows(GatherArgs(cache, slots: i64[R], fmt, rows_per_block, out: f32[R, d], fill)) -> out
         row i is the dequantized slot slots[i]; ``fill`` where the slot is outside the cache.
 
 A tile is ``ROWS`` rows seen as ``[ROWS * groups, words per group, codes per word]`` (4 e4m3 or 8 e2m1 codes per
@@ -31,6 +31,7 @@ import triton.language as tl
 
 from fast.cache import formats
 from fast.cache import rounding as rd
+from fast.cache.checks import GatherArgs, StoreArgs
 from fast.cache.formats import CacheFormat
 
 # the scale rules as compile-time constants for the kernels
@@ -313,21 +314,16 @@ def _layout_args(fmt: CacheFormat, cache: torch.Tensor, rows_per_block: int) -> 
     return n_slots, rows_per_block, cache.shape[1], data_stride, scale_base, scale_stride
 
 
-def store_rows(
-    rows: torch.Tensor,
-    slots: torch.Tensor,
-    cache: torch.Tensor,
-    fmt: CacheFormat,
-    rows_per_block: int,
-    launch: tuple[int, int, int] | None = None,
-) -> None:
-    """Quantize ``rows`` (f32[R, fmt.dims]) into ``cache`` (u8[num_blocks, block_bytes]) at ``slots`` (i64[R]).
+def store_rows(call: StoreArgs, launch: tuple[int, int, int] | None = None) -> None:
+    """Quantize ``call.rows`` (f32[R, fmt.dims]) into ``call.cache`` (u8[num_blocks, block_bytes]) at
+    ``call.slots`` (i64[R]).
 
     ``launch``: (rows per tile, warps, programs per SM; 0: one program per tile), for tuning and tests; the
     tile sizes are powers of two. Default ``store_launch(fmt)``.
     """
     if launch is not None:
         _check_launch(launch)
+    rows, cache, fmt = call.rows, call.cache, call.fmt
     if rows.shape[0] == 0:
         return
     assert rows.is_contiguous()
@@ -336,11 +332,11 @@ def store_rows(
     programs = tiles if per_sm == 0 else min(tiles, per_sm * _multiprocessors(rows.device))
     _store_kernel[(programs,)](
         rows,
-        slots,
+        call.slots,
         cache.view(torch.int32),
         cache,
         rows.shape[0],
-        *_layout_args(fmt, cache, rows_per_block),
+        *_layout_args(fmt, cache, call.rows_per_block),
         **_constants(fmt),
         SCALE_BYTES=fmt.scale_bytes,
         ROWS=per,
@@ -348,15 +344,10 @@ def store_rows(
     )
 
 
-def gather_rows(
-    cache: torch.Tensor,
-    slots: torch.Tensor,
-    fmt: CacheFormat,
-    rows_per_block: int,
-    out: torch.Tensor,
-    fill: float = 0.0,
-) -> torch.Tensor:
-    """Dequantize the rows at ``slots`` (i64[R]) into ``out`` (f32[R, fmt.dims]); ``fill`` outside the cache."""
+def gather_rows(call: GatherArgs) -> torch.Tensor:
+    """Dequantize the rows at ``call.slots`` (i64[R]) into ``call.out`` (f32[R, fmt.dims]); ``call.fill``
+    outside the cache."""
+    cache, out = call.cache, call.out
     if out.shape[0] == 0:
         return out
     assert out.is_contiguous()
@@ -365,12 +356,12 @@ def gather_rows(
         cache.view(torch.int32),
         cache,
         cache.view(torch.int16),
-        slots,
+        call.slots,
         out,
-        fill,
+        call.fill,
         out.shape[0],
-        *_layout_args(fmt, cache, rows_per_block),
-        **_constants(fmt),
+        *_layout_args(call.fmt, cache, call.rows_per_block),
+        **_constants(call.fmt),
         ROWS=per,
         num_warps=4,
     )

@@ -1,8 +1,8 @@
 """Eager-torch quantize-and-store and gather-and-dequantize: the readable twin of ``quantize.py``.
 
     quantize_rows(rows: f32[R, d], fmt) -> (data: u8[R, data_bytes], scales: u8[R, scale_bytes])
-    store_rows(rows, slots: i64[R], cache: u8[num_blocks, block_bytes], fmt, rows_per_block)   in place
-    gather_rows(cache, slots, fmt, rows_per_block, out: f32[R, d], fill) -> out
+    store_rows(StoreArgs(rows, slots: i64[R], cache: u8[num_blocks, block_bytes], fmt, rows_per_block))  in place
+    gather_rows(GatherArgs(cache, slots, fmt, rows_per_block, out: f32[R, d], fill)) -> out
 
 Same results as the Triton kernels, byte for byte, including the documented NaN / infinity handling (a group
 holding one stores NaN scale and element codes; docs/cache-kernels.md). ``store_rows`` selects the rows with a
@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from fast.cache import rounding_naive as rn
+from fast.cache.checks import GatherArgs, StoreArgs
 from fast.cache.formats import SCALE_FP4_E4M3, SCALE_FP4_UE8M0, SCALE_FP8_FP32, CacheFormat
 
 
@@ -76,10 +77,10 @@ def _offsets(
     )
 
 
-def store_rows(
-    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, fmt: CacheFormat, rows_per_block: int
-) -> None:
-    """Quantize ``rows`` and write them into ``cache`` at ``slots``; slots outside the cache are skipped."""
+def store_rows(call: StoreArgs) -> None:
+    """Quantize ``call.rows`` and write them into ``call.cache`` at ``call.slots``; slots outside the cache are
+    skipped."""
+    rows, slots, cache, fmt, rows_per_block = call.rows, call.slots, call.cache, call.fmt, call.rows_per_block
     if rows.shape[0] == 0:
         return
     data, scales = quantize_rows(rows, fmt)
@@ -112,20 +113,15 @@ def dequantize(data: torch.Tensor, scales: torch.Tensor, fmt: CacheFormat) -> to
     return values
 
 
-def gather_rows(
-    cache: torch.Tensor,
-    slots: torch.Tensor,
-    fmt: CacheFormat,
-    rows_per_block: int,
-    out: torch.Tensor,
-    fill: float = 0.0,
-) -> torch.Tensor:
-    """Dequantize the rows at ``slots`` into ``out``; ``fill`` where the slot is outside the cache."""
+def gather_rows(call: GatherArgs) -> torch.Tensor:
+    """Dequantize the rows at ``call.slots`` into ``call.out``; ``call.fill`` where the slot is outside the
+    cache."""
+    cache, slots, out = call.cache, call.slots, call.out
     if slots.shape[0] == 0:
         return out
-    ok = (slots >= 0) & (slots < cache.shape[0] * rows_per_block)
-    data_at, scale_at = _offsets(torch.where(ok, slots, 0), fmt, rows_per_block, cache.shape[1])
+    ok = (slots >= 0) & (slots < cache.shape[0] * call.rows_per_block)
+    data_at, scale_at = _offsets(torch.where(ok, slots, 0), call.fmt, call.rows_per_block, cache.shape[1])
     flat = cache.view(-1)
-    values = dequantize(flat[data_at], flat[scale_at], fmt)
-    out.copy_(torch.where(ok[:, None], values, torch.full_like(values, fill)))
+    values = dequantize(flat[data_at], flat[scale_at], call.fmt)
+    out.copy_(torch.where(ok[:, None], values, torch.full_like(values, call.fill)))
     return out
