@@ -89,6 +89,16 @@ def _dot(keys, qt, F32: tl.constexpr, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def _hide_rest(out_rows, seen, j_lo, j_hi, query_ok, BK: tl.constexpr, BQ: tl.constexpr):
+    """-inf into the program's rows ``max(seen, j_lo) .. j_hi - 1``, which no query of the tile sees, for the
+    tile's queries (``out_rows``: [1, BQ] pointers to their output rows; ``query_ok``: [BQ])."""
+    hidden = tl.full((BK, BQ), float("-inf"), tl.float32)
+    for j0 in range(tl.maximum(seen, j_lo), j_hi, BK):
+        j = j0 + tl.arange(0, BK)
+        tl.store(out_rows + j[:, None], hidden, mask=(j < j_hi)[:, None] & query_ok[None, :])
+
+
+@triton.jit
 def _logits_kernel(
     q_ptr,
     w_ptr,
@@ -143,10 +153,7 @@ def _logits_kernel(
         logit = _head_sum(s, w, BK, BQ, HP)
         logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
         tl.store(out_rows + j[:, None], logit, mask=live[:, None] & (qrow < M)[None, :])
-    hidden = tl.full((BK, BQ), float("-inf"), tl.float32)
-    for j0 in range(tl.maximum(seen, j_lo), j_hi, BK):
-        j = j0 + tl.arange(0, BK)
-        tl.store(out_rows + j[:, None], hidden, mask=(j < j_hi)[:, None] & (qrow < M)[None, :])
+    _hide_rest(out_rows, seen, j_lo, j_hi, qrow < M, BK, BQ)
 
 
 @triton.jit
@@ -216,10 +223,7 @@ def _paged_logits_kernel(
         logit = tl.where(ok[:, None], logit, float("nan"))
         logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
         tl.store(out_rows + j[:, None], logit, mask=live[:, None] & (tq < T)[None, :])
-    hidden = tl.full((BK, BQ), float("-inf"), tl.float32)
-    for j0 in range(tl.maximum(seen, j_lo), j_hi, BK):
-        j = j0 + tl.arange(0, BK)
-        tl.store(out_rows + j[:, None], hidden, mask=(j < j_hi)[:, None] & (tq < T)[None, :])
+    _hide_rest(out_rows, seen, j_lo, j_hi, tq < T, BK, BQ)
 
 
 def _pow2(x: int, least: int) -> int:
