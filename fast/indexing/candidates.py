@@ -133,15 +133,8 @@ def candidate_select(
     block in a slot is kept unless it scores -inf (or NaN, with ``drop_nan``: the public reference's
     ``score > -inf``).
     """
-    a = v.check_candidates(
-        scores,
-        lengths,
-        block_size=block_size,
-        topk_blocks=topk_blocks,
-        pin_newest=pin_newest,
-        drop_nan=drop_nan,
-        validate=validate,
-    )
+    a = v.check_candidates(scores, lengths, block_size=block_size, topk_blocks=topk_blocks, pin_newest=pin_newest,
+                           drop_nan=drop_nan, validate=validate)  # fmt: skip
     v.backend_for("triton", scores.device)
     small = tk.default_config().pairwise
     if small and a.blocks <= small and scores.shape[1]:
