@@ -109,7 +109,6 @@ def _flat(x: torch.Tensor) -> list[float]:
 def run_attention(impl: Implementation, example: dict[str, Any], lanes: list[list[int]]) -> None:
     """Call the implementation on ``lanes`` and compare out and lse with the exact reference."""
     convention = impl.convention or ""
-    invalid, empty_row = attention_convention(convention)
     dtype = DTYPES[example["dtype"]]
     heads, d, dv = len(example["q"][0]), len(example["q"][0][0]), example["dv"]
     m = len(example["q"])
