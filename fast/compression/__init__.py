@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from fast.compression.naive import CompressionResult
-from fast.compression.plan import Mode, Plan, check_backend_device, min_ring_size, prepare
+from fast.compression.plan import Mode, Plan, bounded_decode_plan, check_backend_device, min_ring_size, prepare
 
 __all__ = [
     "CompressionResult",
     "Mode",
     "Plan",
+    "bounded_decode_plan",
     "compress_decode",
     "compress_prefill",
     "launch",

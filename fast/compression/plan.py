@@ -162,6 +162,48 @@ def prepare(
     )
 
 
+def bounded_decode_plan(
+    score: torch.Tensor,
+    latent: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    start_pos: torch.Tensor,
+    state: torch.Tensor,
+    state_index: torch.Tensor,
+    *,
+    ratio: int,
+    overlap: bool = False,
+    ape: torch.Tensor | None = None,
+    max_new: int,
+    out_dtype: torch.dtype = torch.float32,
+) -> Plan:
+    """A decode plan built without reading a tensor back to the host, for a call inside a CUDA graph.
+
+    Shapes, dtypes, devices and the ring's safe size for steps of up to ``max_new`` positions are checked; the
+    per-request values are not (the Triton decode kernel reads offsets, starts and state slots on the device),
+    so ``cu_seqlens``, ``start_pos`` and ``state_index`` must hold a valid call with no request longer than
+    ``max_new``. In the plan, every request's ``lengths`` entry is that bound and its start ``ratio - 1`` (the
+    start that completes the most rows), which only the tile sizes read; the torch backend cannot run it.
+    """
+    if out_dtype not in FLOAT_OUT:
+        raise TypeError(f"out_dtype: must be torch.float32 or torch.bfloat16, got {out_dtype}")
+    bound = require_positive_int(max_new, "max_new")
+    rule = read_then_write(Mode.DECODE, False)
+    checked = check_call(score, latent, cu_seqlens, start_pos, state, state_index, ratio=ratio, overlap=overlap,
+                         ape=ape, ring_rule=rule, requests=(bound,) * (int(cu_seqlens.numel()) - 1))  # fmt: skip
+    return Plan(
+        **{f.name: getattr(checked, f.name) for f in fields(checked)},
+        mode=Mode.DECODE,
+        out_dtype=out_dtype,
+        block_table=None,
+        rows_per_block=0,
+        kv_cache=None,
+        kept=tuple(kept_positions(n, checked.ring) for n in checked.lengths),
+        row_counts=checked.lengths,
+        row_offsets=checked.cu_seqlens,
+        total_rows=int(score.shape[0]),
+    )
+
+
 def _row_counts(mode: Mode, ratio: int, starts: tuple[int, ...], lengths: tuple[int, ...]) -> tuple[int, ...]:
     """Output rows per request: prefill ``max(1, nc_b)``, decode one per new position."""
     if mode is Mode.PREFILL:

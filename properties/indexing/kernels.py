@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from fast.indexing import naive
+from fast.indexing.backends import triton_backend
 from properties.devices import device_name, kernel_device, on_device
 from properties.registry import Implementation
 from reference import conventions
@@ -91,25 +92,10 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
     return out
 
 
-class _TritonBackend:
-    """The Triton modules under the naive module's names."""
-
-    def __init__(self) -> None:
-        from fast.indexing import addressing, candidates, logits, topk, window
-
-        self.index_logits = logits.index_logits
-        self.topk = topk.topk
-        self.candidate_select = candidates.candidate_select
-        self.candidate_restore = candidates.candidate_restore
-        self.slot_translation = addressing.slot_translation
-        self.gathered_rows = addressing.gathered_rows
-        self.window_indices = window.window_indices
-
-
 def _implementations() -> list[Implementation]:
     backends: list[tuple[str, Any]] = [("torch", naive)]
     if importlib.util.find_spec("triton") is not None:
-        backends.append(("triton", _TritonBackend()))
+        backends.append(("triton", triton_backend()))
     return [
         Implementation(op, backend, on_device(fn, backend), convention, origin="fast", device=device_name(backend))
         for backend, mod in backends
