@@ -165,6 +165,29 @@ def copy_bandwidth() -> dict[str, Any]:
     return {"bytes": 2 * COPY_BYTES, **timing, "gbs": 2 * COPY_BYTES / timing["ms"] / 1e6}
 
 
+GEMM_SIZE = 8192
+
+
+def compute_ceilings() -> dict[str, Any]:
+    """The measured compute roofs: a bf16 and an FP8 (e4m3, per-tensor scales, ``torch._scaled_mm``) GEMM of
+    8192^3, as TFLOP/s, timed the same way as the cases. An FP8 GEMM this torch cannot run is left out."""
+    flops = 2 * GEMM_SIZE**3
+    a = torch.randn(GEMM_SIZE, GEMM_SIZE, device=DEVICE, dtype=torch.bfloat16)
+    b = torch.randn(GEMM_SIZE, GEMM_SIZE, device=DEVICE, dtype=torch.bfloat16)
+    out: dict[str, Any] = {"gemm_size": GEMM_SIZE}
+    bf16 = time_ms(lambda: a @ b)
+    out["bf16"] = {**bf16, "tflops": flops / bf16["ms"] / 1e9}
+    try:
+        a8 = a.to(torch.float8_e4m3fn)
+        b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()  # column-major second operand, as _scaled_mm wants
+        one = torch.ones((), device=DEVICE)
+        fp8 = time_ms(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+        out["fp8"] = {**fp8, "tflops": flops / fp8["ms"] / 1e9}
+    except (RuntimeError, AttributeError, TypeError) as err:
+        out["fp8"] = {"error": f"{type(err).__name__}: {err}"}
+    return out
+
+
 @triton.jit
 def _nothing(x_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
     i = tl.arange(0, BLOCK)
@@ -260,8 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     report["copy"] = copy_bandwidth()
     report["empty_kernel"] = empty_kernel()
+    report["ceilings"] = compute_ceilings()
+    fp8 = report["ceilings"]["fp8"].get("tflops")
     print(
-        f"copy {report['copy']['gbs']:.0f} GB/s, empty kernel {report['empty_kernel']['ms'] * 1e3:.1f} us", flush=True
+        f"copy {report['copy']['gbs']:.0f} GB/s, empty kernel {report['empty_kernel']['ms'] * 1e3:.1f} us, "
+        f"bf16 GEMM {report['ceilings']['bf16']['tflops']:.0f} TFLOP/s, FP8 GEMM "
+        + (f"{fp8:.0f} TFLOP/s" if fp8 else "not run"),
+        flush=True,
     )
     report["cases"] = []
     for case in load_cases():

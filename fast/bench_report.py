@@ -46,7 +46,8 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         base = timed[best] if best else None
         ratio = None if not (mine and base) else base / mine
         out.append({"case": case, "target": label, "triton_ms": mine, "baseline": best, "baseline_ms": base,
-                    "ratio": ratio, "met": None if ratio is None else ratio >= factor})  # fmt: skip
+                    "ratio": ratio, "met": None if ratio is None else ratio >= factor,
+                    "target_ms": None if base is None else base / factor})  # fmt: skip
 
     against_compile("compression/c2_prefill_1M", "C2 prefill 1M x 512: Triton at or below torch.compile", 1.0)
     against_compile("compression/v4_overlap_prefill_1M", "V4 overlap r=4 prefill 1M x 512: >= 1.8x torch.compile", 1.8)
@@ -56,7 +57,8 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "target": f"decode, 128 requests, one launch: within 2x of an empty kernel{suffix}",
                     "triton_ms": dec, "baseline": f"empty Triton kernel{suffix}", "baseline_ms": empty,
                     "ratio": None if not (dec and empty) else dec / empty,
-                    "met": None if not (dec and empty) else dec <= 2 * empty})  # fmt: skip
+                    "met": None if not (dec and empty) else dec <= 2 * empty,
+                    "target_ms": None if not empty else 2 * empty})  # fmt: skip
 
     def rate(case: str, label: str, tflops: float) -> None:
         mine = ms(case, "triton")
@@ -65,7 +67,8 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"case": case, "target": label, "triton_ms": mine, "baseline": f"{tflops:g} TFLOP/s",
                     "baseline_ms": None if not flops else flops / tflops / 1e9,
                     "ratio": None if achieved is None else achieved / tflops,
-                    "met": None if achieved is None else achieved >= tflops})  # fmt: skip
+                    "met": None if achieved is None else achieved >= tflops,
+                    "target_ms": None if not flops else flops / tflops / 1e9})  # fmt: skip
 
     def at_most(case: str, impl: str, label: str, limit_ms: float) -> None:
         mine = ms(case, impl)
@@ -78,6 +81,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "baseline_ms": limit_ms,
                 "ratio": None if not mine else limit_ms / mine,
                 "met": None if not mine else mine <= limit_ms,
+                "target_ms": limit_ms,
             }
         )
 
@@ -85,7 +89,8 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         mine, base = ms(case, impl), ms(case, base_impl)
         out.append({"case": case, "target": label, "triton_ms": mine, "baseline": base_impl, "baseline_ms": base,
                     "ratio": None if not (mine and base) else mine / base,
-                    "met": None if not (mine and base) else mine <= factor * base})  # fmt: skip
+                    "met": None if not (mine and base) else mine <= factor * base,
+                    "target_ms": None if not base else factor * base})  # fmt: skip
 
     rate("indexing/logits_bf16_4096x16384", "logits 4096 x 16384, 64 x 128, bf16: >= 400 TFLOP/s", 400.0)
     topk = "indexing/topk_128x256K_k2048_v4.1"
@@ -95,19 +100,23 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
              "triton_topk_alone", 1.05)  # fmt: skip
     store = "cache/store_v4_584"
     copy_gbs = report.get("copy", {}).get("gbs")
+    store_bytes = next((c["bytes"] for c in report["cases"] if c["name"] == store), None)
+    at_80_percent = None if not (copy_gbs and store_bytes) else store_bytes / (0.8 * copy_gbs) / 1e6
     for suffix in ("", " (graph)"):
         mine = by_name.get(store, {}).get("triton" + suffix, {})
         frac = mine.get("fraction_of_copy")
         out.append({"case": store,
                     "target": f"store 8192 x 512 f32 rows, V4 584 B: >= 80% of the 1 GiB copy's bandwidth{suffix}",
                     "triton_ms": mine.get("ms"), "baseline": f"copy {copy_gbs:.0f} GB/s" if copy_gbs else "copy",
-                    "baseline_ms": None, "ratio": frac, "met": None if frac is None else frac >= 0.8})  # fmt: skip
+                    "baseline_ms": None, "ratio": frac, "met": None if frac is None else frac >= 0.8,
+                    "target_ms": at_80_percent})  # fmt: skip
         same = by_name.get(store, {}).get("copy_same_bytes" + suffix, {}).get("ms")
         ratio = None if not (mine.get("ms") and same) else same / mine["ms"]
         out.append({"case": store,
                     "target": f"the same: >= 80% of the bandwidth a copy of its bytes reaches at this size{suffix}",
                     "triton_ms": mine.get("ms"), "baseline": "copy_same_bytes" + suffix, "baseline_ms": same,
-                    "ratio": ratio, "met": None if ratio is None else ratio >= 0.8})  # fmt: skip
+                    "ratio": ratio, "met": None if ratio is None else ratio >= 0.8,
+                    "target_ms": None if not same else same / 0.8})  # fmt: skip
     rate("cache/decode_bf16_b128_h64", "sparse decode b = 128, h = 64, top-k 2048, bf16 KV: >= 200 TFLOP/s", 200.0)
     return out
 
@@ -122,39 +131,69 @@ def target_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def summary_table(report: dict[str, Any]) -> list[str]:
+    """Markdown lines: one row per target, Triton beside torch.compile and eager and the case's floor."""
+    from fast.plot import best_ms, headline_rows
+
+    by_target = {r["label"]: r for r in headline_rows(report)}
+    fmt = lambda x: "" if x is None else f"{x:.4g}"  # noqa: E731
+    lines = ["| target | Triton ms | torch.compile ms | eager ms | Triton / floor | target / floor | met |",
+             "|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    by_name = {c["name"]: c["results"] for c in report["cases"]}
+    for t in report["targets"]:
+        suffix = " (graph)" if t["target"].endswith(" (graph)") else ""
+        results = by_name.get(t["case"], {})
+        row = by_target.get(t["target"], {})
+        compiled, eager = (best_ms(results, impl, suffix) for impl in ("torch_compile", "torch_eager"))
+        mine, goal = row.get("times", {}).get("triton"), row.get("target")
+        lines.append(f"| {t['target']} | {fmt(t['triton_ms'])} | {fmt(compiled)} | {fmt(eager)} | {fmt(mine)} "
+                     f"| {fmt(goal)} | {t['met']} |")  # fmt: skip
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
-    impls: list[str] = []
-    for case in report["cases"]:
-        impls += [i for i in case["results"] if i not in impls]
     m = report["machine"]
+    ceilings = report.get("ceilings", {})
+    peaks = ", ".join(
+        f"{name} GEMM {ceilings[name]['tflops']:.0f} TFLOP/s"
+        for name in ("bf16", "fp8")
+        if "tflops" in ceilings.get(name, {})
+    )
     lines = [
         "# Benchmarks",
         "",
         f"`{report['command']}` on {m['gpu']} (torch {m['torch']}, triton {m['triton']}, CUDA {m['cuda']}), "
         f"{report['date']}.",
         "",
-        f"Device copy (1 GiB, read + write): {report['copy']['gbs']:.0f} GB/s. "
-        f"Empty Triton kernel: {report['empty_kernel']['ms'] * 1e3:.1f} us launched from Python, "
+        f"Device copy (1 GiB, read + write): {report['copy']['gbs']:.0f} GB/s"
+        + (f"; {peaks} ({ceilings.get('gemm_size')}^3)" if peaks else "")
+        + f". Empty Triton kernel: {report['empty_kernel']['ms'] * 1e3:.1f} us launched from Python, "
         f"{report['empty_kernel'].get('graph_ms', float('nan')) * 1e3:.1f} us replayed from a CUDA graph. Median of "
-        "many runs, L2 flushed before each (256 MiB zeroed); time in ms, effective GB/s and fraction of the copy "
-        "bandwidth. NAME (graph): the same call captured in a CUDA graph and replayed (no host launch work).",
+        "many runs, L2 flushed before each (256 MiB zeroed). NAME (graph): the same call captured in a CUDA graph "
+        "and replayed (no host launch work).",
         "",
-        "| case | MB moved | " + " | ".join(impls) + " | check |",
-        "|---|---:|" + "---:|" * len(impls) + "---|",
+        "## Summary",
+        "",
+        "Each kernel target on this run (`headline.png` draws it). The floor of a case is a copy of the same "
+        "bytes timed the same way, or else the longer of its bytes at the copy bandwidth and its FLOPs at the "
+        "bf16 GEMM peak.",
+        "",
+        *summary_table(report),
+        "",
+        "## Every case",
+        "",
+        "| case | implementation | ms | GB/s | of copy |",
+        "|---|---|---:|---:|---:|",
     ]
     for case in report["cases"]:
-        cells = []
-        for impl in impls:
-            r = case["results"].get(impl)
-            if r is None:
-                cells.append("")
-            elif "error" in r:
-                cells.append("error")
-            else:
-                cells.append(f"{r['ms']:.4g} ms, {r['gbs']:.0f} GB/s ({100 * r['fraction_of_copy']:.0f}%)")
-        lines.append(
-            f"| {case['name']} | {case['bytes'] / 1e6:.4g} | " + " | ".join(cells) + f" | {case.get('check', '')} |"
-        )
+        for impl, r in case["results"].items():
+            cells = (
+                "error | | " if "error" in r else f"{r['ms']:.4g} | {r['gbs']:.0f} | {100 * r['fraction_of_copy']:.0f}%"
+            )
+            lines.append(f"| {case['name']} | {impl} | {cells} |")
+    checks = [f"- {c['name']}: {c['check']}" for c in report["cases"] if c.get("check")]
+    if checks:
+        lines += ["", "Checks of each case's output against torch:", "", *checks]
     lines += [
         "",
         "## Targets",
@@ -186,7 +225,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def render(report: dict[str, Any], out: pathlib.Path) -> int:
-    """bench.md and roofline.png of a report (its targets evaluated again)."""
+    """bench.md, headline.png and roofline.png of a report (its targets evaluated again)."""
     report["targets"] = targets(report)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.md").write_text(markdown(report))

@@ -1,8 +1,15 @@
-"""Roofline plot of a benchmark run: ``python -m fast.plot results/bench.json [--out results/roofline.png]``.
+"""The benchmark's pictures: ``python -m fast.plot results/bench.json [--out DIR]``.
 
-Left: achieved GFLOP/s against arithmetic intensity (FLOP per byte moved, both from each case's model), under
-the memory roof of the copy bandwidth measured in the same run. Right: the fraction of that bandwidth each
-implementation reached, per case. Uses matplotlib's Agg backend (no display needed).
+- ``headline.png``, "is it fast": one row per kernel target. Each implementation's time is drawn as a multiple of
+  the case's floor (a device copy of the same bytes, timed the same way in the same run; where the case has none,
+  the time its bytes take at the measured copy bandwidth or its FLOPs at the measured GEMM peak, whichever is
+  longer), on a log axis. 1x is the hardware's limit for that work; the target is the vertical mark on each row.
+- ``roofline.png``: achieved TFLOP/s against arithmetic intensity for every case with a FLOP count, under the
+  measured roofs (the copy bandwidth, and the bf16 and FP8 GEMM peaks where the run measured them). Only the
+  headline cases are labelled; every other case is a grey point. Cases without FLOPs (top-k, slots, stores) are
+  in the headline chart only.
+
+Matplotlib's Agg backend: no display needed.
 """
 
 from __future__ import annotations
@@ -13,66 +20,173 @@ import pathlib
 import sys
 from typing import Any
 
-MARKERS = {"triton": "o", "triton+checks": "s", "torch_eager": "v", "torch_compile": "^"}
+BASELINES = (("triton", "Triton", "#1b5e20"), ("torch_compile", "torch.compile", "#1565c0"),
+             ("torch_eager", "torch eager", "#b71c1c"))  # fmt: skip
+GRAPH = " (graph)"
+HEADLINE_COLORS = ("#1b5e20", "#1565c0", "#b71c1c", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#c2185b")
+
+
+def best_ms(results: dict[str, Any], impl: str, suffix: str = "") -> float | None:
+    """The fastest time of ``impl`` and its variants (``torch_compile_plain`` beside ``torch_compile``), ``suffix``
+    (" (graph)" or "") alike."""
+    times = [r["ms"] for name, r in results.items()
+             if name.startswith(impl) and name.endswith(suffix) and (suffix or "(graph)" not in name) and "ms" in r
+             and "+" not in name]  # fmt: skip
+    return min(times, default=None)
+
+
+def floor_ms(report: dict[str, Any], case: dict[str, Any], suffix: str) -> tuple[float | None, str]:
+    """The least time the case's work can take on this machine, and what it is."""
+    same = case["results"].get("copy_same_bytes" + suffix, {}).get("ms")
+    if same:
+        return float(same), "copy of the same bytes"
+    memory = case["bytes"] / report["copy"]["gbs"] / 1e6 if case.get("bytes") else 0.0
+    peak = report.get("ceilings", {}).get("bf16", {}).get("tflops")
+    compute = case["flops"] / peak / 1e9 if peak and case.get("flops") else 0.0
+    if not (memory or compute):
+        return None, ""
+    return (memory, "bytes at copy bandwidth") if memory >= compute else (compute, "FLOPs at bf16 GEMM peak")
+
+
+def headline_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per target that has a time: the case's times and target as multiples of its floor."""
+    by_name = {c["name"]: c for c in report["cases"]}
+    rows = []
+    for t in report.get("targets", []):
+        case = by_name.get(t["case"])
+        if case is None or not t.get("target_ms") or not t.get("triton_ms"):
+            continue
+        suffix = GRAPH if t["target"].endswith(GRAPH) else ""
+        floor, what = floor_ms(report, case, suffix)
+        if not floor:
+            continue
+        times = {}
+        for impl, _, _ in BASELINES:
+            ms = t["triton_ms"] if impl == "triton" else best_ms(case["results"], impl, suffix)
+            if ms:
+                times[impl] = ms / floor
+        rows.append({"label": t["target"], "times": times, "target": t["target_ms"] / floor, "met": t["met"],
+                     "floor": what})  # fmt: skip
+    return rows
+
+
+def plot_headline(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
+    import matplotlib.pyplot as plt
+
+    rows = headline_rows(report)
+    fig, ax = plt.subplots(figsize=(13, 0.62 * len(rows) + 1.8))
+    height = 0.26
+    for i, row in enumerate(rows):
+        y = len(rows) - 1 - i
+        for k, (impl, _, color) in enumerate(BASELINES):
+            if impl in row["times"]:
+                ax.barh(y + (1 - k) * height, row["times"][impl], height, color=color, left=0)
+        ax.plot([row["target"]] * 2, [y - 1.6 * height, y + 1.6 * height], color="black", lw=2.2)
+        verdict = {True: "met", False: "not met", None: "?"}[row["met"]]
+        mine = row["times"].get("triton", float("nan"))
+        text = f"Triton {mine:.2f}x, target {row['target']:.2f}x: {verdict}"
+        ax.annotate(
+            text, (max(mine, row["target"]), y + height), xytext=(6, -3), textcoords="offset points", fontsize=8
+        )
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([_wrap(r["label"]) + f"\n[floor: {r['floor']}]" for r in reversed(rows)], fontsize=8)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="grey", lw=1, ls="--")
+    ax.set_xlim(left=min([0.8, *(0.7 * r["target"] for r in rows)]))
+    ax.set_xlabel(
+        "time as a multiple of the floor (1x = a copy of the same bytes, or the measured peak); lower is faster"
+    )
+    handles: list[Any] = [plt.Rectangle((0, 0), 1, 1, color=c) for _, _, c in BASELINES]
+    handles.append(plt.Line2D([0], [0], color="black", lw=2.2))
+    ax.legend(handles, [name for _, name, _ in BASELINES] + ["target"], loc="lower right", fontsize=8)
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    ax.set_title(_title(report, "kernel targets: Triton beside torch against the hardware floor"), fontsize=10)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def plot_roofline(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
+    import matplotlib.pyplot as plt
+
+    cases = [c for c in report["cases"] if c.get("bytes") and c.get("flops")]
+    headline = list(dict.fromkeys(t["case"] for t in report.get("targets", [])))
+    fig, ax = plt.subplots(figsize=(11, 7))
+    xs = [c["flops"] / c["bytes"] for c in cases] or [1.0]
+    lo, hi = min(xs) / 3, max(max(xs) * 3, 2000.0)
+    copy_tbs = report["copy"]["gbs"] / 1e3
+    peaks = {n: report.get("ceilings", {}).get(n, {}).get("tflops") for n in ("bf16", "fp8")}
+    top = max((p for p in peaks.values() if p), default=hi * copy_tbs)
+    ridge = min(hi, top / copy_tbs)
+    ax.plot([lo, ridge], [lo * copy_tbs, ridge * copy_tbs], color="black", lw=1.2, label=f"copy {copy_tbs:.2f} TB/s")
+    for name, style in (("bf16", "-."), ("fp8", ":")):
+        peak = peaks[name]
+        if peak:
+            start = peak / copy_tbs
+            ax.plot([start, hi], [peak, peak], color="black", lw=1.2, ls=style, label=f"{name} GEMM {peak:.0f} TFLOP/s")
+    for c in cases:
+        ms = c["results"].get("triton", {}).get("ms")
+        if ms and c["name"] not in headline:
+            ax.scatter(c["flops"] / c["bytes"], c["flops"] / ms / 1e9, color="#9e9e9e", s=18, zorder=2)
+    for i, name in enumerate(headline):
+        case = next((c for c in cases if c["name"] == name), None)
+        if case is None:
+            continue
+        x, color = case["flops"] / case["bytes"], HEADLINE_COLORS[i % len(HEADLINE_COLORS)]
+        for impl, marker, filled in (("triton", "o", True), ("torch_compile", "s", False), ("torch_eager", "v", False)):
+            ms = case["results"].get("triton", {}).get("ms") if impl == "triton" else best_ms(case["results"], impl)
+            if ms:
+                ax.scatter(x, case["flops"] / ms / 1e9, marker=marker, s=60, zorder=3, edgecolors=color,
+                           facecolors=color if filled else "none", linewidths=1.5)  # fmt: skip
+        ms = case["results"].get("triton", {}).get("ms")
+        if ms:
+            ax.annotate(name.split("/")[-1], (x, case["flops"] / ms / 1e9), xytext=(8, 12 - 14 * (i % 3)),
+                        textcoords="offset points", fontsize=8, color=color)  # fmt: skip
+    for label, marker, filled in (("Triton", "o", True), ("torch.compile", "s", False), ("torch eager", "v", False)):
+        ax.scatter(
+            [], [], marker=marker, s=50, edgecolors="black", facecolors="black" if filled else "none", label=label
+        )
+    ax.scatter([], [], color="#9e9e9e", s=18, label="other cases (Triton)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(_title(report, "roofline under the measured roofs"), fontsize=10)
+    fig.tight_layout()
+    return _save(fig, out)
 
 
 def plot(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
+    """Both pictures beside ``out`` (``roofline.png``'s folder); returns the roofline's path."""
     import matplotlib
 
     matplotlib.use("Agg")
+    plot_headline(report, out.with_name("headline.png"))
+    return plot_roofline(report, out)
+
+
+def _wrap(text: str, width: int = 60) -> str:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "\n".join([*lines, line])
+
+
+def _title(report: dict[str, Any], what: str) -> str:
+    m = report.get("machine", {})
+    versions = f"torch {m.get('torch', '?')}, triton {m.get('triton', '?')}"
+    return f"{what}\n{m.get('gpu', '?')}, {versions}, {report.get('date', '')}"
+
+
+def _save(fig: Any, out: pathlib.Path) -> pathlib.Path:
     import matplotlib.pyplot as plt
 
-    copy_gbs = float(report["copy"]["gbs"])
-    cases = report["cases"]
-    impls: list[str] = []
-    for case in cases:
-        impls += [i for i, r in case["results"].items() if i not in impls and "ms" in r]
-    colors = {impl: plt.get_cmap("tab10")(i % 10) for i, impl in enumerate(impls)}
-    fig, (roof, bars) = plt.subplots(1, 2, figsize=(16, 6.5), gridspec_kw={"width_ratios": [1, 1.4]})
-
-    intensities = [c["flops"] / c["bytes"] for c in cases if c["bytes"]]
-    lo, hi = min(intensities, default=0.1) / 4, max(intensities, default=1.0) * 4
-    xs = [lo, hi]
-    roof.plot(xs, [x * copy_gbs for x in xs], "k--", lw=1, label=f"copy bandwidth {copy_gbs:.0f} GB/s")
-    for case in cases:
-        if not case["bytes"]:
-            continue
-        x = case["flops"] / case["bytes"]
-        for impl, r in case["results"].items():
-            if "ms" not in r:
-                continue
-            gflops = case["flops"] / r["ms"] / 1e6
-            roof.scatter(x, gflops, color=colors[impl], marker=MARKERS.get(impl, "D"), s=36)
-        label_ms = case["results"].get("triton", {}).get("ms")
-        if label_ms:
-            where = (x, case["flops"] / label_ms / 1e6)
-            roof.annotate(case["name"].split("/")[-1], where, fontsize=7, xytext=(4, 2), textcoords="offset points")
-    for impl in impls:
-        roof.scatter([], [], color=colors[impl], marker=MARKERS.get(impl, "D"), label=impl)
-    roof.set_xscale("log")
-    roof.set_yscale("log")
-    roof.set_xlabel("arithmetic intensity (FLOP / byte moved)")
-    roof.set_ylabel("achieved GFLOP/s")
-    roof.set_title("roofline (memory roof = measured device copy)")
-    roof.legend(fontsize=7, loc="upper left")
-    roof.grid(True, which="both", alpha=0.3)
-
-    width = 0.8 / max(len(impls), 1)
-    for k, impl in enumerate(impls):
-        ys = [100 * c["results"].get(impl, {}).get("fraction_of_copy", 0.0) for c in cases]
-        bars.bar([i + k * width for i in range(len(cases))], ys, width, color=colors[impl], label=impl)
-    bars.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
-    bars.set_xticklabels([c["name"].split("/")[-1] for c in cases], rotation=60, ha="right", fontsize=7)
-    bars.set_yscale("log")
-    bars.set_ylabel("% of measured copy bandwidth (log)")
-    bars.axhline(100, color="k", lw=0.8, ls="--")
-    bars.set_title("effective bandwidth per case")
-    bars.legend(fontsize=7)
-    m = report.get("machine", {})
-    fig.suptitle(
-        f"{m.get('gpu', '?')} - torch {m.get('torch', '?')}, triton {m.get('triton', '?')} - {report.get('date', '')}"
-    )
-    fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -80,13 +194,20 @@ def plot(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fast.plot", description="roofline plot of a bench.json")
+    parser = argparse.ArgumentParser(prog="python -m fast.plot", description="the pictures of a bench.json")
     parser.add_argument("report", type=pathlib.Path)
-    parser.add_argument("--out", type=pathlib.Path, help="default: roofline.png beside the report")
+    parser.add_argument("--out", type=pathlib.Path, help="folder (default: beside the report)")
     args = parser.parse_args(argv)
+    if not args.report.is_file():
+        print(f"fast.plot: no such file {args.report}", file=sys.stderr)
+        return 2
     report = json.loads(args.report.read_text())
-    out = plot(report, args.out or args.report.with_name("roofline.png"))
-    print(out)
+    if "targets" not in report or any("target_ms" not in t for t in report["targets"]):
+        from fast.bench_report import targets
+
+        report["targets"] = targets(report)
+    folder = args.out or args.report.parent
+    print(plot(report, folder / "roofline.png"), folder / "headline.png")
     return 0
 
 

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import torch
 
-from fast import bench
+from fast import bench, bench_report
 
 RUN = pathlib.Path(__file__).resolve().parents[1] / "results" / "bench.json"
 
@@ -122,3 +122,31 @@ def test_profile_refuses_a_call_count_below_one(capsys: pytest.CaptureFixture[st
 
     assert profile.main(["compression/c2_prefill_1M", "--calls", "0"]) == 2
     assert "--calls: must be at least 1" in capsys.readouterr().err
+
+
+def test_summary_opens_the_report_in_at_most_eight_columns(report: dict) -> None:  # type: ignore[type-arg]
+    text = bench_report.markdown(dict(report, targets=bench_report.targets(report)))
+    summary = text.split("## Summary")[1].split("##")[0]
+    header = next(line for line in summary.splitlines() if line.startswith("| target"))
+    assert header.count("|") - 1 <= 8
+    assert text.index("## Summary") < text.index("## Every case")
+
+
+def test_headline_rows_are_multiples_of_the_floor(report: dict) -> None:  # type: ignore[type-arg]
+    from fast.plot import headline_rows
+
+    rows = headline_rows(dict(report, targets=bench_report.targets(report)))
+    copy_rows = [r for r in rows if r["label"].startswith("the same: >= 80% of the bandwidth a copy")]
+    store = next(r for r in copy_rows if "(graph)" in r["label"])
+    results = {c["name"]: c["results"] for c in report["cases"]}["cache/store_v4_584"]
+    assert store["floor"] == "copy of the same bytes"
+    ratio = results["triton (graph)"]["ms"] / results["copy_same_bytes (graph)"]["ms"]
+    assert store["times"]["triton"] == pytest.approx(ratio)
+    assert store["target"] == pytest.approx(1 / 0.8)
+
+
+def test_the_pictures_are_drawn(report: dict, tmp_path: pathlib.Path) -> None:  # type: ignore[type-arg]
+    from fast.plot import plot
+
+    plot(dict(report, targets=bench_report.targets(report)), tmp_path / "roofline.png")
+    assert (tmp_path / "roofline.png").stat().st_size > 10_000 and (tmp_path / "headline.png").stat().st_size > 10_000
