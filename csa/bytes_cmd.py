@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from reference.accounting import ModelBytes, model_bytes, paged_bytes, preset_formats
-from reference.formats import ROW_FORMATS
+from reference.formats import RENAMED, ROW_FORMATS
 from reference.models import MODELS, model_preset
 
 HELP = "KV-cache, index-cache and state bytes of a model preset for a context length and batch"
@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     for option, value in (("--compressed-format", args.compressed_format), ("--index-format", args.index_format)):
+        if value is not None and value in RENAMED:
+            return _error(f"{option} {value!r} is now spelled {RENAMED[value]!r}")
         if value is not None and value not in ROW_FORMATS:
             return _error(f"{option} {value!r} is unknown; known: {', '.join(ROW_FORMATS)}")
     formats = preset_formats(model, compressed=args.compressed_format, index=args.index_format)

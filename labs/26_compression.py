@@ -3,7 +3,7 @@
 Every printed value comes from ``reference/``. Seven positions with two latent channels each, positive rational
 weights standing in for the exponentials. The lab compresses them in one shot, in the chunks [0,1), [1,4),
 [4,7) and in all 64 ways to cut them into chunks; runs the six-position decode step (position 0 old, positions
-1-6 new) through a write-then-read ring of the safe size and of one slot less; and prints the default state
+1-6 new) through a write_then_read ring of the safe size and of one slot less; and prints the default state
 payload. It exits 1 if any check fails. The same lines are written to results/26_compression.txt.
 """
 
@@ -100,7 +100,7 @@ def compositions(n: int) -> list[list[int]]:
 
 
 def decode_through_ring(size: int) -> list[Row]:
-    """Rows of the six-position decode step through a write-then-read ring of ``size`` slots."""
+    """Rows of the six-position decode step through a write_then_read ring of ``size`` slots."""
     layer = v41_layer(RATIO, LATENT_DIM)
     ring = ring_prefill(new_ring(layer, size, WRITE_THEN_READ), 0, POSITIONS[:OLD_POSITIONS], WEIGHTING).ring
     step = ring_step(ring, OLD_POSITIONS, POSITIONS[OLD_POSITIONS:], WEIGHTING)

@@ -37,8 +37,8 @@ COMPRESSION_PREFILL = _table(
     Convention("reserve_max1", RESERVE_MAX1, "max(1, nc) rows a request; a placeholder is a zero row stored at -1"),
 )
 COMPRESSION_DECODE = _table(
-    Convention("write_then_read", state.WRITE_THEN_READ, "writes every new position, then reads whole windows"),
-    Convention("read_then_write", state.READ_THEN_WRITE, "reads old positions from the ring, then writes"),
+    Convention(state.WRITE_THEN_READ, state.WRITE_THEN_READ, "writes every new position, then reads whole windows"),
+    Convention(state.READ_THEN_WRITE, state.READ_THEN_WRITE, "reads old positions from the ring, then writes"),
 )
 TOPK: dict[str, Convention[topk.TopKConvention]] = _table(
     Convention("v4.1", topk.V41TopK(width=topk.Width.FIXED), "k lanes, ascending index, -1 fill"),
@@ -64,11 +64,15 @@ WINDOW_INDICES = _table(
     Convention("v4.1", window.WindowOrder.V41, "decode: -1 lanes first, then the occupied slots"),
 )
 FORMATS = _table(
-    Convention("v4_584", formats.V4_MAIN_FP8, "V4 main: 448 e4m3 + 64 bf16, 7 UE8M0 scales + 1 pad (584 B)"),
-    Convention("v41_fp8_528", formats.V41_MAIN_FP8, "V4.1 main FP8: 512 e4m3, 16 UE8M0 scales (528 B)"),
-    Convention("v41_fp4_288", formats.V41_MAIN_FP4, "V4.1 main FP4: 256 B packed e2m1, 32 E4M3 scales (288 B)"),
-    Convention("index_fp4_68", formats.INDEX_FP4, "index FP4: 64 B packed e2m1, 4 UE8M0 scales (68 B)"),
-    Convention("index_fp8_132", formats.INDEX_FP8, "index FP8: 128 e4m3, one fp32 power-of-two scale (132 B)"),
+    Convention(
+        formats.V4_MAIN_FP8.name, formats.V4_MAIN_FP8, "V4 main: 448 e4m3 + 64 bf16, 7 UE8M0 scales + 1 pad (584 B)"
+    ),
+    Convention(formats.V41_MAIN_FP8.name, formats.V41_MAIN_FP8, "V4.1 main FP8: 512 e4m3, 16 UE8M0 scales (528 B)"),
+    Convention(
+        formats.V41_MAIN_FP4.name, formats.V41_MAIN_FP4, "V4.1 main FP4: 256 B packed e2m1, 32 E4M3 scales (288 B)"
+    ),
+    Convention(formats.INDEX_FP4.name, formats.INDEX_FP4, "index FP4: 64 B packed e2m1, 4 UE8M0 scales (68 B)"),
+    Convention(formats.INDEX_FP8.name, formats.INDEX_FP8, "index FP8: 128 e4m3, one fp32 power-of-two scale (132 B)"),
 )
 SPARSE_ATTENTION = _table(
     *(

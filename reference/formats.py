@@ -5,15 +5,15 @@ scale part (one scale per group, then padding). ``docs/formats.md`` gives each l
 
 | name            | dims | elements                        | group | scale          | data | scales | row |
 |-----------------|------|---------------------------------|-------|----------------|------|--------|-----|
-| v4-main-fp8     | 512  | 448 e4m3 + 64 bf16 (RoPE tail)  | 64    | ue8m0 (+1 pad) | 576  | 8      | 584 |
-| v41-main-fp8    | 512  | 512 e4m3                        | 32    | ue8m0          | 512  | 16     | 528 |
-| v41-main-fp4    | 512  | 512 e2m1, two per byte          | 16    | e4m3           | 256  | 32     | 288 |
-| index-fp4       | 128  | 128 e2m1, two per byte          | 32    | ue8m0          | 64   | 4      | 68  |
-| index-fp8       | 128  | 128 e4m3                        | 128   | fp32 power of 2| 128  | 4      | 132 |
+| v4_584          | 512  | 448 e4m3 + 64 bf16 (RoPE tail)  | 64    | ue8m0 (+1 pad) | 576  | 8      | 584 |
+| v41_fp8_528     | 512  | 512 e4m3                        | 32    | ue8m0          | 512  | 16     | 528 |
+| v41_fp4_288     | 512  | 512 e2m1, two per byte          | 16    | e4m3           | 256  | 32     | 288 |
+| index_fp4_68    | 128  | 128 e2m1, two per byte          | 32    | ue8m0          | 64   | 4      | 68  |
+| index_fp8_132   | 128  | 128 e4m3                        | 128   | fp32 power of 2| 128  | 4      | 132 |
 
 Packed e2m1: byte ``i`` holds element ``2i`` in its low nibble and element ``2i + 1`` in its high nibble
 (the order of torch's ``float4_e2m1fn_x2`` and NVIDIA's ``__nv_fp4x2_e2m1``). BF16 and FP32 values are
-stored little-endian. The pad byte of v4-main-fp8 is written as 0 and ignored when reading.
+stored little-endian. The pad byte of v4_584 is written as 0 and ignored when reading.
 """
 
 from __future__ import annotations
@@ -85,17 +85,29 @@ class RowFormat:
         return self.data_bytes + self.scale_bytes
 
 
-V4_MAIN_FP8 = RowFormat("v4-main-fp8", 512, 448, "e4m3", 64, "ue8m0", 1)
-V41_MAIN_FP8 = RowFormat("v41-main-fp8", 512, 512, "e4m3", 32, "ue8m0", 0)
-V41_MAIN_FP4 = RowFormat("v41-main-fp4", 512, 512, "e2m1", 16, "e4m3", 0)
-INDEX_FP4 = RowFormat("index-fp4", 128, 128, "e2m1", 32, "ue8m0", 0)
-INDEX_FP8 = RowFormat("index-fp8", 128, 128, "e4m3", 128, "fp32_pow2", 0)
+V4_MAIN_FP8 = RowFormat("v4_584", 512, 448, "e4m3", 64, "ue8m0", 1)
+V41_MAIN_FP8 = RowFormat("v41_fp8_528", 512, 512, "e4m3", 32, "ue8m0", 0)
+V41_MAIN_FP4 = RowFormat("v41_fp4_288", 512, 512, "e2m1", 16, "e4m3", 0)
+INDEX_FP4 = RowFormat("index_fp4_68", 128, 128, "e2m1", 32, "ue8m0", 0)
+INDEX_FP8 = RowFormat("index_fp8_132", 128, 128, "e4m3", 128, "fp32_pow2", 0)
 
 ROW_FORMATS: dict[str, RowFormat] = {f.name: f for f in (V4_MAIN_FP8, V41_MAIN_FP8, V41_MAIN_FP4, INDEX_FP4, INDEX_FP8)}
 
 
+RENAMED: dict[str, str] = {
+    "v4-main-fp8": "v4_584",
+    "v41-main-fp8": "v41_fp8_528",
+    "v41-main-fp4": "v41_fp4_288",
+    "index-fp4": "index_fp4_68",
+    "index-fp8": "index_fp8_132",
+}
+"""Earlier spellings of the format names; each is refused with a message naming the one spelling now used."""
+
+
 def row_format(name: str) -> RowFormat:
     """Look a format up by name; ``ValueError`` naming the known formats otherwise."""
+    if name in RENAMED:
+        raise fail("name", f"the row format {name!r} is now spelled {RENAMED[name]!r}")
     if name not in ROW_FORMATS:
         raise fail("name", f"unknown row format {name!r}; known: {', '.join(sorted(ROW_FORMATS))}")
     return ROW_FORMATS[name]

@@ -114,9 +114,9 @@ V4_PRO = ModelPreset(
     candidate_source_layer=None,
     candidate_block_size=None,
     candidate_topk_blocks=None,
-    window_format="v4-main-fp8",
-    compressed_format="v4-main-fp8",
-    index_format="index-fp8",
+    window_format="v4_584",
+    compressed_format="v4_584",
+    index_format="index_fp8_132",
     state_backtrack_tokens=None,
     not_published=(
         "index cache element type: the config does not fix it (the reference code quantizes index keys "
@@ -154,9 +154,9 @@ V41_FLASH = ModelPreset(
     candidate_source_layer=20,
     candidate_block_size=8,
     candidate_topk_blocks=2048,
-    window_format="v41-main-fp8",
-    compressed_format="v41-main-fp4",
-    index_format="index-fp4",
+    window_format="v41_fp8_528",
+    compressed_format="v41_fp4_288",
+    index_format="index_fp4_68",
     state_backtrack_tokens=6,
     not_published=(
         "compression-ring rollback allowance: an engine setting; 6 is the default of the engine quoted "

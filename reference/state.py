@@ -34,8 +34,8 @@ from reference.compression import (
 from reference.gated_mean import Weighting
 from reference.layer import CompressedLayer, window_positions
 
-WRITE_THEN_READ = "write-then-read"
-READ_THEN_WRITE = "read-then-write"
+WRITE_THEN_READ = "write_then_read"
+READ_THEN_WRITE = "read_then_write"
 DISCIPLINES: tuple[str, ...] = (WRITE_THEN_READ, READ_THEN_WRITE)
 SCORE_LATENT = 2
 """The axis of length two in a state slot: score, then latent."""
@@ -44,6 +44,8 @@ FP32_BYTES = 4
 
 
 def _require_discipline(discipline: object) -> str:
+    if isinstance(discipline, str) and discipline.replace("-", "_") in DISCIPLINES and discipline not in DISCIPLINES:
+        raise ValueError(f"discipline: {discipline!r} is now spelled {discipline.replace('-', '_')!r}")
     if not isinstance(discipline, str) or discipline not in DISCIPLINES:
         raise ValueError(f"discipline: must be one of {', '.join(DISCIPLINES)}, got {discipline!r}")
     return discipline
@@ -59,8 +61,8 @@ def min_safe_ring_size(ratio: int, overlap: bool, qmax: int, discipline: str, ro
     """The fewest slots with which no schedule of steps of at most ``qmax`` positions reads a lost input.
 
     With ``W`` = positions per row (``r``, or ``2 r`` with overlap), derived in docs/ring-safety.md:
-    write-then-read ``W + qmax - 1`` (with or without rollback); read-then-write ``W - 1`` without rollback and
-    ``W + qmax - 2`` with it; 0 (no state at all) when ``W = 1`` under read-then-write.
+    write_then_read ``W + qmax - 1`` (with or without rollback); read_then_write ``W - 1`` without rollback and
+    ``W + qmax - 2`` with it; 0 (no state at all) when ``W = 1`` under read_then_write.
     """
     window = window_positions(ratio, overlap)
     require_positive_int(qmax, "qmax")

@@ -145,7 +145,7 @@ def test_v4_pro_totals_by_hand() -> None:
 
 
 def test_format_overrides_and_paging() -> None:
-    fp4_index = preset_formats(V4_PRO, index="index-fp4")
+    fp4_index = preset_formats(V4_PRO, index="index_fp4_68")
     assert model_bytes(V4_PRO, CONTEXT, formats=fp4_index).per_sequence("index") == 30 * (CONTEXT // 4) * 68
     # a 256-position page of ratio-4 V4 rows: 64 rows, 37,376 B padded to 65 x 576 = 37,440 B
     assert page_bytes(V4_MAIN_FP8, 256, 4) == 37_440

@@ -75,7 +75,7 @@ def test_table_names_units_and_shows_exact_bytes(capsys: pytest.CaptureFixture[s
         (
             ["--model", "v4-pro", "--index-format", "fp6"],
             "csa bytes: --index-format 'fp6' is unknown; known: "
-            "v4-main-fp8, v41-main-fp8, v41-main-fp4, index-fp4, index-fp8\n",
+            "v4_584, v41_fp8_528, v41_fp4_288, index_fp4_68, index_fp8_132\n",
         ),
     ],
 )
@@ -133,3 +133,8 @@ def test_csa_fuzz_without_the_extras_says_what_to_install(
     monkeypatch.setattr(csa.fuzz_cmd, "run", missing)
     assert main(["fuzz", "--list"]) == 2
     assert "csa fuzz: needs hypothesis, which is not installed: run `make check`" in capsys.readouterr().err
+
+
+def test_an_earlier_format_spelling_is_refused_naming_the_new(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bytes", "--model", "v4-pro", "--index-format", "index-fp4"]) == 2
+    assert "--index-format 'index-fp4' is now spelled 'index_fp4_68'" in capsys.readouterr().err

@@ -138,11 +138,11 @@ def test_scale_floors_and_variants_by_hand() -> None:
 def test_row_byte_counts() -> None:
     sizes = {name: (f.data_bytes, f.scale_bytes, f.row_bytes) for name, f in ROW_FORMATS.items()}
     assert sizes == {
-        "v4-main-fp8": (448 + 64 * 2, 7 + 1, 584),
-        "v41-main-fp8": (512, 512 // 32, 528),
-        "v41-main-fp4": (512 // 2, 512 // 16, 288),
-        "index-fp4": (128 // 2, 128 // 32, 68),
-        "index-fp8": (128, 4, 132),
+        "v4_584": (448 + 64 * 2, 7 + 1, 584),
+        "v41_fp8_528": (512, 512 // 32, 528),
+        "v41_fp4_288": (512 // 2, 512 // 16, 288),
+        "index_fp4_68": (128 // 2, 128 // 32, 68),
+        "index_fp8_132": (128, 4, 132),
     }
 
 
@@ -181,7 +181,7 @@ def test_dequantized_values_are_codes_times_scales(fmt: RowFormat) -> None:
 
 
 def test_fp4_nibble_order_low_nibble_is_the_even_element() -> None:
-    values = [Fraction(6), Fraction(1, 2)] + [Fraction(0)] * 126  # amax 6 gives scale 1 for index-fp4
+    values = [Fraction(6), Fraction(1, 2)] + [Fraction(0)] * 126  # amax 6 gives scale 1 for index_fp4_68
     row = quantize_row(INDEX_FP4, values)
     assert row.data[0] == 0x7 | (0x1 << 4)
     assert row.scales[0] == 127

@@ -97,7 +97,9 @@ def decode_step(ratio: int, k: int) -> Callable[..., tuple[torch.Tensor, ...]]:
         q: torch.Tensor,
         sink: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
-        rows, store = torch.ops.csa.compress_decode(score, latent, cu, start, state, index, ratio, False, None, 3, False)
+        rows, store = torch.ops.csa.compress_decode(
+            score, latent, cu, start, state, index, ratio, False, None, 3, False
+        )
         cache = torch.cat([kv, rows])
         logits = torch.ops.csa.index_logits(q_index, weights, keys, lengths, None, False)
         chosen = torch.ops.csa.topk(logits, lengths, None, k, "v4.1", False)

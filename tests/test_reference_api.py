@@ -35,3 +35,19 @@ def test_fast_topk_layouts_are_the_references() -> None:
     from reference.topk import lane_layout
 
     assert {name: lane_layout(c.rule) for name, c in CONVENTIONS["topk"].items()} == TOPK_MODES
+
+
+def test_one_spelling_the_earlier_ones_refused_naming_the_new() -> None:
+    import pytest
+
+    from reference.formats import RENAMED, row_format
+    from reference.state import min_safe_ring_size
+
+    for old, new in RENAMED.items():
+        assert row_format(new).name == new
+        with pytest.raises(ValueError, match=f"'{old}' is now spelled '{new}'"):
+            row_format(old)
+    with pytest.raises(ValueError, match="'write-then-read' is now spelled 'write_then_read'"):
+        min_safe_ring_size(2, False, 1, "write-then-read", False)
+    assert set(CONVENTIONS["quantize_store"]) == {row_format(n).name for n in CONVENTIONS["quantize_store"]}
+    assert set(CONVENTIONS["compression_decode"]) == {"write_then_read", "read_then_write"}

@@ -111,7 +111,7 @@ def test_minimal_ring_is_safe_and_one_slot_less_corrupts(case: tuple[CompressedL
 
 
 def test_formula_values_by_hand() -> None:
-    # The book: C2, six positions per step, write-then-read -> 2 + 6 - 1 = 7 slots.
+    # The book: C2, six positions per step, write_then_read -> 2 + 6 - 1 = 7 slots.
     assert min_safe_ring_size(2, False, 6, WRITE_THEN_READ, True) == 7
     # V4 decode keeps 2r windows with overlap and r without (one position per step).
     assert min_safe_ring_size(4, True, 1, WRITE_THEN_READ, False) == 8

@@ -1,15 +1,15 @@
 """The cache formats as the kernels see them: row format, block arrangement, and the byte offsets of one slot.
 
 Every number here comes from ``reference.formats`` and ``reference.cache_blocks.public_layout``; nothing is
-restated. A format is named by its contract convention (``"v4_584"``) or its reference name (``"v4-main-fp8"``).
+restated. A format is named by its contract convention (``"v4_584"``) or its reference name (``"v4_584"``).
 
 | convention    | reference    | dims | groups          | element | scale        | data | scales | block          |
 |---------------|--------------|------|-----------------|---------|--------------|------|--------|----------------|
-| v4_584        | v4-main-fp8  | 512  | 7 x 64, 64 bf16 | e4m3    | ue8m0, 1 pad | 576  | 8      | sectioned, 576 |
-| v41_fp8_528   | v41-main-fp8 | 512  | 16 x 32         | e4m3    | ue8m0        | 512  | 16     | interleaved    |
-| v41_fp4_288   | v41-main-fp4 | 512  | 32 x 16         | e2m1    | e4m3         | 256  | 32     | interleaved    |
-| index_fp4_68  | index-fp4    | 128  | 4 x 32          | e2m1    | ue8m0        | 64   | 4      | sectioned      |
-| index_fp8_132 | index-fp8    | 128  | 1 x 128         | e4m3    | fp32 2^e     | 128  | 4      | sectioned      |
+| v4_584        | v4_584  | 512  | 7 x 64, 64 bf16 | e4m3    | ue8m0, 1 pad | 576  | 8      | sectioned, 576 |
+| v41_fp8_528   | v41_fp8_528 | 512  | 16 x 32         | e4m3    | ue8m0        | 512  | 16     | interleaved    |
+| v41_fp4_288   | v41_fp4_288 | 512  | 32 x 16         | e2m1    | e4m3         | 256  | 32     | interleaved    |
+| index_fp4_68  | index_fp4_68    | 128  | 4 x 32          | e2m1    | ue8m0        | 64   | 4      | sectioned      |
+| index_fp8_132 | index_fp8_132    | 128  | 1 x 128         | e4m3    | fp32 2^e     | 128  | 4      | sectioned      |
 
 A cache is ``u8[num_blocks, block_bytes]``; physical slot ``s`` is row ``s % rows`` of block ``s // rows``.
 """

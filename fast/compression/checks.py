@@ -3,7 +3,7 @@
     check_call(score, latent, cu_seqlens, start_pos, state, state_index, *, ratio, overlap=False, ape=None,
                ring_rule, empty_requests=True) -> CheckedCall
 
-``fast.compression.plan.prepare`` builds its plan on it, with the read-then-write rule of ``min_ring_size``;
+``fast.compression.plan.prepare`` builds its plan on it, with the read_then_write rule of ``min_ring_size``;
 the property suite's contract (``properties.compression.call.parse_call``) passes the rule of the declared
 discipline (or a mutant's wrong one) and asks every request for at least one new position. Each check raises
 TypeError (a wrong type or dtype) or ValueError, its message starting with the argument's name.

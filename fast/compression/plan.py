@@ -11,7 +11,7 @@ Conventions (docs/compression-kernels.md):
 - Prefill reserves ``max(1, nc_b)`` output rows, ``nc_b = e_b // r - s_b // r``; decode one per new position.
 - The ring is read before it is written, and after a call it holds exactly what writing every new position in
   order would leave (the newest ``min(n_b, S)`` new positions are written), as ``reference.state`` models it.
-- Safe ring size (``reference.state.min_safe_ring_size``, read-then-write): ``S >= W - 1``; a decode / verify
+- Safe ring size (``reference.state.min_safe_ring_size``, read_then_write): ``S >= W - 1``; a decode / verify
   step that may be rolled back (``rollback=True``) needs ``S >= W + q - 2`` for ``q`` = the most new positions
   of any request; ``W = 1`` needs no ring at all.
 
@@ -86,7 +86,7 @@ def kept_positions(length: int, ring: int) -> int:
 
 
 def min_ring_size(ratio: int, overlap: bool, lengths: list[int] | tuple[int, ...], rollback: bool = False) -> int:
-    """The smallest ring a read-then-write call accepts: ``reference.state.min_safe_ring_size``, ``W - 1``, or
+    """The smallest ring a read_then_write call accepts: ``reference.state.min_safe_ring_size``, ``W - 1``, or
     ``W + q - 2`` when it may roll back (``q``: the most new positions of a request; no rollback without any)."""
     qmax = max(lengths, default=0)
     return min_safe_ring_size(ratio, overlap, max(qmax, 1), READ_THEN_WRITE, rollback and qmax > 0)
@@ -101,7 +101,7 @@ def read_then_write(mode: Mode, rollback: object) -> RingRule:
             raise TypeError(f"rollback: must be a bool, got {type(rollback).__name__}")
         require(not rollback or mode is Mode.DECODE, "rollback", "only a decode / verify step can be rolled back")
         rolls_back = rollback and window_positions(ratio, overlap) > 1
-        reckoned = "W + q - 2 (read-then-write, rollback)" if rolls_back else "W - 1 (read-then-write)"
+        reckoned = "W + q - 2 (read_then_write, rollback)" if rolls_back else "W - 1 (read_then_write)"
         return min_ring_size(ratio, overlap, lengths, rollback), reckoned
 
     return rule

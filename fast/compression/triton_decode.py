@@ -3,7 +3,7 @@
 
 ``_decode_kernel``: one program per (request, block of channels) for the whole batch: the rows the step
 completes, zero rows for the other positions, a barrier, then the ring write of the same channels. A program
-reads and writes only its own request's ring slot and channels, so read-then-write holds in one launch.
+reads and writes only its own request's ring slot and channels, so read_then_write holds in one launch.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ position.
 
 Every check runs before the state is touched and raises ValueError / TypeError naming the argument. The ring
 must be at least the safe size of the declared discipline for this call (docs/ring-safety.md,
-``reference.state.min_safe_ring_size``): prefill and read-then-write ``W - 1`` (0 when ``W = 1``),
-write-then-read ``W + q - 1`` with ``q`` the most new positions of any request in the call. Rollback safety
-(``W + qmax - 2`` read-then-write) depends on the schedule, not on one call, and is the caller's to size for.
+``reference.state.min_safe_ring_size``): prefill and read_then_write ``W - 1`` (0 when ``W = 1``),
+write_then_read ``W + q - 1`` with ``q`` the most new positions of any request in the call. Rollback safety
+(``W + qmax - 2`` read_then_write) depends on the schedule, not on one call, and is the caller's to size for.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from fast.compression.checks import CheckedCall, RingRule, check_call
 from reference import state as ring_model
 from reference.checks import fail
 from reference.layer import window_positions
+from reference.state import READ_THEN_WRITE, WRITE_THEN_READ
 
 PREFILL = "compression_prefill"
 DECODE = "compression_decode"
-WRITE_THEN_READ = "write_then_read"
-READ_THEN_WRITE = "read_then_write"
 
 
 def safe_ring(op: str, discipline: str | None, window: int, qmax: int) -> int:
@@ -37,7 +36,7 @@ def safe_ring(op: str, discipline: str | None, window: int, qmax: int) -> int:
 
 RING_RULES = ("safe", "one_short", "seed", "none")
 """The ring-size rules a call can be checked by: "safe", and the mutants' wrong size checks "one_short"
-(write-then-read ``W + q - 2``), "seed" (``r + q - 1`` whatever the overlap) and "none"."""
+(write_then_read ``W + q - 2``), "seed" (``r + q - 1`` whatever the overlap) and "none"."""
 
 
 def ring_check(op: str, discipline: str | None, rule: str = "safe") -> RingRule:

@@ -4,7 +4,7 @@ mutants.
 One call: list every reserved output row and the ``W`` window entries it reads (position, channel half, and
 where the inputs are: a packed input row or a ring slot), gather them from ``cat(inputs, ring)``, and reduce
 ``sum softmax(score + ape) * latent`` in float32. The ring is read before it is written, except in a
-write-then-read decode, which writes every new position first and reads whole windows from the ring.
+write_then_read decode, which writes every new position first and reads whole windows from the ring.
 
 ``Faults`` plants one bug each (all off: a correct implementation, checked in
 properties/compression/test_support.py); ``properties.compression.mutants`` names them.
@@ -34,7 +34,7 @@ class Faults:
     reserve_placeholder: prefill reserves max(1, nc) rows (False: nc rows).
     use_state_index: False: request b uses state slot b.
     complete_partial_group: prefill also emits the trailing incomplete group, reading past the chunk.
-    write_first: a read-then-write decode that writes before it reads.
+    write_first: a read_then_write decode that writes before it reads.
     idle_store_row: the decode row of a position completing nothing: "minus_one" or "group" (p // r).
     completes_at_group_start: decode completes a row at p % r == 0 instead of (p + 1) % r == 0.
     window_writes_only: only the newest W - 1 new positions are written to the ring.

@@ -66,7 +66,7 @@ DECODE_OVERLAP_RING_SHORT = {
     "requests": [{"slot": 0, "start": 5, "positions": [[[0.0, 0.0], [0.0, 0.0]]]}],
     "fault": "ring_short",
 }
-"""V4 overlap, one new position, a ring one short of the discipline's safe size (write-then-read: 7 < 8): a
+"""V4 overlap, one new position, a ring one short of the discipline's safe size (write_then_read: 7 < 8): a
 bound of r + q - 1 (4) would accept it. A search of generated calls finds this only under some seeds."""
 LIFE_CANCELLATION = {
     "layer": {"ratio": 3, "dim": 4, "overlap": False, "ape": None},

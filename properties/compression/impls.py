@@ -28,7 +28,6 @@ from reference import state as ring_model
 from reference.compression import Position
 from reference.layer import CompressedLayer
 
-DISCIPLINE = {WRITE_THEN_READ: ring_model.WRITE_THEN_READ, READ_THEN_WRITE: ring_model.READ_THEN_WRITE}
 READABLE_SCORE = 1024.0
 """Ring scores beyond this magnitude are garbage (their exponential is not worth forming)."""
 
@@ -62,7 +61,7 @@ def run(op: str, discipline: str | None, *call_args: Any, **contract: Any) -> tu
     score, latent, state, ape = call.score, call.latent, call.state, call.ape
     layer = weighted_layer(spec_of(call, ape))
     scores, latents = score.tolist(), latent.tolist()
-    model = DISCIPLINE[discipline] if discipline else ring_model.READ_THEN_WRITE
+    model = discipline or READ_THEN_WRITE
     values: list[list[float]] = []
     store_rows: list[int] = []
     for request in call.requests:
@@ -92,13 +91,13 @@ _ADAPTERS = (
         DECODE,
         WRITE_THEN_READ,
         WRITE_THEN_READ,
-        "``reference.state.ring_step``, write-then-read (needs ``S >= W + q - 1``): a row per new position.",
+        "``reference.state.ring_step``, write_then_read (needs ``S >= W + q - 1``): a row per new position.",
     ),
     (
         DECODE,
         READ_THEN_WRITE,
         READ_THEN_WRITE,
-        "``reference.state.ring_step``, read-then-write (needs ``S >= W - 1``): a row per new position.",
+        "``reference.state.ring_step``, read_then_write (needs ``S >= W - 1``): a row per new position.",
     ),
 )
 IMPLEMENTATIONS = [

@@ -132,7 +132,7 @@ PROPERTIES = [
         bad_calls(),
         _rejects(DECODE),
         examples=(DECODE_OVERLAP_RING_SHORT,),
-        doc="A ring below the declared discipline's safe size (write-then-read W + q - 1, read-then-write "
+        doc="A ring below the declared discipline's safe size (write_then_read W + q - 1, read_then_write "
         "W - 1) or any malformed argument raises ValueError or TypeError before the state is touched.",
         hunt_examples=HUNT_EXAMPLES_QUICK,
     ),

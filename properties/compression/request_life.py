@@ -101,7 +101,7 @@ class RequestLife:
         self.prefill_impl, self.decode_impl = prefill, decode
         self.spec, self.qmax, self.slots = spec, qmax, slots
         self.layer = weighted_layer(spec)
-        self.discipline = reference_adapters.DISCIPLINE[decode.convention or READ_THEN_WRITE]
+        self.discipline = decode.convention or READ_THEN_WRITE
         r, overlap = int(spec["ratio"]), bool(spec["overlap"])
         self.size = ring_model.min_safe_ring_size(r, overlap, qmax, self.discipline, True) + ring_extra
         self.state = new_state(spec, slots, self.size, fill, decode.device)

@@ -47,7 +47,7 @@ CAUGHT = (
     "decode_writes_window_only",
 )
 """Mutants whose bug shows in a request's life: a ring slot off by one, leftovers of the slot's previous
-request read at position 0, a read-then-write step that writes first (rollback-sized ring), and rollback after
+request read at position 0, a read_then_write step that writes first (rollback-sized ring), and rollback after
 a step that kept only its newest W - 1 positions."""
 
 
