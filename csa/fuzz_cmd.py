@@ -54,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=SHRINK_SECONDS,
         help=f"seconds spent after a property's first failure, shrinking it (default {SHRINK_SECONDS:g})",
     )
+    parser.add_argument(
+        "--property", action="append", metavar="NAME", help="run only this property of --op (repeatable)"
+    )
     parser.add_argument("--keep-going", action="store_true", help="run the other properties after a failure")
     parser.add_argument("--in-process", action="store_true", help="call the kernel in this process (no worker)")
     parser.add_argument(
@@ -148,6 +151,13 @@ def _validate(args: argparse.Namespace) -> None:
         raise UsageError("--op and --impl are required (or --list / --self-test)")
     if args.op not in OPERATIONS:
         raise UsageError(f"--op: unknown operation {args.op!r}; known: {', '.join(sorted(OPERATIONS))}")
+    if args.property:
+        from properties.catalog import properties_for
+
+        known = [p.name for p in properties_for(args.op)]
+        unknown = [name for name in args.property if name not in known]
+        if unknown:
+            raise UsageError(f"--property: {args.op} has no property {unknown[0]!r}; known: {', '.join(known)}")
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout: must be a positive number of seconds, got {args.timeout:g}")
     if not args.shrink_seconds >= 0:
@@ -250,6 +260,8 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         args.op, "user", fn, convention, origin="user", device=args.device if args.in_process else "cpu"
     )
     props = [p for p in properties_for(args.op) if p.applies_to(impl)]
+    if args.property:
+        props = [p for p in props if p.name in args.property]
     if not props:
         raise UsageError(f"--op: no property covers {args.op} under convention {convention!r}")
     profile, why = _profile(args)
@@ -412,7 +424,7 @@ def _sanitize(
         cases = [(name, ex) for name, tried in first_examples.items() for ex in tried[: args.sanitize]]
         which = f"the first {args.sanitize} example(s) of each property"
     script = write_script(
-        args.repro_dir / f"sanitize_{args.op}_{example_hash(cases)}.py",
+        args.repro_dir / f"sanitize_{args.op}_{example_hash(cases, spec)}.py",
         cases=cases,
         op=args.op,
         impl_spec=spec,

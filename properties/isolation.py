@@ -240,7 +240,8 @@ class Worker:
             lines = self.stderr_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
-        lines = [line for line in lines if line.strip()][-STDERR_LINES:]
+        noise = ("Extension modules:", "Current thread 0x")  # faulthandler's, long and of no help here
+        lines = [line for line in lines if line.strip() and not line.startswith(noise)][-STDERR_LINES:]
         return "\nlast lines of the worker's stderr:\n" + "\n".join(f"  | {line}" for line in lines) if lines else ""
 
     def alive(self) -> bool:

@@ -51,13 +51,14 @@ sys.exit(
 '''
 
 
-def example_hash(example: Any) -> str:
-    """A short hash of an example's source text: the part of a reproducer's name that tells inputs apart."""
-    return hashlib.sha256(repr(example).encode()).hexdigest()[:8]
+def example_hash(example: Any, impl_spec: str = "") -> str:
+    """A short hash of an example's source text (and of the kernel's spec): the part of a reproducer's name that
+    tells inputs, and kernels sharing a reproducer directory, apart."""
+    return hashlib.sha256(f"{impl_spec}\n{example!r}".encode()).hexdigest()[:8]
 
 
-def reproducer_name(op: str, prop: str, example: Any) -> str:
-    return f"repro_{op}_{prop}_{example_hash(example)}.py"
+def reproducer_name(op: str, prop: str, example: Any, impl_spec: str = "") -> str:
+    return f"repro_{op}_{prop}_{example_hash(example, impl_spec)}.py"
 
 
 def harness_paths(impl_spec: str) -> list[str]:
@@ -113,7 +114,7 @@ def write_reproducer(
     """The reproducer of one failing example; ``path`` is a directory (the file is named by ``reproducer_name``)
     or the file itself."""
     if path.suffix != ".py":
-        path = path / reproducer_name(op, prop, example)
+        path = path / reproducer_name(op, prop, example, impl_spec)
     return write_script(
         path,
         cases=[(prop, example)],
