@@ -107,9 +107,11 @@ def load_callable(spec: str) -> Callable[..., Any]:
         else:
             found = discover()
         try:
-            return found.get(impl_id).fn
+            impl = found.get(impl_id)
         except KeyError:
-            raise LoadError(f"--impl: no {kind} implementation {impl_id!r}") from None
+            known = ", ".join(sorted(i.id for i in found.find()))
+            raise LoadError(f"--impl: no {kind} implementation {impl_id!r}; known: {known}") from None
+        return _declaring(impl.fn, impl.convention)
     if ":" not in spec:
         raise LoadError(f"--impl: expected MODULE:CALLABLE or FILE.py:CALLABLE, got {spec!r}")
     target, _, attr = spec.rpartition(":")
@@ -179,3 +181,17 @@ def import_root(spec: str) -> str | None:
     if origin and origin not in ("built-in", "frozen"):
         return str(pathlib.Path(origin).resolve().parent)
     return None
+
+
+def _declaring(fn: Callable[..., Any], convention: str | None) -> Callable[..., Any]:
+    """``fn``, declaring ``convention`` as its ``csa_convention`` (a wrapper where ``fn`` declares none)."""
+    if convention is None or getattr(fn, "csa_convention", None) is not None:
+        return fn
+    import functools
+
+    @functools.wraps(fn)
+    def declared(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    declared.csa_convention = convention  # type: ignore[attr-defined]
+    return declared
