@@ -382,13 +382,11 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
     exit_status = 0
     if failed:
         names = sorted({p.name for p, _ in failed}, key=[p.name for p in props].index)
-        rest = (
-            f" ({run_count} of {len(props)} properties run; --keep-going runs the rest)"
-            if run_count < len(props)
-            else f" of {len(props)} properties"
-        )
+        stopped = ""
+        if run_count < len(props):
+            stopped = f"; stopped after {run_count} of {len(props)} (--keep-going runs the rest)"
         print(
-            f"FAIL: {len(names)} propert{'y' if len(names) == 1 else 'ies'} failed{rest}: {', '.join(names)}; "
+            f"FAIL: {len(names)} of {len(props)} properties failed ({', '.join(names)}){stopped}; "
             f"{tried} examples, {elapsed:.1f} s, seed {args.seed}{restarted}"
         )
         report["result"] = "bug"

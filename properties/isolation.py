@@ -183,6 +183,20 @@ def rebuild_error(info: dict[str, Any]) -> BaseException:
     return err
 
 
+PLUMBING = (
+    f'File "{HARNESS_ROOT}/properties/worker.py"',
+    f'File "{HARNESS_ROOT}/properties/guards.py"',
+    'File "<frozen runpy>"',
+)
+
+
+def _plumbing(line: str) -> bool:
+    """A line of the worker's stderr that is about the worker, not the kernel: faulthandler's list of extension
+    modules and thread id, and the frames of the worker's own call into the kernel."""
+    text = line.strip()
+    return text.startswith(("Extension modules:", "Current thread 0x")) or text.startswith(PLUMBING)
+
+
 def _signal_name(code: int) -> str:
     try:
         return f"{signal.Signals(-code).name} (signal {-code})"
@@ -240,8 +254,7 @@ class Worker:
             lines = self.stderr_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
-        noise = ("Extension modules:", "Current thread 0x")  # faulthandler's, long and of no help here
-        lines = [line for line in lines if line.strip() and not line.startswith(noise)][-STDERR_LINES:]
+        lines = [line for line in lines if line.strip() and not _plumbing(line)][-STDERR_LINES:]
         return "\nlast lines of the worker's stderr:\n" + "\n".join(f"  | {line}" for line in lines) if lines else ""
 
     def alive(self) -> bool:

@@ -21,7 +21,7 @@ trap 'rm -rf "$scratch"' EXIT
 ln -s "$ROOT/examples" "$scratch/examples"
 
 header() {
-    echo "# saved by scripts/fuzz_transcripts.sh on $(git -C "$ROOT" log --oneline -1 | cut -c1-9) at $(date -u +%FT%TZ)"
+    echo "# saved by scripts/fuzz_transcripts.sh on $(git -C "$ROOT" log --format=%h -1) at $(date -u +%FT%TZ)"
     echo "# machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(uname -m);" \
         "$("$PY" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)');" \
         "TRITON_INTERPRET=${TRITON_INTERPRET:-0}"

@@ -235,9 +235,9 @@ def test_a_crashing_or_raising_kernel_is_reported_and_the_run_goes_on(
               cwd=tmp_path)  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr
     assert run.stdout.count(error) == 2, run.stdout
-    assert "FAIL: 2 properties failed of 2 properties: topk_equals_reference, topk_lane_layout" in run.stdout
+    assert "FAIL: 2 of 2 properties failed (topk_equals_reference, topk_lane_layout)" in run.stdout
     blocks = failure_blocks(run.stdout)
-    assert all("'lengths': [" in shown and re.search(r"'lengths': \[[^]]*\b0\b", shown) for shown, _, _ in blocks)
+    assert all(re.search(r"'lengths': \[[^]]*\b0\b", shown) for shown, _, _ in blocks)
     alone = standalone(tmp_path / blocks[0][2])
     assert alone.returncode == 1 and alone.stdout.startswith(f"FAILS: topk_equals_reference\n{error}"), alone.stdout
 
@@ -337,7 +337,7 @@ def test_a_far_out_of_bounds_read_on_the_gpu_is_reported_and_the_run_goes_on(tmp
               "topk_lane_layout", cwd=tmp_path, interpret=False)  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr
     assert run.stdout.count("illegal memory access") >= 2, run.stdout
-    assert "FAIL: 2 properties failed of 2 properties" in run.stdout and "worker restart(s)" in run.stdout
+    assert "FAIL: 2 of 2 properties failed" in run.stdout and "worker restart(s)" in run.stdout
     assert all(shown.startswith("{'scores': ") for shown, _, _ in failure_blocks(run.stdout))
 
 
