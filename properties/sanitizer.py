@@ -8,7 +8,9 @@ Verification model:
 2. PyTorch's caching allocator is off for that run (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``): every tensor, the
    outputs the kernel allocates included, is a separate cudaMalloc whose bounds memcheck knows, so a read or
    write one element past any of them is reported.
-3. The result is memcheck's error count and its first error, as it printed it.
+3. Only memory errors count: CUDA API errors (which PyTorch and Triton provoke and handle while probing) are not
+   reported (``--report-api-errors no``).
+4. The result is memcheck's error count and its first error, as it printed it.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def run(tool: str, script: pathlib.Path, timeout: float) -> Result:
         "memcheck",
         "--error-exitcode",
         str(ERROR_EXIT),
+        "--report-api-errors",
+        "no",  # memory errors only: the CUDA API errors PyTorch and Triton probe for and handle are not the kernel's
         "--print-limit",
         "10",
         sys.executable,

@@ -45,13 +45,14 @@ if [ "$PHASE" = fuzz ]; then
         echo "== GPU tests of csa fuzz (worker, guards, sanitizer)"
         "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_fuzz_cmd.py tests/test_guards.py tests/test_isolation.py
         echo "pytest exit status $?"
-        for run in "topk fast.indexing.entry_points:topk_v41" "compression_decode registry:compression_decode:triton[read_then_write]"; do
-            set -- $run
+        sanitized() { # op impl: the whole run, then the first two examples of each property under memcheck
             echo "== csa fuzz --op $1 --impl $2 --device cuda --sanitize 2 --profile ci"
             "$PY" -m csa.cli fuzz --op "$1" --impl "$2" --device cuda --sanitize 2 --profile ci \
-                --repro-dir "$OUT/repro" --report "$OUT/fuzz_${1%%_*}.json"
+                --repro-dir "$OUT/repro" --report "$OUT/fuzz_$3.json"
             echo "csa fuzz exit status $?"
-        done
+        }
+        sanitized topk fast.indexing.entry_points:topk_v41 topk
+        sanitized compression_decode 'registry:compression_decode:triton[read_then_write]' compression
     } >"$OUT/fuzz.log" 2>&1
     rm -rf "$OUT/repro"
     grep -q "pytest exit status 0" "$OUT/fuzz.log" && [ "$(grep -c 'csa fuzz exit status 0' "$OUT/fuzz.log")" = 2 ] || status=1
