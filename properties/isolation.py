@@ -186,7 +186,8 @@ def rebuild_error(info: dict[str, Any]) -> BaseException:
 PLUMBING = (
     f'File "{HARNESS_ROOT}/properties/worker.py"',
     f'File "{HARNESS_ROOT}/properties/guards.py"',
-    'File "<frozen runpy>"',
+    f'File "{HARNESS_ROOT}/properties/registry.py"',
+    'File "<frozen ',
 )
 
 
@@ -199,9 +200,10 @@ def _plumbing(line: str) -> bool:
 
 def _signal_name(code: int) -> str:
     try:
-        return f"{signal.Signals(-code).name} (signal {-code})"
+        name = f"{signal.Signals(-code).name} (signal {-code})"
     except ValueError:
         return f"signal {-code}"
+    return f"{name}, which is often the out-of-memory killer's" if -code == signal.SIGKILL else name
 
 
 class Worker:
@@ -236,9 +238,11 @@ class Worker:
                 raise WorkerStartError(f"--impl: the worker did not load the kernel within {timeout:.0f} s") from None
             if hello is None:
                 code = self.proc.wait()
+                last = self.stderr_lines()[-1:]
                 self.kill()
+                said = f"; its stderr ends: {last[0].strip()}" if last else ""
                 raise WorkerStartError(
-                    f"--impl: the worker exited ({self.exit_text(code)}) while loading the kernel" + self.stderr_tail()
+                    f"--impl: the worker exited ({self.exit_text(code)}) while loading the kernel{said}"
                 )
             if "error" in hello:
                 self.kill()
@@ -249,12 +253,16 @@ class Worker:
     def exit_text(self, code: int) -> str:
         return _signal_name(code) if code < 0 else f"exit status {code}"
 
-    def stderr_tail(self) -> str:
+    def stderr_lines(self) -> list[str]:
+        """What the worker wrote to stderr, less the lines about the worker itself."""
         try:
             lines = self.stderr_path.read_text(errors="replace").splitlines()
         except OSError:
-            return ""
-        lines = [line for line in lines if line.strip() and not _plumbing(line)][-STDERR_LINES:]
+            return []
+        return [line for line in lines if line.strip() and not _plumbing(line)]
+
+    def stderr_tail(self) -> str:
+        lines = self.stderr_lines()[-STDERR_LINES:]
         return "\nlast lines of the worker's stderr:\n" + "\n".join(f"  | {line}" for line in lines) if lines else ""
 
     def alive(self) -> bool:

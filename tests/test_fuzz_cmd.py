@@ -122,6 +122,13 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: pathlib.Path, args: list[st
     assert not (tmp_path / "repro").exists()
 
 
+def test_a_kernel_that_crashes_while_loading_is_a_loading_error(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "crash.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    run = csa("--op", "topk", "--impl", "crash.py:topk", "--convention", "v4.1", cwd=tmp_path)
+    assert run.returncode == 2 and run.stdout == "", run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1 and "SIGSEGV" in run.stderr and 'crash.py", line 2' in run.stderr
+
+
 def test_list_op_lists_only_that_operation(tmp_path: pathlib.Path) -> None:
     run = csa("--list", "--op", "quantize_store", cwd=tmp_path)
     assert run.returncode == 0
