@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from reference.checks import fail, require
+from reference.conventions import CONVENTIONS
+from reference.topk import LaneLayout, lane_layout
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -99,26 +101,13 @@ def table_covers(
 # --- per-operation argument checks (shared by naive.py and the Triton modules) ----------------------------------
 
 
-@dataclass(frozen=True)
-class TopKMode:
-    """How a top-k convention lays out its lanes (docs/conventions.md): ``index_order`` (ascending index, else
-    rank order), ``fixed`` width (``k`` lanes, else ``min(k, N)``), the ``fill`` of empty lanes, and whether the
-    row must hold exactly the visible rows (V4 decode)."""
+TopKMode = LaneLayout
+"""How a top-k convention lays out its lanes (docs/conventions.md): ``index_order`` (ascending index, else rank
+order), ``fixed`` width (``k`` lanes, else ``min(k, N)``), the ``fill`` of empty lanes, and whether the row must
+hold exactly the visible rows (V4 decode): the reference's ``LaneLayout``."""
 
-    index_order: bool
-    fixed: bool
-    fill: int
-    whole_row: bool = False
-
-
-TOPK_MODES: dict[str, TopKMode] = {
-    "v4.1": TopKMode(True, True, -1),
-    "v4.1-clamped": TopKMode(True, False, -1),
-    "v4-prefill": TopKMode(False, False, -1),
-    "v4-decode": TopKMode(False, False, -1, whole_row=True),
-    "select": TopKMode(True, True, INT32_MAX),
-    "select-unsorted": TopKMode(False, True, INT32_MAX),
-}
+TOPK_MODES: dict[str, TopKMode] = {name: lane_layout(c.rule) for name, c in CONVENTIONS["topk"].items()}
+"""Every top-k convention's layout, derived from the one conventions table (``reference.conventions``)."""
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 
