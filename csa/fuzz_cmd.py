@@ -158,6 +158,13 @@ def _validate(args: argparse.Namespace) -> None:
         unknown = [name for name in args.property if name not in known]
         if unknown:
             raise UsageError(f"--property: {args.op} has no property {unknown[0]!r}; known: {', '.join(known)}")
+    if args.convention is not None:
+        from properties.contract import require_convention
+
+        try:
+            require_convention(args.op, args.convention)
+        except ValueError as err:
+            raise UsageError(f"--{err}") from err
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout: must be a positive number of seconds, got {args.timeout:g}")
     if not args.shrink_seconds >= 0:
