@@ -256,7 +256,7 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
     from properties.catalog import properties_for
     from properties.contract import require_convention
     from properties.registry import Implementation
-    from properties.reproducer import describe, write_reproducer
+    from properties.runner import run_property
 
     convention = args.convention or declared
     try:
@@ -308,8 +308,6 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
     first_examples: dict[str, list[Any]] = {}
     run_count = 0
     for i, prop in enumerate(props, 1):
-        from properties.runner import run_property
-
         label = f"[{i}/{len(props)}] {prop.name}"
         if not progress.enabled:
             print(f"{label} ...", end=" ", flush=True)
@@ -342,42 +340,11 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         if outcome.passed:
             continue
         entry["shrink_cut"] = outcome.shrink_cut
-        entry["failures"] = []
-        count = len(outcome.failures)
-        if count > 1:
-            print(f"\n{count} distinct failures of {prop.name}, each with its own input and reproducer:")
-        for n, failure in enumerate(outcome.failures, 1):
-            path = None
-            if failure.example is not None:
-                path = write_reproducer(
-                    args.repro_dir,
-                    prop=prop.name,
-                    op=args.op,
-                    impl_spec=spec,
-                    convention=convention,
-                    device=args.device,
-                    example=failure.example,
-                    timeout=None if args.in_process else timeout,
-                )
-            print(f"\n{'failure ' + str(n) + ' of ' + str(count) + ': ' if count > 1 else ''}property: {prop.name}")
-            if prop.doc:
-                print(f"  ({prop.doc})")
-            print(_input_label(prop, failure.example, outcome.shrink_cut, args.shrink_seconds))
-            print(describe(failure.error))
-            if failure.note:
-                print(f"  (Hypothesis: {failure.note.splitlines()[0]})")
-            if path is not None:
-                print(f"reproducer: {path}  (python {path})")
-            failed.append((prop, failure))
-            entry["failures"].append(
-                {
-                    "error_type": type(failure.error).__name__,
-                    "error": str(failure.error),
-                    "raised_at": getattr(failure.error, "csa_where", None),
-                    "example": repr(failure.example),
-                    "reproducer": None if path is None else str(path),
-                }
-            )
+        entry["failures"] = [
+            _print_failure(args, spec, convention, None if args.in_process else timeout, prop, outcome, n)
+            for n in range(len(outcome.failures))
+        ]
+        failed.extend((prop, failure) for failure in outcome.failures)
         print()
         if not args.keep_going:
             break
@@ -405,6 +372,52 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         exit_status = max(exit_status, _sanitize(args, spec, convention, timeout, failed, first_examples, report))
     _write_report(args.report, report)
     return exit_status
+
+
+def _print_failure(
+    args: argparse.Namespace,
+    spec: str,
+    convention: str | None,
+    timeout: float | None,
+    prop: Any,
+    outcome: Any,
+    n: int,
+) -> dict[str, Any]:
+    """Print the ``n``-th distinct failure of ``outcome`` (property, input, error, reproducer, all of the same
+    example) after writing its reproducer; its entry in the JSON report."""
+    from properties.reproducer import describe, write_reproducer
+
+    failure, count = outcome.failures[n], len(outcome.failures)
+    if count > 1 and n == 0:
+        print(f"\n{count} distinct failures of {prop.name}, each with its own input and reproducer:")
+    path = None
+    if failure.example is not None:
+        path = write_reproducer(
+            args.repro_dir,
+            prop=prop.name,
+            op=args.op,
+            impl_spec=spec,
+            convention=convention,
+            device=args.device,
+            example=failure.example,
+            timeout=timeout,
+        )
+    print(f"\n{f'failure {n + 1} of {count}: ' if count > 1 else ''}property: {prop.name}")
+    if prop.doc:
+        print(f"  ({prop.doc})")
+    print(_input_label(prop, failure.example, outcome.shrink_cut, args.shrink_seconds))
+    print(describe(failure.error))
+    if failure.note:
+        print(f"  (Hypothesis: {failure.note.splitlines()[0]})")
+    if path is not None:
+        print(f"reproducer: {path}  (python {path})")
+    return {
+        "error_type": type(failure.error).__name__,
+        "error": str(failure.error),
+        "raised_at": getattr(failure.error, "csa_where", None),
+        "example": repr(failure.example),
+        "reproducer": None if path is None else str(path),
+    }
 
 
 def _sanitize(
