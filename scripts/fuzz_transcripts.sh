@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The csa fuzz runs docs/fuzzing.md quotes, run now and saved as transcripts under results/fuzz/:
 #
-#   scripts/fuzz_transcripts.sh            # writes results/fuzz/{broken_topk,project_topk,misbehaving,usage}.txt
+#   scripts/fuzz_transcripts.sh   # writes results/fuzz/{broken_topk,project_topk,misbehaving,usage,self_test}.txt
 #
 # Each runs in a scratch directory holding a link to examples/, so paths print as the docs show them; `csa` in a
 # transcript is `$PYTHON -m csa.cli`. Environment: PYTHON (default .venv/bin/python), ONLY (one transcript name).
@@ -75,7 +75,12 @@ usage() {
     csa fuzz --list --op topk
 }
 
+self_test() {
+    csa fuzz --self-test
+}
+
 transcript broken_topk broken_topk
 transcript project_topk project_topk
 transcript misbehaving misbehaving
 transcript usage usage
+transcript self_test self_test
