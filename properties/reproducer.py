@@ -138,7 +138,7 @@ def replay(
     argv: Sequence[str] = (),
 ) -> int:
     """Check every case; print ``FAILS: <property>`` and the exception (type, message, where it was raised) or
-    ``passes``. Returns 1 if any case failed, else 0."""
+    ``passes``. Returns 1 if any case failed, 2 if the kernel cannot be loaded, else 0."""
     in_process, guard = "--in-process" in argv, "--no-guards" not in argv
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -153,9 +153,14 @@ def replay(
         fn = guarded(load_callable(impl_spec), op, guard=guard)
         impl = Implementation(op, "user", fn, convention, origin="user", device=device)
     else:
-        from properties.isolation import Supervisor
+        from properties.isolation import Supervisor, WorkerStartError
 
         supervisor = Supervisor(impl_spec, op, device=device, timeout=timeout, guard=guard)
+        try:
+            supervisor.hello()
+        except WorkerStartError as err:
+            print(f"cannot load the kernel: {err}")
+            return 2
         impl = Implementation(op, "user", supervisor, convention, origin="user", device="cpu")
     status = 0
     try:
