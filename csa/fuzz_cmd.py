@@ -151,6 +151,12 @@ def _validate(args: argparse.Namespace) -> None:
         raise UsageError("--op and --impl are required (or --list / --self-test)")
     if args.op not in OPERATIONS:
         raise UsageError(f"--op: unknown operation {args.op!r}; known: {', '.join(sorted(OPERATIONS))}")
+    if not args.impl.startswith(("registry:", "mutant:")):
+        target = args.impl.rpartition(":")[0]
+        if ":" not in args.impl:
+            raise UsageError(f"--impl: expected MODULE:CALLABLE or FILE.py:CALLABLE, got {args.impl!r}")
+        if target.endswith(".py") and not pathlib.Path(target).is_file():
+            raise UsageError(f"--impl: no such file {target}")
     if args.property:
         from properties.catalog import properties_for
 

@@ -101,6 +101,7 @@ KERNEL = ("--op", "topk", "--impl", f"{BROKEN}:topk", "--convention", "v4.1")
         (["--op", "topk", "--impl", "no_such_module_here:f", "--convention", "v4.1"], "--impl: importing"),
         (["--op", "topk", "--impl", f"{BROKEN}:missing", "--convention", "v4.1"], "has no callable"),
         (["--op", "topk", "--impl", "no-colon", "--convention", "v4.1"], "--impl: expected"),
+        (["--op", "topk", "--impl", "nowhere/k.py:topk", "--convention", "v4.1"], "--impl: no such file nowhere/k.py"),
         ([*KERNEL, "--report", "afile/report.json"], "--report: cannot write afile/report.json: afile is not a dir"),
         ([*KERNEL, "--repro-dir", "afile/repro"], "--repro-dir: cannot create afile/repro"),
         (["--self-test", "--max-examples", "-5"], "--max-examples: must be a positive integer, got -5"),
