@@ -20,6 +20,8 @@ Verification model:
    device-side assert leave it unusable) and exits if not.
 6. After 3, 4 or 5-with-exit a fresh worker is started at once, in the background, and the next call waits for
    it: no call runs in a worker that has timed out or crashed.
+7. A worker never outlives the harness: it exits at the end of its input, and on Linux the kernel kills it when
+   the harness dies (``PR_SET_PDEATHSIG``), even while it is stuck in a hanging kernel.
 """
 
 from __future__ import annotations

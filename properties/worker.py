@@ -8,6 +8,7 @@ kernel's declared convention and any signature problem, then answers calls until
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any
 
@@ -58,7 +59,23 @@ def serve(fn: Any, op: str, device: str, guard: bool, read: int, write: Any) -> 
             return
 
 
+def _die_with_parent() -> None:
+    """On Linux, have the kernel send SIGKILL to this worker when the harness that started it dies, even while the
+    worker is stuck in a hanging kernel and never reads its (closed) input."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the harness died before the request took effect
+        os._exit(1)
+
+
 def main() -> None:
+    _die_with_parent()
     # the protocol keeps the original stdin and stdout; the kernel's prints go to stderr, its reads see no input
     read = os.dup(0)
     write = os.fdopen(os.dup(1), "wb")

@@ -88,3 +88,42 @@ def test_tensors_cross_with_dtype_shape_strides_and_bytes() -> None:
                 got.contiguous().reshape(-1).view(torch.uint8).tolist()
                 == t.contiguous().reshape(-1).view(torch.uint8).tolist()
             )
+
+
+ORPHAN = """
+import sys, torch
+from properties.isolation import Supervisor
+kernel = Supervisor({spec!r}, "topk", timeout=600)
+kernel.hello()
+print(kernel._worker.proc.pid, flush=True)
+kernel(torch.zeros(1, 2), torch.tensor([2], dtype=torch.int32), torch.tensor([0], dtype=torch.int32), k=1)
+"""
+
+
+def test_a_worker_stuck_in_a_kernel_dies_with_its_harness(tmp_path: pathlib.Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "harness.py"
+    script.write_text(ORPHAN.format(spec=f"{MISBEHAVING}:hangs"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
+    harness = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    assert harness.stdout is not None
+    worker = int(harness.stdout.readline())
+    time.sleep(0.5)  # the call is under way: the worker hangs in the kernel
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        with open(f"/proc/{worker}/stat") as stat:
+            if stat.read().split(") ")[1].startswith("Z"):
+                return  # dead, not yet reaped
+        time.sleep(0.1)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError("the worker outlived its harness")
