@@ -91,12 +91,19 @@ def test_tensors_cross_with_dtype_shape_strides_and_bytes() -> None:
 
 
 ORPHAN = """
-import sys, torch
+import torch
 from properties.isolation import Supervisor
 kernel = Supervisor({spec!r}, "topk", timeout=600)
 kernel.hello()
 print(kernel._worker.proc.pid, flush=True)
 kernel(torch.zeros(1, 2), torch.tensor([2], dtype=torch.int32), torch.tensor([0], dtype=torch.int32), k=1)
+"""
+
+STUCK = """
+import pathlib, threading
+def topk(scores, lengths, offsets, *, k):
+    pathlib.Path(__file__).with_suffix(".inside").touch()
+    threading.Event().wait()  # never returns
 """
 
 
@@ -106,24 +113,27 @@ def test_a_worker_stuck_in_a_kernel_dies_with_its_harness(tmp_path: pathlib.Path
     import subprocess
     import sys
 
+    (tmp_path / "stuck.py").write_text(STUCK)
     script = tmp_path / "harness.py"
-    script.write_text(ORPHAN.format(spec=f"{MISBEHAVING}:hangs"))
+    script.write_text(ORPHAN.format(spec=f"{tmp_path / 'stuck.py'}:topk"))
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
     harness = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
     assert harness.stdout is not None
     worker = int(harness.stdout.readline())
-    time.sleep(0.5)  # the call is under way: the worker hangs in the kernel
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "stuck.inside").exists():  # the worker is inside the kernel, which never returns
+        assert time.monotonic() < deadline and harness.poll() is None
+        time.sleep(0.05)
     harness.send_signal(signal.SIGKILL)
     harness.wait()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            os.kill(worker, 0)
-        except ProcessLookupError:
+            with open(f"/proc/{worker}/stat") as stat:
+                if stat.read().split(") ")[1].startswith("Z"):
+                    return  # dead, not yet reaped
+        except FileNotFoundError:
             return
-        with open(f"/proc/{worker}/stat") as stat:
-            if stat.read().split(") ")[1].startswith("Z"):
-                return  # dead, not yet reaped
         time.sleep(0.1)
     os.kill(worker, signal.SIGKILL)
     raise AssertionError("the worker outlived its harness")
