@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
+
+BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command whose reader went away
 
 # subcommand name -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``
 SUBCOMMANDS: dict[str, str] = {"fuzz": "csa.fuzz_cmd", "bytes": "csa.bytes_cmd"}
@@ -20,16 +24,26 @@ def _available() -> dict[str, object]:
     return found
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is one line on stderr and exit status 2 (``csa fuzz: error: ...``), not the usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="csa", description="csa-harness command line")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="csa", description="csa-harness command line")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     modules = _available()
     for name, module in modules.items():
         child = sub.add_parser(name, help=getattr(module, "HELP", None))
         module.add_arguments(child)  # type: ignore[attr-defined]
     args = parser.parse_args(argv)
     try:
-        return int(modules[args.command].run(args))  # type: ignore[attr-defined]
+        status = int(modules[args.command].run(args))  # type: ignore[attr-defined]
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except ModuleNotFoundError as err:
         if err.name not in OPTIONAL:
             raise
@@ -39,6 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    return status
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of our output went away (``csa ... | head``): say nothing more, as a shell pipeline expects.
+    Further writes, including the interpreter's final flush, go to /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return BROKEN_PIPE
 
 
 if __name__ == "__main__":

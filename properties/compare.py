@@ -4,7 +4,9 @@
 2. A floating output is compared with the exact reference value. Its error may be at most twice the error of a
    same-precision torch implementation of the same formula on the same inputs (the flash-attention rule), with a
    floor of a few units in the last place of the output dtype, since a torch baseline may be exact by luck.
-3. A mismatch is reported lane by lane, worst lanes first, so the first lines of a report point at the bug.
+3. A mismatch is reported lane by lane, worst lanes first, so the first lines of a report point at the bug: each
+   line reads ``at <where>: expected X, got Y``, where is an index (``[0, 1]``) or a description (``slot 3 (block 0
+   row 3) scale byte 0``).
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ from typing import Any
 ULP_FLOOR = 4  # output ulps always allowed, whatever the baseline's error
 
 
+Lane = tuple[tuple[int, ...] | str, Any, Any]
+"""One differing lane of a ``Mismatch``: (where, expected, got)."""
+
+
 @dataclass
 class Mismatch(AssertionError):
-    """A property's failure: what was checked, and the differing lanes, worst first."""
+    """A property's failure: what was checked, and the differing lanes, worst first. A lane is ``(where,
+    expected, got)``: ``where`` an index tuple or a description; a string value is shown as it is."""
 
     what: str
-    lanes: list[tuple[tuple[int, ...], Any, Any]] = field(default_factory=list)
+    lanes: Sequence[Lane] = field(default_factory=list)
     detail: str = ""
 
     def __post_init__(self) -> None:
@@ -30,9 +37,17 @@ class Mismatch(AssertionError):
 
     def __str__(self) -> str:
         head = f"{self.what}: {self.detail}" if self.detail else self.what
-        shown = [f"  at {list(i)}: expected {e!r}, got {g!r}" for i, e, g in self.lanes[:12]]
+        shown = [f"  at {_where(i)}: expected {_shown(e)}, got {_shown(g)}" for i, e, g in self.lanes[:12]]
         more = [f"  ... {len(self.lanes) - 12} more lanes differ"] if len(self.lanes) > 12 else []
         return "\n".join([head, *shown, *more])
+
+
+def _where(where: tuple[int, ...] | str) -> str:
+    return where if isinstance(where, str) else str(list(where))
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)
 
 
 def _as_nested(x: Any) -> Any:
@@ -67,7 +82,7 @@ def assert_exact(expected: Any, got: Any, what: str) -> None:
     e, g = _as_nested(expected), _as_nested(got)
     if _shape(e) != _shape(g):
         raise Mismatch(what, detail=f"shape {_shape(g)} differs from expected {_shape(e)}")
-    lanes = [(i, ev, gv) for (i, ev), (_, gv) in zip(_flatten(e), _flatten(g), strict=True) if ev != gv]
+    lanes: list[Lane] = [(i, ev, gv) for (i, ev), (_, gv) in zip(_flatten(e), _flatten(g), strict=True) if ev != gv]
     if lanes:
         raise Mismatch(what, lanes, detail=f"{len(lanes)} lane(s) differ")
 

@@ -13,6 +13,10 @@ Verification model:
    outputs are pre-filled with NaN or sentinels so an unwritten lane shows.
 6. A property failing on any example is a bug in the implementation (or in the reference, which has its own
    invariants checked by the same suite).
+7. Only the arguments an operation declares in place (``Params.in_place``: ``state`` for compression, ``cache``
+   for quantize_store) may change; every other argument is an input and must hold the same bytes after the call,
+   garbage lanes included, and no byte outside any argument may change (``properties.guards``, under
+   ``csa fuzz``).
 """
 
 from __future__ import annotations
@@ -27,10 +31,19 @@ from reference.conventions import CONVENTIONS
 
 @dataclass(frozen=True)
 class Params:
-    """The arguments an implementation must accept: positional tensors, then keyword-only settings."""
+    """The arguments an implementation must accept: positional tensors, then keyword-only settings.
+
+    ``in_place``: the arguments the implementation writes (the signature's "(in place)"); every other argument
+    is an input, compared byte for byte after each call under ``csa fuzz`` (``properties.guards``).
+    """
 
     positional: tuple[str, ...]
     keyword: tuple[str, ...]
+    in_place: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*self.positional, *self.keyword)
 
 
 @dataclass(frozen=True)
@@ -43,13 +56,19 @@ class Operation:
     comparison: str
 
 
-def _op(name: str, summary: str, params: str, signature: str, comparison: str) -> Operation:
+def _op(
+    name: str, summary: str, params: str, signature: str, comparison: str, in_place: tuple[str, ...] = ()
+) -> Operation:
     """One operation; its conventions are those ``reference.conventions`` names for it."""
     positional, _, keyword = params.partition(";")
+    declared = Params(_names(positional), _names(keyword), in_place)
+    unknown = [a for a in in_place if a not in declared.names]
+    if unknown:
+        raise ValueError(f"in_place: {name} has no argument {unknown}")
     return Operation(
         name,
         summary,
-        Params(_names(positional), _names(keyword)),
+        declared,
         " ".join(signature.split()),
         tuple(CONVENTIONS[name]),
         comparison,
@@ -75,6 +94,7 @@ OPERATIONS: dict[str, Operation] = {
             "rows within twice the error of the worst same-precision torch formulation, lane by lane, floor 4 ulps "
             "of sum p|v| (docs/compression-properties.md); store_rows and the ring contents of the W - 1 newest "
             "positions exact",
+            in_place=("state",),
         ),
         _op(
             "compression_decode",
@@ -85,6 +105,7 @@ OPERATIONS: dict[str, Operation] = {
             raises (write_then_read: W + q - 1, read_then_write: W - 1)""",
             "rows as compression_prefill; store_rows exact; the ring holds exactly every position a later step may "
             "read after any acceptance and that S slots can still hold",
+            in_place=("state",),
         ),
         _op(
             "index_scores",
@@ -167,6 +188,7 @@ OPERATIONS: dict[str, Operation] = {
             is written; no byte outside the stored rows' data and scale parts changes (the V4 pad byte: 0 or
             untouched)""",
             "exact bytes (a -0.0 input may give either zero code)",
+            in_place=("cache",),
         ),
         _op(
             "gather_dequantize",

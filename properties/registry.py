@@ -50,6 +50,11 @@ class Registry:
     def __contains__(self, impl_id: object) -> bool:
         return impl_id in self._items
 
+    def get(self, impl_id: str) -> Implementation:
+        if impl_id not in self._items:
+            raise KeyError(impl_id)
+        return self._items[impl_id]
+
     def find(self, op: str | None = None, origin: str | None = None) -> list[Implementation]:
         return [
             i for i in self._items.values() if (op is None or i.op == op) and (origin is None or i.origin == origin)
@@ -85,8 +90,28 @@ class LoadError(Exception):
     """A user's callable could not be loaded; the command line turns this into exit status 2."""
 
 
+REGISTERED = ("registry:", "mutant:")
+"""Spec prefixes naming a registered implementation by id: ``registry:topk:triton[v4.1]`` (the reference adapters
+and the project's kernels), ``mutant:<id>`` (a shipped mutant)."""
+
+
 def load_callable(spec: str) -> Callable[..., Any]:
-    """Load ``package.module:callable`` or ``path/to/file.py:callable``. Failure is an error, never a fallback."""
+    """Load ``package.module:callable``, ``path/to/file.py:callable``, or a registered implementation
+    (``registry:<id>``, ``mutant:<id>``). Failure is an error, never a fallback."""
+    if spec.startswith(REGISTERED):
+        kind, _, impl_id = spec.partition(":")
+        if kind == "mutant":
+            from properties.mutants import register_mutants
+
+            found = register_mutants()
+        else:
+            found = discover()
+        try:
+            impl = found.get(impl_id)
+        except KeyError:
+            known = ", ".join(sorted(i.id for i in found.find()))
+            raise LoadError(f"--impl: no {kind} implementation {impl_id!r}; known: {known}") from None
+        return _declaring(impl.fn, impl.convention)
     if ":" not in spec:
         raise LoadError(f"--impl: expected MODULE:CALLABLE or FILE.py:CALLABLE, got {spec!r}")
     target, _, attr = spec.rpartition(":")
@@ -112,3 +137,61 @@ def load_callable(spec: str) -> Callable[..., Any]:
     if fn is None or not callable(fn):
         raise LoadError(f"--impl: {target} has no callable {attr!r}")
     return fn  # type: ignore[no-any-return]
+
+
+def signature_problem(fn: Callable[..., Any], op: str) -> str | None:
+    """Why ``fn`` cannot be called with ``op``'s arguments (the positional tensors, then the keywords), or None."""
+    import inspect
+
+    needed = operation(op).params
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as err:
+        return f"--impl: cannot read the callable's signature: {err}"
+    try:
+        sig.bind(*[None] * len(needed.positional), **dict.fromkeys(needed.keyword))
+    except TypeError as err:
+        want = ", ".join([*needed.positional, *[f"{k}=" for k in needed.keyword]])
+        return f"--impl: {op} needs a callable accepting ({want}); {sig} does not: {err}"
+    return None
+
+
+def import_root(spec: str) -> str | None:
+    """The ``sys.path`` entry a ``module:callable`` spec was imported from (None for a file or a registered id):
+    a reproducer puts it back on ``sys.path`` so it runs without the PYTHONPATH of the run that wrote it."""
+    if spec.startswith(REGISTERED) or ":" not in spec:
+        return None
+    target = spec.rpartition(":")[0]
+    if target.endswith(".py"):
+        return None
+    top = target.split(".")[0]
+    module = sys.modules.get(top)
+    if module is None:
+        try:
+            found = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return None
+        origin = found.origin if found is not None else None
+        locations = list(found.submodule_search_locations or []) if found is not None else []
+    else:
+        origin = getattr(module, "__file__", None)
+        locations = list(getattr(module, "__path__", []) or [])
+    if locations:
+        return str(pathlib.Path(locations[0]).resolve().parent)
+    if origin and origin not in ("built-in", "frozen"):
+        return str(pathlib.Path(origin).resolve().parent)
+    return None
+
+
+def _declaring(fn: Callable[..., Any], convention: str | None) -> Callable[..., Any]:
+    """``fn``, declaring ``convention`` as its ``csa_convention`` (a wrapper where ``fn`` declares none)."""
+    if convention is None or getattr(fn, "csa_convention", None) is not None:
+        return fn
+    import functools
+
+    @functools.wraps(fn)
+    def declared(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    declared.csa_convention = convention  # type: ignore[attr-defined]
+    return declared

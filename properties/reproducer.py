@@ -1,52 +1,187 @@
-"""Standalone reproducer scripts: a failing example, frozen as Python source that needs only this package."""
+"""Standalone reproducer scripts: failing examples, frozen as Python source that needs only this package.
+
+A reproducer records everything its run needs: the harness's own directory and the import root of a
+``module:callable`` kernel (put back on ``sys.path``, so it runs without the PYTHONPATH of the run that wrote it),
+the kernel's spec, convention and device, the per-call time limit, and the examples. By default it runs the kernel
+as ``csa fuzz`` did: in a supervised worker, guarded, with the same time limit. ``--in-process`` calls it in the
+script's own process (for a debugger, or compute-sanitizer); ``--no-guards`` passes the tensors without guard
+regions. Every exception a check raises is a failure, printed with its type.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import pathlib
+import sys
+from collections.abc import Sequence
 from typing import Any
 
-TEMPLATE = '''"""Reproducer: property {prop!r} fails for {impl_spec} (op {op}, convention {convention}).
+TEMPLATE = '''"""Reproducer: {what} for {impl_spec} (op {op}, convention {convention}, device {device}).
 
-Run with only csa-harness installed: python {filename}
+Run with only csa-harness installed: python {filename} [--in-process] [--no-guards]
 """
 
 import sys
-from fractions import Fraction  # noqa: F401  (examples may hold exact rationals)
 
-from properties.catalog import all_properties
-from properties.registry import Implementation, load_callable
+sys.path[:0] = [p for p in {paths!r} if p not in sys.path]  # the harness and the kernel's import root
+
+from fractions import Fraction  # noqa: E402, F401  (examples may hold exact rationals)
+
+from properties.reproducer import replay  # noqa: E402
 
 nan = float("nan")
 inf = float("inf")
 
-EXAMPLE = {example}
+CASES = [
+{cases}
+]
 
-fn = load_callable({impl_spec!r})
-impl = Implementation({op!r}, "user", fn, {convention!r}, origin="user", device={device!r})
-prop = next(p for p in all_properties() if p.name == {prop!r})
-try:
-    prop.check(impl, EXAMPLE)
-except AssertionError as failure:
-    print(f"FAILS: {{prop.name}}")
-    print(failure)
-    sys.exit(1)
-print("passes: the bug is fixed")
+sys.exit(
+    replay(
+        op={op!r},
+        impl_spec={impl_spec!r},
+        convention={convention!r},
+        device={device!r},
+        timeout={timeout!r},
+        cases=CASES,
+        argv=sys.argv[1:],
+    )
+)
 '''
 
 
-def write_reproducer(
-    path: pathlib.Path, *, prop: str, op: str, impl_spec: str, convention: str | None, device: str, example: Any
+def example_hash(example: Any, impl_spec: str = "") -> str:
+    """A short hash of an example's source text (and of the kernel's spec): the part of a reproducer's name that
+    tells inputs, and kernels sharing a reproducer directory, apart."""
+    return hashlib.sha256(f"{impl_spec}\n{example!r}".encode()).hexdigest()[:8]
+
+
+def reproducer_name(op: str, prop: str, example: Any, impl_spec: str = "") -> str:
+    return f"repro_{op}_{prop}_{example_hash(example, impl_spec)}.py"
+
+
+def harness_paths(impl_spec: str) -> list[str]:
+    """The ``sys.path`` entries a reproducer restores: this package's root, and the kernel's import root."""
+    from properties.registry import import_root
+
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    found = import_root(impl_spec)
+    return [root, *([found] if found and found != root else [])]
+
+
+def write_script(
+    path: pathlib.Path,
+    *,
+    cases: Sequence[tuple[str, Any]],
+    op: str,
+    impl_spec: str,
+    convention: str | None,
+    device: str,
+    timeout: float | None = None,
+    what: str | None = None,
 ) -> pathlib.Path:
+    """A script replaying ``cases`` ((property name, example) pairs); returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    names = sorted({prop for prop, _ in cases})
     source = TEMPLATE.format(
-        prop=prop,
+        what=what or f"propert{'y' if len(names) == 1 else 'ies'} {', '.join(map(repr, names))}",
         op=op,
         impl_spec=impl_spec,
         convention=convention,
         device=device,
-        example=repr(example),
+        timeout=timeout,
+        paths=harness_paths(impl_spec),
+        cases="\n".join(f"    ({prop!r}, {example!r})," for prop, example in cases),
         filename=path.name,
     )
     compile(source, str(path), "exec")
     path.write_text(source)
     return path
+
+
+def write_reproducer(
+    path: pathlib.Path,
+    *,
+    prop: str,
+    op: str,
+    impl_spec: str,
+    convention: str | None,
+    device: str,
+    example: Any,
+    timeout: float | None = None,
+) -> pathlib.Path:
+    """The reproducer of one failing example; ``path`` is a directory (the file is named by ``reproducer_name``)
+    or the file itself."""
+    if path.suffix != ".py":
+        path = path / reproducer_name(op, prop, example, impl_spec)
+    return write_script(
+        path,
+        cases=[(prop, example)],
+        op=op,
+        impl_spec=impl_spec,
+        convention=convention,
+        device=device,
+        timeout=timeout,
+        what=f"property {prop!r} fails",
+    )
+
+
+def replay(
+    *,
+    op: str,
+    impl_spec: str,
+    convention: str | None,
+    device: str,
+    cases: Sequence[tuple[str, Any]],
+    timeout: float | None = None,
+    argv: Sequence[str] = (),
+) -> int:
+    """Check every case; print ``FAILS: <property>`` and the exception (type, message, where it was raised) or
+    ``passes``. Returns 1 if any case failed, 2 if the kernel cannot be loaded, else 0."""
+    in_process, guard = "--in-process" in argv, "--no-guards" not in argv
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from properties.catalog import all_properties
+    from properties.registry import Implementation, load_callable
+
+    props = {p.name: p for p in all_properties()}
+    supervisor = None
+    if in_process:
+        from properties.guards import guarded
+
+        fn = guarded(load_callable(impl_spec), op, guard=guard)
+        impl = Implementation(op, "user", fn, convention, origin="user", device=device)
+    else:
+        from properties.isolation import Supervisor, WorkerStartError
+
+        supervisor = Supervisor(impl_spec, op, device=device, timeout=timeout, guard=guard)
+        try:
+            supervisor.hello()
+        except WorkerStartError as err:
+            print(f"cannot load the kernel: {err}")
+            return 2
+        impl = Implementation(op, "user", supervisor, convention, origin="user", device="cpu")
+    status = 0
+    try:
+        for prop, example in cases:
+            try:
+                props[prop].check(impl, example)
+            except Exception as failure:  # every exception is a failure of the kernel, with its type
+                status = 1
+                print(f"FAILS: {prop}")
+                print(describe(failure))
+            else:
+                print("passes: the bug is fixed" if len(cases) == 1 else f"passes: {prop}")
+            sys.stdout.flush()
+    finally:
+        if supervisor is not None:
+            supervisor.close()
+    return status
+
+
+def describe(failure: BaseException) -> str:
+    """``Type: message``, and where a kernel raised it when that is known."""
+    text = f"{type(failure).__name__}: {failure}"
+    where = getattr(failure, "csa_where", None)
+    return f"{text}\n  raised at {where}" if where else text

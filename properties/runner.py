@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import Flaky
 
 from properties.registry import Implementation
 
@@ -38,7 +38,20 @@ class Property:
 
 
 @dataclass
+class Failure:
+    """One distinct failure: the exception and the very example whose check raised it."""
+
+    error: BaseException
+    example: Any
+    note: str = ""  # what Hypothesis said around it (e.g. that the failure did not reproduce), if anything
+
+
+@dataclass
 class Outcome:
+    """``failures``: every distinct failure Hypothesis reported, each paired with its own example (the shrunk one,
+    or the explicit example that failed); ``error`` and ``example`` are the first of them. ``shrink_cut``: the
+    ``shrink_seconds`` budget ended shrinking (the example is the smallest failing one found by then)."""
+
     prop: str
     impl: str
     passed: bool
@@ -48,22 +61,88 @@ class Outcome:
     example: Any = None
     seed: int | None = None
     notes: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    shrink_cut: bool = False
+    first_examples: list[Any] = field(default_factory=list)
+
+
+FIRST_EXAMPLES = 64
+"""Examples an ``Outcome`` keeps, in the order they were checked (``csa fuzz --sanitize N`` replays them)."""
+
+
+class Monitor:
+    """What one run of a property saw: every example checked, every (exception, example) pair, and the budget
+    after the first failure. Once ``shrink_seconds`` have passed since the first failure, only examples already
+    seen failing are checked again (Hypothesis replays its shrunk example last); any other example passes at once,
+    so shrinking, and the search for further distinct failures, ends within a few cheap steps."""
+
+    def __init__(self, shrink_seconds: float | None = None, on_example: Callable[[], None] | None = None) -> None:
+        self.shrink_seconds = shrink_seconds
+        self.on_example = on_example
+        self.tried: list[Any] = []
+        self.raised: list[tuple[BaseException, Any]] = []
+        self.failing: set[str] = set()
+        self.deadline: float | None = None
+        self.cut = False
+
+    def skip(self, example: Any) -> bool:
+        if self.deadline is None or time.monotonic() <= self.deadline or repr(example) in self.failing:
+            return False
+        self.cut = True
+        return True
+
+    def checked(self, example: Any) -> None:
+        self.tried.append(example)
+        if self.on_example is not None:
+            self.on_example()
+
+    def failed(self, err: BaseException, example: Any) -> None:
+        self.raised.append((err, example))
+        self.failing.add(repr(example))
+        if self.deadline is None and self.shrink_seconds is not None:
+            self.deadline = time.monotonic() + self.shrink_seconds
+
+    def failures(self, err: BaseException) -> list[Failure]:
+        """The distinct failures in what Hypothesis raised, each with the example whose check raised it."""
+        note = str(err) if isinstance(err, Flaky) else ""
+        found = []
+        for leaf in _leaves(err):
+            example = next((ex for e, ex in reversed(self.raised) if e is leaf), None)
+            found.append(Failure(leaf, example, note))
+        return found
+
+
+def _leaves(err: BaseException) -> list[BaseException]:
+    if isinstance(err, BaseExceptionGroup):
+        return [leaf for inner in err.exceptions for leaf in _leaves(inner)]
+    return [err]
 
 
 def hypothesis_test(
-    prop: Property, impl: Implementation, record: list[Any] | None = None, failed: list[Any] | None = None
+    prop: Property,
+    impl: Implementation,
+    record: list[Any] | None = None,
+    failed: list[Any] | None = None,
+    monitor: Monitor | None = None,
 ) -> Callable[[], None]:
     """The Hypothesis test function for ``prop`` on ``impl``; ``record`` receives every example tried, ``failed``
-    every example whose check raised (Hypothesis goes on after a failing explicit example)."""
+    every example whose check raised (Hypothesis goes on after a failing explicit example), ``monitor`` both
+    with the exceptions (``Monitor``)."""
 
     def body(example: Any) -> None:
+        if monitor is not None:
+            if monitor.skip(example):
+                return
+            monitor.checked(example)
         if record is not None:
             record.append(example)
         try:
             prop.check(impl, example)
-        except BaseException:
+        except BaseException as err:
             if failed is not None:
                 failed.append(example)
+            if monitor is not None:
+                monitor.failed(err, example)
             raise
 
     # one example-database key per (property, implementation): every pair shares ``body``'s source, which is
@@ -85,12 +164,15 @@ def run_property(
     seed: int | None = None,
     derandomize: bool | None = None,
     shrink: bool = True,
+    shrink_seconds: float | None = None,
+    on_example: Callable[[], None] | None = None,
 ) -> Outcome:
-    """Run ``prop`` on ``impl`` outside pytest; the failing example returned is the shrunk one (with
-    ``shrink=False`` the first failing example: enough to know that a property fails, and much faster)."""
-    record: list[Any] = []
-    failed: list[Any] = []
-    test = hypothesis_test(prop, impl, record, failed)
+    """Run ``prop`` on ``impl`` outside pytest. Every distinct failure comes back with its own example: the shrunk
+    one (with ``shrink=False`` the first failing example: enough to know that a property fails, and much
+    faster). ``shrink_seconds`` bounds the time spent after the first failure (``Monitor``); ``on_example`` is
+    called for every example checked."""
+    monitor = Monitor(shrink_seconds, on_example)
+    test = hypothesis_test(prop, impl, monitor=monitor)
     overrides: dict[str, Any] = {}
     if max_examples is not None:
         overrides["max_examples"] = max_examples
@@ -109,22 +191,34 @@ def run_property(
     start = time.perf_counter()
     try:
         test()
-    except (
-        AssertionError,
-        HypothesisException,
-        Exception,
-    ) as err:  # any exception from the impl is a failure
+    except Exception as err:  # any exception from the impl is a failure; Hypothesis groups distinct ones
+        failures = monitor.failures(err)
+        first = failures[0]
+        example = first.example
+        if example is None and not monitor.raised:
+            example = monitor.tried[-1] if monitor.tried else None
         return Outcome(
             prop.name,
             impl.id,
             False,
-            len(record),
+            len(monitor.tried),
             time.perf_counter() - start,
-            err,
-            failed[-1] if failed else (record[-1] if record else None),
+            first.error,
+            example,
             seed,
+            failures=failures,
+            shrink_cut=monitor.cut,
+            first_examples=monitor.tried[:FIRST_EXAMPLES],
         )
-    return Outcome(prop.name, impl.id, True, len(record), time.perf_counter() - start, seed=seed)
+    return Outcome(
+        prop.name,
+        impl.id,
+        True,
+        len(monitor.tried),
+        time.perf_counter() - start,
+        seed=seed,
+        first_examples=monitor.tried[:FIRST_EXAMPLES],
+    )
 
 
 def applicable(props: Sequence[Property], impls: Sequence[Implementation]) -> list[tuple[Property, Implementation]]:

@@ -2,10 +2,15 @@
 # The one command for a CUDA machine whose python3 already has torch and Triton (no network needed):
 # the whole test suite with the Triton kernels compiled (no TRITON_INTERPRET), then the benchmarks.
 #
-#   scripts/gpu_check.sh [all|tests|bench]        # default: all
+#   scripts/gpu_check.sh [all|tests|bench|fuzz]   # default: all (tests, then bench)
+#
+# fuzz: csa fuzz on the GPU (not part of all): the GPU tests of the supervised worker, the guards and
+# --sanitize (tests/test_fuzz_cmd.py, tests/test_guards.py, tests/test_isolation.py: a kernel writing one byte past
+# its output, a far out-of-bounds read reported with the run going on, memcheck's first error), then
+# `csa fuzz --device cuda --sanitize` on the project's Triton top-k and on one compression kernel (exit 0 expected).
 #
 # Output under $OUT (default ./gpu_out), at most 6 files: env.txt, tests.log, bench.log, bench.json, bench.md,
-# roofline.png. Wheels in .whl/ (e.g. hypothesis, pytest, pytest-xdist) are installed into /tmp/site first, if
+# roofline.png (fuzz: env.txt, fuzz.log, fuzz_topk.json, fuzz_compression.json). Wheels in .whl/ (e.g. hypothesis, pytest, pytest-xdist) are installed into /tmp/site first, if
 # present; with pytest-xdist the suite runs on all cores but two (16 cores: about 4 minutes on an H200).
 # Environment: PYTHON (default python3), BENCH_BUDGET_S (seconds after which the benchmark skips further
 # torch.compile baselines except those of the cases with targets, default 300), BENCH_ARGS (extra fast.bench arguments, e.g. "--only compression/"),
@@ -13,7 +18,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PHASE=${1:-all}
-case "$PHASE" in all | tests | bench) ;; *) echo "usage: $0 [all|tests|bench]" >&2; exit 2 ;; esac
+case "$PHASE" in all | tests | bench | fuzz) ;; *) echo "usage: $0 [all|tests|bench|fuzz]" >&2; exit 2 ;; esac
 PY=${PYTHON:-python3}
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -34,6 +39,27 @@ fi
 cat "$OUT/env.txt"
 
 status=0
+if [ "$PHASE" = fuzz ]; then
+    start=$SECONDS
+    {
+        echo "== GPU tests of csa fuzz (worker, guards, sanitizer)"
+        "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_fuzz_cmd.py tests/test_guards.py tests/test_isolation.py
+        echo "pytest exit status $?"
+        sanitized() { # op impl: the whole run, then the first two examples of each property under memcheck
+            echo "== csa fuzz --op $1 --impl $2 --device cuda --sanitize 2 --profile ci"
+            "$PY" -m csa.cli fuzz --op "$1" --impl "$2" --device cuda --sanitize 2 --profile ci \
+                --repro-dir "$OUT/repro" --report "$OUT/fuzz_$3.json"
+            echo "csa fuzz exit status $?"
+        }
+        sanitized topk fast.indexing.entry_points:topk_v41 topk
+        sanitized compression_decode 'registry:compression_decode:triton[read_then_write]' compression
+    } >"$OUT/fuzz.log" 2>&1
+    rm -rf "$OUT/repro"
+    grep -q "pytest exit status 0" "$OUT/fuzz.log" && [ "$(grep -c 'csa fuzz exit status 0' "$OUT/fuzz.log")" = 2 ] || status=1
+    echo "fuzz phase: status $status after $((SECONDS - start)) s" >>"$OUT/fuzz.log"
+    tail -n 40 "$OUT/fuzz.log"
+    exit "$status"
+fi
 if [ "$PHASE" != bench ]; then
     start=$SECONDS
     # shellcheck disable=SC2086

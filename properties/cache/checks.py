@@ -24,7 +24,7 @@ from properties.cache.strategies import (
     garbage_row,
     row_values,
 )
-from properties.compare import Mismatch
+from properties.compare import Lane, Mismatch
 from properties.registry import Implementation
 from reference.cache_blocks import BlockLayout, slot_byte_offsets
 from reference.formats import RowFormat
@@ -146,14 +146,13 @@ def compare_cache(
     if expected == got:
         return
     free_bits, choices = free_bits or {}, choices or {}
-    lanes: list[tuple[tuple[int, ...], Any, Any]] = []
+    lanes: list[Lane] = []
     for position, (e, g) in enumerate(zip(expected, got, strict=True)):
         if e == g or g in choices.get(position, ()) or not (e ^ g) & ~free_bits.get(position, 0):
             continue
-        lanes.append(((position,), f"0x{e:02x}", f"0x{g:02x} at {describe(layout, position)}"))
+        lanes.append((describe(layout, position), f"0x{e:02x}", f"0x{g:02x}"))
     if lanes:
-        first = describe(layout, lanes[0][0][0])
-        raise Mismatch(what, lanes, detail=f"{len(lanes)} byte(s) differ, first at {first}{context}")
+        raise Mismatch(what, lanes, detail=f"{len(lanes)} byte(s) differ, first at {lanes[0][0]}{context}")
 
 
 def _zero_sign_bits(fmt: RowFormat, values: list[float]) -> dict[int, int]:

@@ -36,7 +36,7 @@ from properties.cache.strategies import (
     grid_values_for,
     store_examples,
 )
-from properties.compare import Mismatch
+from properties.compare import Lane, Mismatch
 from properties.registry import Implementation
 from properties.runner import Property
 from reference.accounting import block_payload_bytes, page_bytes
@@ -91,10 +91,8 @@ def check_store_writes_only_its_rows(impl: Implementation, example: dict[str, An
         raise AssertionError("harness: stored rows' spans overlap or miss the accounted row bytes")
     outside = sorted(written - required - optional)
     missing = sorted(required - written)
-    lanes: list[tuple[tuple[int, ...], Any, Any]] = [
-        ((p,), "untouched", f"written at {describe(layout, p)}") for p in outside
-    ]
-    lanes += [((p,), "written", f"untouched at {describe(layout, p)}") for p in missing]
+    lanes: list[Lane] = [(describe(layout, p), "untouched", "written") for p in outside]
+    lanes += [(describe(layout, p), "written", "untouched") for p in missing]
     if lanes:
         raise Mismatch(
             "quantize_store writes",
