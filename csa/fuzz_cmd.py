@@ -72,18 +72,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list operations and their conventions (--op: one)")
 
 
+LIST_WIDTH = 100
+
+
 def _list(op: str | None) -> int:
+    """Every operation on one line each; with ``--op``, one operation's signature, conventions and properties.
+    Every line fits in ``LIST_WIDTH`` columns."""
+    import textwrap
+
     from properties.catalog import properties_for
     from properties.contract import OPERATIONS
+    from reference.conventions import CONVENTIONS
 
-    for item in OPERATIONS.values():
-        if op is not None and item.name != op:
-            continue
-        conv = ", ".join(item.conventions) or "-"
-        print(f"{item.name:22} conventions: {conv:40} properties: {len(properties_for(item.name))}")
-        print(f"{'':22} {item.signature}")
-        if item.params.in_place:
-            print(f"{'':22} in place: {', '.join(item.params.in_place)}; every other argument must stay unchanged")
+    def block(text: str, indent: str = "  ") -> str:
+        return textwrap.fill(text, LIST_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+
+    if op is None:
+        print(f"{'operation':20} {'conventions':>11} {'properties':>10}  summary")
+        for item in OPERATIONS.values():
+            line = f"{item.name:20} {len(item.conventions):>11} {len(properties_for(item.name)):>10}  {item.summary}"
+            print(line if len(line) <= LIST_WIDTH else line[: LIST_WIDTH - 3].rsplit(" ", 1)[0] + " ...")
+        print("\n`csa fuzz --list --op NAME`: one operation's signature, conventions and properties.")
+        return 0
+    item = OPERATIONS[op]
+    print(textwrap.fill(f"{item.name}: {item.summary}", LIST_WIDTH, subsequent_indent="  "))
+    print("signature:")
+    print(block(item.signature))
+    if item.params.in_place:
+        print(block(f"in place: {', '.join(item.params.in_place)}; every other argument must stay unchanged"))
+    print("compared:")
+    print(block(item.comparison))
+    if item.conventions:
+        print("conventions (--convention):")
+        for name, convention in CONVENTIONS[op].items():
+            print(block(f"{name}: {convention.summary}"))
+    print("properties:")
+    for prop in properties_for(op):
+        print(block(f"{prop.name}: {prop.doc}" if prop.doc else prop.name))
     return 0
 
 

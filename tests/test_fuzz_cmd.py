@@ -133,7 +133,7 @@ def test_a_kernel_that_crashes_while_loading_is_a_loading_error(tmp_path: pathli
 def test_list_op_lists_only_that_operation(tmp_path: pathlib.Path) -> None:
     run = csa("--list", "--op", "quantize_store", cwd=tmp_path)
     assert run.returncode == 0
-    assert run.stdout.startswith("quantize_store ") and "topk" not in run.stdout
+    assert run.stdout.startswith("quantize_store: ") and "topk" not in run.stdout
     assert "in place: cache" in run.stdout
 
 
@@ -367,3 +367,16 @@ def test_sanitize_reports_memchecks_first_error(tmp_path: pathlib.Path) -> None:
               "--shrink-seconds", "0", "--sanitize", cwd=tmp_path, interpret=False)  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr
     assert "error(s); the first:" in run.stdout and "Invalid __global__ write of size 1 bytes" in run.stdout, run.stdout
+
+
+def test_list_fits_in_100_columns_and_names_each_conventions_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    from csa.cli import main
+    from properties.contract import OPERATIONS
+    from reference.conventions import CONVENTIONS
+
+    for op in [None, *OPERATIONS]:
+        assert main(["fuzz", "--list", *(["--op", op] if op else [])]) == 0
+        out = capsys.readouterr().out
+        assert max(len(line) for line in out.splitlines()) <= 100, op
+        if op:
+            assert all(f"{name}: {c.summary}" in out for name, c in CONVENTIONS[op].items())
