@@ -51,8 +51,10 @@ lint: $(SETUP)
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
+# The suite runs on every core (pytest-xdist); JOBS=1 runs it in one process.
+JOBS ?= auto
 test: $(SETUP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS)
 
 check: lint test
 
