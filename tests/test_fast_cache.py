@@ -570,6 +570,32 @@ def test_bf16_mode_within_twice_the_bf16_torch_error() -> None:
     assert ours > 1e-5, "the bf16 mode should round the probabilities: otherwise this test checks nothing"
 
 
+EXTREME_SINKS = [1e30, -1e30, 3.4028234663852886e38, 1000.0, 120.0]
+"""Sinks across the float32 range: e^{sink - m} overflows float32 at 1e30, the f32 maximum, 1000 and 120 (the
+row maxima here are below 25), and underflows at -1e30."""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("precision", ["f64", "f32", "bf16"])
+def test_extreme_sinks_in_every_mode(precision: str, backend: str) -> None:
+    """Every mode and backend on sinks far above and below the row: no NaN or infinity outside the empty row,
+    lse untouched by the sink, and each output within the mode's rounding of the exact one (0 where the sink
+    swamps the row, the sink-free result at -1e30)."""
+    case = attention_case(torch.bfloat16, "out_of_range", seed=5)
+    case["sink"] = torch.tensor(EXTREME_SINKS, dtype=torch.float32, device=DEVICE)
+    out, lse = run(case, precision=precision, backend=backend, config=SMALL)
+    exact_out, exact_lse = exact_result(case, "zero")
+    assert bool(torch.isfinite(out[:2]).all()) and bool(torch.isfinite(lse[:2]).all())
+    relative = {"f64": 2.0**-23, "f32": 2.0**-20, "bf16": 2.0**-4}[precision]  # bf16 torch rounds the scores
+    ulps = np.vectorize(lambda x: max(f32_ulp(x), 2.0**-149))  # below float32's range: its smallest step
+    e = np.asarray(exact_out, dtype=np.float64)
+    assert_close(out, exact_out, relative * weighted_magnitude(case) + 8 * ulps(e), "out")
+    lse_exact = np.asarray(exact_lse, dtype=np.float64)
+    lse_relative = relative if precision == "bf16" else 0.0
+    assert_close(lse, exact_lse, 8 * ulps(lse_exact) + lse_relative * np.nan_to_num(np.abs(lse_exact)), "lse")
+    assert bool((out[:2, [0, 2, 3]] == 0).all())
+
+
 @pytest.mark.parametrize("precision", ["f64", "f32", "bf16"])
 def test_lane_order_does_not_matter(precision: str) -> None:
     """Each row's lanes reversed and shuffled (invalid ones with them): the same result within 1 f32 ulp

@@ -64,6 +64,12 @@ MUTANTS: list[Implementation] = [
     _attention("attention_sink_twice", "out_of_range+empty_zero", "sink added twice", sink="twice"),
     _attention("attention_sink_in_lse", "minus_one_only+empty_nan", "sink folded into lse", sink="in_lse"),
     _attention(
+        "attention_sink_exponent_clamped",
+        "minus_one_only+empty_zero",
+        "sink - m clamped to 80 before exp (kept finite in float32): a sink far above lse is understated",
+        sink_exponent_clamp=80.0,
+    ),
+    _attention(
         "attention_minus_one_reads_last_row",
         "minus_one_only+empty_zero",
         "lane -1 gathers row N-1",

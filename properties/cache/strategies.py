@@ -334,6 +334,12 @@ def lane_of_byte(b: int, n: int, invalid_share: int) -> list[Any]:
 
 
 SCALES = (1.0, 0.5, 0.25, 0.3)
+EXTREME_SINKS = (1e30, -1e30, F32_MAX, -F32_MAX, 1e9, 100.0, 89.0, -1e4)
+"""Sinks across the whole float32 range: where ``e^{sink}`` overflows float32 (89), float64 (1e9) or any format
+(1e30, the f32 maximum, whose exact exponential the reference bounds instead of expanding), and far below."""
+EXTREME_OFFSETS = (1000.0, 709.0, 100.0, 89.0, 1e30, -709.0, -1000.0, -1e30)
+"""Sinks far above or below the row's lse: lse + 709 overflows a float64 ``e^{sink - lse}``, lse + 89 a float32
+one; lse + 1000 leaves an output below every float's range."""
 LEADING = (0, 4, 8, 1, 2, 3)  # index LEADING[0] stands for the whole row
 
 
@@ -352,8 +358,9 @@ def attention_examples(
     0]`` or ``["out_of_range", which]`` (see ``out_of_range_lane``); under minus_one_only an out-of-range lane
     is passed as -1. ``leading``: that many lanes at the start of each row made invalid; ``empty``: rows made
     entirely invalid; ``sink_offsets``: sinks placed at the first row's lse plus an offset (``None``: ``sinks``
-    as drawn); ``perm_seed``: a lane permutation to replay the example with."""
-    head = draw(st.binary(min_size=11, max_size=11))
+    as drawn); ``perm_seed``: a lane permutation to replay the example with. One example in three puts one
+    head's sink (or offset) far out: ``EXTREME_SINKS`` (``EXTREME_OFFSETS``)."""
+    head = draw(st.binary(min_size=12, max_size=12))
     heads, d, m = 1 + head[0] % 2, 1 + head[1] % 8, 1 + head[2] % 2
     n = min_kv + head[3] % (13 - min_kv)
     k = 1 + head[4] % 16
@@ -368,6 +375,9 @@ def attention_examples(
     special = sinks if offsets is None else offsets
     if head[9] % 4 == 3:
         special[head[9] // 4 % heads] = specials[head[9] // 8 % 2]
+    if head[11] % 3 == 2:
+        far = EXTREME_SINKS if offsets is None else EXTREME_OFFSETS
+        special[head[11] // 3 % heads] = far[head[11] // 6 % len(far)]
     return {
         "dtype": ("float32", "bfloat16")[head[5] % 2],
         "dv": 1 + head[6] % d,
