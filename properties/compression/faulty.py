@@ -40,6 +40,8 @@ class Faults:
     window_writes_only: only the newest W - 1 new positions are written to the ring.
     ring_holds_ape: the ring stores score + ape (V4's score_state habit) and APE is added again on reading.
     bf16_weights: the softmax weights are rounded to bfloat16 before the weighted sum.
+    ring_write_limit: only the first this many new positions of a request's call are written to the ring (an
+    engine wrote only the first 4 of D > 4 drafts).
     """
 
     ring_rule: str = "safe"
@@ -57,6 +59,7 @@ class Faults:
     window_writes_only: bool = False
     ring_holds_ape: bool = False
     bf16_weights: bool = False
+    ring_write_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,8 @@ def _write(
         keep = min(request.length, call.ring)
         if faults.window_writes_only:
             keep = min(keep, call.window - 1)
-        news = range(request.length - keep, request.length)
+        limit = request.length if faults.ring_write_limit is None else faults.ring_write_limit
+        news = range(request.length - keep, min(request.length, limit))
         ring_slots = [(request.start + i + faults.slot_shift) % call.ring for i in news]
         rows = [request.first + i for i in news]
         state[k, ring_slots] = torch.stack([stored[rows], latent[rows]], dim=1)

@@ -49,4 +49,11 @@ MUTANTS = [
     _mutant(DECODE, "decode_reads_leftovers_at_start", READ_THEN_WRITE, "fresh request", read_before_start=True),
     _mutant(DECODE, "decode_writes_window_only", READ_THEN_WRITE, "ring contents", window_writes_only=True),
     _mutant(DECODE, "decode_ring_holds_ape_scores", WRITE_THEN_READ, "ring contents", ring_holds_ape=True),
+    _mutant(
+        DECODE,
+        "decode_writes_first_4_drafts",
+        WRITE_THEN_READ,
+        "equals one-shot, ring contents (steps of q > 4)",
+        ring_write_limit=4,
+    ),
 ]
