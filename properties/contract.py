@@ -93,7 +93,8 @@ OPERATIONS: dict[str, Operation] = {
             """fn(q: f32|bf16[M, H, D], weights: f32[M, H], k: f32|bf16[N, D], positions: i32[M], *, ratio: int)
             -> f32[M, N]; query m at original position positions[m] sees rows j < (positions[m] + 1) // ratio
             (prefill: consecutive positions of one chunk; decode: one position per request); lanes past that
-            are not compared, and key rows past it may hold NaN or inf""",
+            are not compared, and key rows past it may hold NaN or inf; a position of -1 is a padding query
+            (reference.conventions.PADDING_ROWS): it sees no row""",
             "lanes j < (p + 1) // r within twice the error of the same-precision torch einsum (ulp floor)",
         ),
         _op(
@@ -104,7 +105,9 @@ OPERATIONS: dict[str, Operation] = {
             past lengths[m] hold garbage (NaN, +inf, huge) and must never influence the result; the chosen
             rows are the first min(k, lengths[m]) by descending score (NaN > +inf > numbers > -inf, -0 == +0),
             ties to the lowest index; offsets[m] is added to lanes holding a row, never to fill lanes; the
-            convention sets the width W, the lane order and the fill (reference.conventions.TOPK)""",
+            convention sets the width W, the lane order and the fill (reference.conventions.TOPK); lengths[m] ==
+            -1 is a padding row (reference.conventions.PADDING_ROWS): every lane the fill, refused (ValueError)
+            under v4-decode""",
             "exact: the chosen rows, their order, the fill lanes and the offsets per convention",
         ),
         _op(
@@ -114,7 +117,8 @@ OPERATIONS: dict[str, Operation] = {
             """fn(scores: f32[M, N], lengths: i32[M], *, block_size: int, topk_blocks: int) -> i32[M, topk_blocks]
             (kept block ids ascending, -1 fill); rows at or past lengths[m] count as -inf whatever they hold;
             pinned: the block holding row lengths[m] - 1 scores +inf; blocks ranked NaN > +inf > numbers > -inf,
-            ties to the lowest block; a block in a slot is kept unless it scores -inf (drop_nan: or NaN)""",
+            ties to the lowest block; a block in a slot is kept unless it scores -inf (drop_nan: or NaN);
+            lengths[m] == -1 is a padding row (reference.conventions.PADDING_ROWS): nothing kept""",
             "exact",
         ),
         _op(
@@ -133,7 +137,8 @@ OPERATIONS: dict[str, Operation] = {
             """fn(rows: i32[M, K], block_table: i32[M, nblocks], lengths: i32[M], *, block_size: int, ratio: int)
             -> i64[M, K]; Bc = block_size // ratio, slot = block_table[m, j // Bc] * Bc + j % Bc, computed in
             int64; lane i is -1 when rows[m, i] == -1 or i >= lengths[m]. sentinel: lengths[m] == K and -1 lanes
-            anywhere; count: lanes below lengths[m] hold rows, lanes at or past it hold garbage and are not read""",
+            anywhere; count: lanes below lengths[m] hold rows, lanes at or past it hold garbage and are not read;
+            lengths[m] == -1 is a padding row under both (reference.conventions.PADDING_ROWS): every lane -1""",
             "exact, int64",
         ),
         _op(

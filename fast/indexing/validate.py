@@ -16,6 +16,7 @@ import torch
 
 from reference.checks import INT32_MAX, INT64_MAX, fail, require
 from reference.conventions import TOPK
+from reference.padding import PADDING_LENGTH
 from reference.topk import LaneLayout, lane_layout
 
 BACKENDS = ("triton", "torch")
@@ -71,11 +72,12 @@ def backend_for(backend: str, device: torch.device) -> str:
 
 
 def lengths_in_range(lengths: torch.Tensor, limit: int, argument: str = "lengths") -> None:
-    """Every length in ``[0, limit]`` (one device-to-host copy)."""
+    """Every length in ``[0, limit]``, or -1: a padding row, read as length 0 (``reference.padding``; one
+    device-to-host copy)."""
     if lengths.numel() == 0:
         return
     lo, hi = (int(v) for v in torch.stack([lengths.min(), lengths.max()]).tolist())
-    require(lo >= 0, argument, f"must be >= 0, got a length of {lo}")
+    require(lo >= PADDING_LENGTH, argument, f"must be >= 0, or -1 for a padding row, got a length of {lo}")
     require(hi <= limit, argument, f"must be <= {limit} (the row width), got a length of {hi}")
 
 
@@ -183,7 +185,11 @@ def check_topk(
     if validate and m:
         lengths_in_range(lens, n)
         if mode.whole_row:
-            require(bool((lens == n).all()), "lengths", f"v4-decode scores exactly the visible rows: each must be {n}")
+            require(
+                bool((lens == n).all()),
+                "lengths",
+                f"v4-decode scores exactly the visible rows: each must be {n} (a padding row, -1, has no answer there)",
+            )
         if translate:
             table_covers(table, lens, per_block, None)
         elif offsets is not None:

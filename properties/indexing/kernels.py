@@ -20,6 +20,7 @@ from reference import conventions
 from reference.addressing import rows_per_block
 from reference.candidates import NanPolicy
 from reference.checks import require
+from reference.padding import PADDING_LENGTH
 
 Fn = Callable[..., torch.Tensor]
 
@@ -29,7 +30,9 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
 
     def index_scores(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *, ratio: int):
         require(isinstance(ratio, int) and ratio > 0, "ratio", f"must be a positive int, got {ratio!r}")
-        lengths = (positions.to(torch.int64) + 1) // ratio
+        lowest = int(positions.min()) if positions.numel() else 0
+        require(lowest >= PADDING_LENGTH, "positions", f"must be >= 0, or -1 for a padding query, got {lowest}")
+        lengths = (positions.to(torch.int64) + 1) // ratio  # a padding query (-1) sees 0 rows
         return mod.index_logits(q, weights, k, lengths)
 
     out: dict[tuple[str, str | None], Fn] = {("index_scores", None): index_scores}

@@ -135,6 +135,42 @@ MUTANTS = [
     mutant(
         "gathered_rows", "gathered_offset_on_empty_lanes", None, "-1 lanes get the offset too", offset_on_empty=True
     ),
+    mutant(
+        "topk",
+        "topk_padding_row_reads_whole_row",
+        "v4.1",
+        "a padding row's length -1 read as uint32: the whole row is ranked",
+        padding_as_unsigned=True,
+    ),
+    mutant(
+        "topk",
+        "topk_all_zero_batch_unwritten",
+        "v4.1",
+        "returns early, output zero-filled, when no row has a length > 0",
+        all_zero_unwritten=True,
+    ),
+    mutant("topk", "topk_ranks_in_float16", "select", "ranks a float16 copy of the scores", float16_keys=True),
+    mutant(
+        "candidate_select",
+        "candidates_padding_row_pins_block_0",
+        "pinned+drop_nan",
+        "newest block trunc((length - 1) / bs), pinned unless the length is 0: a padding row pins block 0",
+        pin_truncates=True,
+    ),
+    mutant(
+        "candidate_select",
+        "candidates_block_max_in_float16",
+        "unpinned+propagate_nan",
+        "block maxima of a float16 copy of the scores",
+        float16_keys=True,
+    ),
+    mutant(
+        "slot_translation",
+        "slots_padding_row_translated",
+        "count",
+        "a padding row's length -1 read as uint32: every lane translated",
+        padding_as_unsigned=True,
+    ),
     mutant("window_indices", "window_order_swapped", "v4.1", "v4.1 decode pads -1 at the end", window_order="v4"),
     mutant("window_indices", "window_off_by_one", "v4", "prefill starts one position early", window_first_shift=1),
 ]
