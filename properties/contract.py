@@ -159,6 +159,19 @@ OPERATIONS: dict[str, Operation] = {
             "exact",
         ),
         _op(
+            "window_release",
+            "sliding-window cache blocks a request may release once a step of D positions is scheduled",
+            "seq_lens, step_lens; window, block_size",
+            """fn(seq_lens: i32[B], step_lens: i32[B], *, window: int, block_size: int) -> i32[B]; request b has
+            scheduled a step of D = step_lens[b] >= 1 positions and its tentative length S = seq_lens[b] >= D counts
+            them; the answer is how many leading blocks (block_size positions each, blocks 0 .. n - 1, cumulative)
+            it may have released: max(0, S - (window + D - 1)) // block_size, every block wholly older than what the
+            step's first query reads, which is older than anything the next step reads after any acceptance (the
+            newest window + D - 1 positions stay reserved until verification; one rule for both window conventions,
+            which read the same positions)""",
+            "exact",
+        ),
+        _op(
             "quantize_store",
             "quantize rows into a paged cache at slots (-1 skipped), in the format's public block layout",
             "rows, slots, cache; fmt, rows_per_block",

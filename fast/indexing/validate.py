@@ -477,6 +477,33 @@ def check_window(window: object, seqlen: object, start_pos: object, order: str) 
     return w, n, p
 
 
+@dataclass(frozen=True)
+class ReleaseArgs:
+    """A checked window-release call: its tensors and sizes as given."""
+
+    seq_lens: torch.Tensor
+    step_lens: torch.Tensor
+    window: int
+    block_size: int
+
+
+def check_release(
+    seq_lens: object, step_lens: object, *, window: object, block_size: object, validate: bool = True
+) -> ReleaseArgs:
+    """Checks of :func:`fast.indexing.window.window_release` (same arguments and defaults)."""
+    seq = tensor(seq_lens, "seq_lens", INDEX_DTYPES, 1)
+    step = tensor(step_lens, "step_lens", INDEX_DTYPES, 1, seq.device)
+    shape(step, tuple(seq.shape), "step_lens", "one step length per request")
+    w = int_arg(window, "window", 1)
+    b = int_arg(block_size, "block_size", 1)
+    if validate and seq.numel():
+        d = step.to(torch.int64)
+        lo_step, slack = (int(x) for x in torch.stack([d.min(), (seq.to(torch.int64) - d).min()]).tolist())
+        require(lo_step >= 1, "step_lens", f"must be >= 1 (a step writes at least one position), got {lo_step}")
+        require(slack >= 0, "seq_lens", "must be >= step_lens (the tentative length counts the step's positions)")
+    return ReleaseArgs(seq, step, w, b)
+
+
 def output(out: torch.Tensor | None, shape_: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``out`` checked to be a contiguous ``dtype`` tensor of ``shape_`` on ``device``, or a new empty one."""
     if out is None:

@@ -43,6 +43,8 @@ class Faults:
     pin_truncates: bool = False  # newest block trunc((length - 1) / bs), pinned unless length == 0 (-1 pins 0)
     all_zero_unwritten: bool = False  # top-k returns early, its output zero-filled, when no row has a length > 0
     float16_keys: bool = False  # scores ranked (top-k) or block maxima taken (candidates) on a float16 copy
+    release_keeps: str = "window_plus_step"  # window release keeps window + D - 1 ("window": only the window
+    # counted back from the tentative length; "window_plus_step_minus_2": one position fewer; "all": never releases)
 
 
 NO_FAULTS = Faults()
@@ -259,3 +261,17 @@ def window_indices(
     if order == "v4":
         slots = torch.cat([slots[t >= 0], slots[t < 0]])
     return slots.to(torch.int32).unsqueeze(0)
+
+
+def window_release(
+    seq_lens: torch.Tensor, step_lens: torch.Tensor, *, window: int, block_size: int, faults: Faults = NO_FAULTS
+) -> torch.Tensor:
+    """Leading blocks released: ``max(0, S - kept) // block_size`` with ``kept = window + D - 1`` positions."""
+    seq, step = seq_lens.to(torch.int64), step_lens.to(torch.int64)
+    kept = {
+        "window_plus_step": step + window - 1,
+        "window": torch.full_like(step, window),
+        "window_plus_step_minus_2": step + window - 2,
+        "all": seq,
+    }[faults.release_keeps]
+    return ((seq - kept).clamp_min(0) // block_size).to(torch.int32)

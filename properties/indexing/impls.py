@@ -15,7 +15,7 @@ import torch
 
 from properties.indexing.values import exact_score, index_tensor, nearest_float32
 from properties.registry import Implementation, collect
-from reference import addressing, candidates, conventions, indexing, padding
+from reference import addressing, candidates, conventions, indexing, padding, window_release
 from reference import window as indexing_window
 from reference.score_values import Score
 
@@ -113,6 +113,17 @@ def _window_adapter(name: str) -> None:
         if seqlen != 1:
             raise ValueError(f"seqlen: a decode step (start_pos > 0) has one query, got {seqlen}")
         return torch.tensor([list(indexing_window.decode_window(window, start_pos, order))], dtype=torch.int32)
+
+
+@collect(IMPLEMENTATIONS, "window_release", "reference", origin="reference")
+def reference_window_release(
+    seq_lens: torch.Tensor, step_lens: torch.Tensor, *, window: int, block_size: int
+) -> torch.Tensor:
+    counts = [
+        window_release.released_blocks(s, d, window, block_size)
+        for s, d in zip(seq_lens.tolist(), step_lens.tolist(), strict=True)
+    ]
+    return torch.tensor(counts, dtype=torch.int32, device=seq_lens.device)
 
 
 for _name in conventions.TOPK:

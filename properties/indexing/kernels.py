@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from fast.indexing import naive
+from fast.indexing import naive, window
 from properties.devices import device_name, kernel_device, on_device
 from properties.registry import Implementation
 from reference import conventions
@@ -113,11 +113,13 @@ def _implementations() -> list[Implementation]:
     backends: list[tuple[str, Any]] = [("torch", naive)]
     if importlib.util.find_spec("triton") is not None:
         backends.append(("triton", _TritonBackend()))
-    return [
+    kernels = [
         Implementation(op, backend, on_device(fn, backend), convention, origin="fast", device=device_name(backend))
         for backend, mod in backends
         for (op, convention), fn in _adapters(mod).items()
     ]
+    release = on_device(window.window_release, "torch")  # torch only: a few elementwise operations
+    return [*kernels, Implementation("window_release", "torch", release, None, device=device_name("torch"))]
 
 
 IMPLEMENTATIONS = _implementations()

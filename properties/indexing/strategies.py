@@ -359,3 +359,25 @@ def window_cases(draw: st.DrawFn) -> dict[str, Any]:
     if decode:
         return {"window": window, "seqlen": 1, "start_pos": src.between(1, 30)}
     return {"window": window, "seqlen": src.between(0, 20), "start_pos": 0}
+
+
+# --- window block release ------------------------------------------------------------------------------------------
+
+MAX_RELEASE_STEP = 16
+
+
+@st.composite
+def release_lives(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"window", "block_size", "requests": [{"start", "steps": [[D, a], ...]}]}``: 1 to 3 requests, each from its
+    accepted length ``start`` through 1 to 4 scheduled steps of ``D`` in 1..16 positions keeping ``1 <= a <= D``
+    (all of them one time in three): the next step starts ``a`` positions later."""
+    src = draw(source(4 + 3 * (1 + 4 * 3)))
+    window, block_size, count = src.between(1, 12), src.between(1, 8), src.between(1, 3)
+    requests = []
+    for _ in range(count):
+        start, steps = src.between(0, 40), []
+        for _ in range(src.between(1, 4)):
+            d = src.between(1, MAX_RELEASE_STEP)
+            steps.append([d, d if src.below(3) == 0 else src.between(1, d)])
+        requests.append({"start": start, "steps": steps})
+    return {"window": window, "block_size": block_size, "requests": requests}
