@@ -69,22 +69,25 @@ OPERATIONS: dict[str, Operation] = {
             "score, latent, cu_seqlens, start_pos, state, state_index; ratio, overlap, ape",
             """fn(score: f32[T, C], latent: f32[T, C], cu_seqlens: i32[B+1], start_pos: i32[B],
             state: f32[N, S, 2, C] (in place), state_index: i32[B], *, ratio: int, overlap: bool,
-            ape: f32[r, C] | None) -> (rows: f32|bf16[R, d], store_rows: i64[R]); R = sum_b max(1, nc_b),
-            store_rows = compressed row index j or -1 for a placeholder (zero row); position p of request b at
+            ape: f32[r, C] | None) -> (rows: f32|bf16[R, d], store_rows: i64[R], positions: i64[R]);
+            R = sum_b max(1, nc_b), store_rows = compressed row index j or -1 for a placeholder (zero row),
+            positions = each row's RoPE position, j * r (the first position of its group, V4 and V4.1 alike,
+            reference.rope) or 0 where nothing is stored; position p of request b at
             state[state_index[b], p % S] (raw score, then latent); a ring below W - 1 slots raises""",
             "rows within twice the error of the worst same-precision torch formulation, lane by lane, floor 4 ulps "
-            "of sum p|v| (docs/compression-properties.md); store_rows and the ring contents of the W - 1 newest "
+            "of sum p|v| (docs/compression-properties.md); store_rows, positions and the ring contents of the W - 1 "
+            "newest "
             "positions exact",
         ),
         _op(
             "compression_decode",
             "decode / verify step of q new positions per request through the ring",
             "score, latent, cu_seqlens, start_pos, state, state_index; ratio, overlap, ape",
-            """same arguments as compression_prefill; one output row per new position, zero and -1 where the
-            position does not complete a group; a ring below the declared discipline's safe size for the call
-            raises (write_then_read: W + q - 1, read_then_write: W - 1)""",
-            "rows as compression_prefill; store_rows exact; the ring holds exactly every position a later step may "
-            "read after any acceptance and that S slots can still hold",
+            """same arguments and outputs as compression_prefill; one output row per new position, zero, store
+            row -1 and position 0 where the position does not complete a group; a ring below the declared
+            discipline's safe size for the call raises (write_then_read: W + q - 1, read_then_write: W - 1)""",
+            "rows as compression_prefill; store_rows and positions exact; the ring holds exactly every position a "
+            "later step may read after any acceptance and that S slots can still hold",
         ),
         _op(
             "index_scores",
