@@ -176,26 +176,29 @@ OPERATIONS: dict[str, Operation] = {
         ),
         _op(
             "quantize_store",
-            "quantize rows into a paged cache at slots (-1 skipped), in the format's public block layout",
-            "rows, slots, cache; fmt, rows_per_block",
-            """fn(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, block_bytes] (in place), *, fmt: str,
-            rows_per_block: int) -> None; fmt is the convention name; block_bytes =
+            "quantize rows into layer `layer` of a paged multi-layer cache at slots (-1 skipped), public layouts",
+            "rows, slots, cache; fmt, rows_per_block, layer",
+            """fn(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, layers * block_bytes] (in place), *,
+            fmt: str, rows_per_block: int, layer: int) -> None; fmt is the convention name; block_bytes =
             public_layout(fmt, rows_per_block).block_bytes (V4 584 B and the index formats: all data parts, then
-            all scale parts, V4 blocks padded to a multiple of 576 B; V4.1 528 / 288 B: row after row); slot s is
-            row s % rows_per_block of block s // rows_per_block; valid slots are distinct; a row at slot -1 may
-            hold anything (NaN, inf) and is neither read nor written; a stored row holding NaN or +-inf, or a
-            value the format cannot store (a RoPE value that overflows bf16), raises ValueError before any byte
-            is written; no byte outside the stored rows' data and scale parts changes (the V4 pad byte: 0 or
-            untouched)""",
+            all scale parts, V4 blocks padded to a multiple of 576 B; V4.1 528 / 288 B: row after row); block b
+            holds one page of block_bytes per layer, layer l's at (b * layers + l) * block_bytes
+            (reference.cache_blocks.page_offset); slot s of layer l is row s % rows_per_block of layer l's page of
+            block s // rows_per_block, and no layer's data or scale part lies in another's; valid slots are
+            distinct; a row at slot -1 may hold anything (NaN, inf) and is neither read nor written; a stored row
+            holding NaN or +-inf, or a value the format cannot store (a RoPE value that overflows bf16), raises
+            ValueError before any byte is written; no byte outside the stored rows' data and scale parts changes
+            (the V4 pad byte: 0 or untouched)""",
             "exact bytes (a -0.0 input may give either zero code)",
         ),
         _op(
             "gather_dequantize",
-            "read rows back from a paged cache and dequantize them",
-            "cache, slots; fmt, rows_per_block",
-            """fn(cache: u8[num_blocks, block_bytes], slots: i64[R], *, fmt: str, rows_per_block: int) -> f32[R, d];
-            layout as quantize_store; slots >= 0 in any order, repeats allowed; pad bytes, block padding and
-            other rows are never read; codes are finite (NaN codes are outside the contract)""",
+            "read rows back from layer `layer` of a paged multi-layer cache and dequantize them",
+            "cache, slots; fmt, rows_per_block, layer",
+            """fn(cache: u8[num_blocks, layers * block_bytes], slots: i64[R], *, fmt: str, rows_per_block: int,
+            layer: int) -> f32[R, d]; layout as quantize_store; slots >= 0 in any order, repeats allowed; pad
+            bytes, block padding, other rows and other layers are never read; codes are finite (NaN codes are
+            outside the contract)""",
             "exact: every value equals the reference decoding of the stored bytes (sign of zero not compared)",
         ),
         _op(

@@ -392,6 +392,10 @@ STORE_REFUSALS = [
     ("unknown format", dict(fmt="v5_999"), ValueError, "fmt:"),
     ("unknown backend", dict(backend="cuda"), ValueError, "backend:"),
     ("slots on another device", dict(slots=torch.tensor([0, 1], device="meta")), ValueError, "slots:"),
+    ("layer past the layers", dict(layer=1), ValueError, "layer: must be in .0, 1. .the cache"),
+    ("negative layer", dict(layer=-1), ValueError, "layer: must be >= 0"),
+    ("block not split into the layers", dict(layers=5), ValueError, "cache: a block of"),
+    ("float layers", dict(layers=2.0), TypeError, "layers: must be an int"),
 ]
 
 
@@ -401,6 +405,29 @@ def test_bad_store_input_is_refused(what: str, change: dict[str, Any], error: ty
               for k, v in change.items()}  # fmt: skip
     with pytest.raises(error, match="^" + message.replace("(", r"\(")):
         _store_call(**change)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("conv", list(FORMATS))
+def test_layers_of_one_allocation_do_not_alias(conv: str, backend: str) -> None:
+    """Three layers in one allocation (block b holds each layer's page in turn): each layer's rows land in its own
+    pages exactly as a one-layer cache holds them, other layers' bytes stay, and each layer reads back its own."""
+    rows_per_block, blocks, layers = 2, 3, 3
+    page = FORMATS[conv].block_bytes(rows_per_block)
+    g = np.random.default_rng(6)
+    slots = torch.tensor([4, 0, 3], device=DEVICE)
+    cache = torch.full((blocks, layers * page), POISON, dtype=torch.uint8, device=DEVICE)
+    alone = []
+    for layer in range(layers):
+        rows = f32(g.standard_normal((3, FORMATS[conv].dims)).astype(np.float32) * (layer + 1))
+        quantize_store(rows, slots, cache, fmt=conv, layers=layers, layer=layer, backend=backend)
+        single = poisoned_cache(conv, rows_per_block, blocks)
+        quantize_store(rows, slots, single, fmt=conv, backend=backend)
+        alone.append(single)
+    for layer in range(layers):
+        assert torch.equal(cache[:, layer * page : (layer + 1) * page], alone[layer]), layer
+        got = gather_dequantize(cache, slots, fmt=conv, layers=layers, layer=layer, backend=backend)
+        assert torch.equal(got, gather_dequantize(alone[layer], slots, fmt=conv, backend=backend)), layer
 
 
 def test_gather_refuses_slots_past_the_cache_and_bad_outputs() -> None:

@@ -243,12 +243,23 @@ def grid_specs() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+MAX_LAYERS = 3
+
+
+def _layers(byte: int, min_layers: int) -> dict[str, int]:
+    """``{"layers", "layer"}``: a cache of ``min_layers`` to ``MAX_LAYERS`` layers (byte 0: the fewest) and the
+    layer a call uses."""
+    layers = min_layers + byte % (MAX_LAYERS - min_layers + 1)
+    return {"layers": layers, "layer": (byte >> 4) % layers}
+
+
 @st.composite
-def store_examples(draw: st.DrawFn, *, max_rows: int = 4) -> dict[str, Any]:
-    """Rows to store at slots of a small paged cache: ``rows`` entries are ``[pattern, slot, garbage]``; a row is
-    ``patterns[pattern]`` expanded, or, at slot -1, that row replaced by ``garbage`` (see ``garbage_row``).
-    Valid slots are distinct; up to two rows sit at slot -1."""
-    head = draw(st.binary(min_size=6, max_size=6))
+def store_examples(draw: st.DrawFn, *, max_rows: int = 4, min_layers: int = 1) -> dict[str, Any]:
+    """Rows to store at slots of a small paged cache of 1 to 3 layers (at least ``min_layers``): ``rows`` entries
+    are ``[pattern, slot, garbage]``; a row is ``patterns[pattern]`` expanded, or, at slot -1, that row replaced
+    by ``garbage`` (see ``garbage_row``). Valid slots are distinct; up to two rows sit at slot -1; ``layer`` is
+    the layer the call stores into."""
+    head = draw(st.binary(min_size=7, max_size=7))
     rows_per_block, num_blocks = 1 + head[0] % 4, 1 + head[1] % 3
     capacity = rows_per_block * num_blocks
     patterns = [draw(row_specs()) for _ in range(1 + head[3] % 2)]
@@ -265,6 +276,7 @@ def store_examples(draw: st.DrawFn, *, max_rows: int = 4) -> dict[str, Any]:
         "patterns": patterns,
         "rows": rows,
         "poison": head[2],
+        **_layers(head[6], min_layers),
     }
 
 
@@ -282,10 +294,11 @@ def grid_store_examples(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def raw_cache_examples(draw: st.DrawFn) -> dict[str, Any]:
-    """A cache whose every byte comes from ``seed`` (finite codes, scales within float32 reach) and slots to
-    read in any order, repeats allowed."""
-    head = draw(st.binary(min_size=3, max_size=3))
+def raw_cache_examples(draw: st.DrawFn, *, min_layers: int = 1) -> dict[str, Any]:
+    """A cache of 1 to 3 layers (at least ``min_layers``) whose every byte comes from ``seed`` (finite codes,
+    scales within float32 reach, every layer its own) and slots to read from layer ``layer`` in any order,
+    repeats allowed."""
+    head = draw(st.binary(min_size=4, max_size=4))
     rows_per_block, num_blocks = 1 + head[0] % 4, 1 + head[1] % 3
     capacity = rows_per_block * num_blocks
     reads = draw(st.binary(min_size=1, max_size=3))
@@ -295,6 +308,7 @@ def raw_cache_examples(draw: st.DrawFn) -> dict[str, Any]:
         "seed": draw(st.integers(0, 2**32 - 1)),
         "scale_span": head[2] % 121,
         "reads": [b % capacity for b in reads],
+        **_layers(head[3], min_layers),
     }
 
 
