@@ -36,7 +36,6 @@ Conventions (docs/attention.md):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -173,7 +172,7 @@ def sink_share(sink: Sink, top: Fraction, lanes: int, largest_value: Fraction) -
 
 def _ceil_log2(x: Fraction) -> int:
     """An integer ``>= log2(x)`` for ``x > 0`` (the bit length of its ceiling)."""
-    return max(0, math.ceil(x).bit_length())
+    return (-(-x.numerator // x.denominator)).bit_length()
 
 
 def _empty(value_dim: int, empty_row: EmptyRow) -> HeadResult:
