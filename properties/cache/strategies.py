@@ -243,19 +243,16 @@ def grid_specs() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
-MAX_LAYERS = 3
-
-
 def _layers(byte: int, min_layers: int) -> dict[str, int]:
-    """``{"layers", "layer"}``: a cache of ``min_layers`` to ``MAX_LAYERS`` layers (byte 0: the fewest) and the
-    layer a call uses."""
-    layers = min_layers + byte % (MAX_LAYERS - min_layers + 1)
+    """``{"layers", "layer"}``: a cache of ``min_layers`` to ``min_layers + 1`` layers (byte 0: the fewest) and
+    the layer a call uses."""
+    layers = min_layers + byte % 2
     return {"layers": layers, "layer": (byte >> 4) % layers}
 
 
 @st.composite
 def store_examples(draw: st.DrawFn, *, max_rows: int = 4, min_layers: int = 1) -> dict[str, Any]:
-    """Rows to store at slots of a small paged cache of 1 to 3 layers (at least ``min_layers``): ``rows`` entries
+    """Rows to store at slots of a small paged cache of ``min_layers`` or one more layers: ``rows`` entries
     are ``[pattern, slot, garbage]``; a row is ``patterns[pattern]`` expanded, or, at slot -1, that row replaced
     by ``garbage`` (see ``garbage_row``). Valid slots are distinct; up to two rows sit at slot -1; ``layer`` is
     the layer the call stores into."""
@@ -295,7 +292,7 @@ def grid_store_examples(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def raw_cache_examples(draw: st.DrawFn, *, min_layers: int = 1) -> dict[str, Any]:
-    """A cache of 1 to 3 layers (at least ``min_layers``) whose every byte comes from ``seed`` (finite codes,
+    """A cache of ``min_layers`` or one more layers whose every byte comes from ``seed`` (finite codes,
     scales within float32 reach, every layer its own) and slots to read from layer ``layer`` in any order,
     repeats allowed."""
     head = draw(st.binary(min_size=4, max_size=4))
