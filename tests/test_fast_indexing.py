@@ -581,6 +581,13 @@ def test_padding_rows_read_as_length_zero(backend: str) -> None:
     keys = torch.ones(8, 4)
     out = mod.index_logits(q, w, keys, lens).tolist()
     assert out[0] == [float("-inf")] * 8 and out[1][:5] == [4.0] * 5
+    padding_only = torch.full((2,), -1, dtype=torch.int32)
+    assert mod.index_logits(q, w, keys, padding_only).tolist() == [[float("-inf")] * 8] * 2
+    paged = mod.paged_index_logits(
+        q[None], w[None], keys.reshape(4, 2, 4), torch.tensor([[1, 0]], dtype=torch.int32),
+        padding_only[None], rows_per_block=2,
+    )  # fmt: skip
+    assert paged.tolist() == [[float("-inf")] * 4] * 2
 
 
 def _bad_calls():  # type: ignore[no-untyped-def]
