@@ -49,20 +49,21 @@ def compress_prefill(
     ratio: int,
     overlap: bool,
     ape: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rows f32[R, d], store rows i64[R]); R = sum over requests of max(1, completed rows)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rows f32[R, d], store rows i64[R], RoPE positions i64[R]); R = sum over requests of max(1, completed
+    rows)."""
     from fast import compression
 
     call = (score, latent, cu_seqlens, start_pos, state, state_index)
     result = compression.compress_prefill(*call, ratio=ratio, overlap=overlap, ape=ape, backend=_backend(score.device))
-    return result.rows, result.store_slots
+    return result.rows, result.store_slots, result.positions
 
 
 @register_fake(f"{NAMESPACE}::compress_prefill")
 def _(score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape):  # type: ignore[no-untyped-def]
     rows = torch.library.get_ctx().new_dynamic_size()
     d = score.shape[1] // (2 if overlap else 1)
-    return score.new_empty(rows, d), score.new_empty(rows, dtype=torch.int64)
+    return score.new_empty(rows, d), score.new_empty(rows, dtype=torch.int64), score.new_empty(rows, dtype=torch.int64)
 
 
 @custom_op(f"{NAMESPACE}::compress_decode", mutates_args=("state",))
@@ -78,8 +79,8 @@ def compress_decode(
     ape: torch.Tensor | None,
     max_new: int = 0,
     validate: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rows f32[T, d], store rows i64[T]): one row per new position."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rows f32[T, d], store rows i64[T], RoPE positions i64[T]): one row per new position."""
     from fast import compression
 
     call = (score, latent, cu_seqlens, start_pos, state, state_index)
@@ -89,13 +90,13 @@ def compress_decode(
     else:
         plan = compression.bounded_decode_plan(*call, ratio=ratio, overlap=overlap, ape=ape, max_new=max_new)
         result = compression.launch(plan, backend)
-    return result.rows, result.store_slots
+    return result.rows, result.store_slots, result.positions
 
 
 @register_fake(f"{NAMESPACE}::compress_decode")
 def _(score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape, max_new=0, validate=True):  # type: ignore[no-untyped-def]
-    d = score.shape[1] // (2 if overlap else 1)
-    return score.new_empty(score.shape[0], d), score.new_empty(score.shape[0], dtype=torch.int64)
+    d, t = score.shape[1] // (2 if overlap else 1), score.shape[0]
+    return score.new_empty(t, d), score.new_empty(t, dtype=torch.int64), score.new_empty(t, dtype=torch.int64)
 
 
 # --- indexing ------------------------------------------------------------------------------------------------

@@ -88,11 +88,14 @@ OPERATIONS: dict[str, Operation] = {
             "score, latent, cu_seqlens, start_pos, state, state_index; ratio, overlap, ape",
             """fn(score: f32[T, C], latent: f32[T, C], cu_seqlens: i32[B+1], start_pos: i32[B],
             state: f32[N, S, 2, C] (in place), state_index: i32[B], *, ratio: int, overlap: bool,
-            ape: f32[r, C] | None) -> (rows: f32|bf16[R, d], store_rows: i64[R]); R = sum_b max(1, nc_b),
-            store_rows = compressed row index j or -1 for a placeholder (zero row); position p of request b at
+            ape: f32[r, C] | None) -> (rows: f32|bf16[R, d], store_rows: i64[R], positions: i64[R]);
+            R = sum_b max(1, nc_b), store_rows = compressed row index j or -1 for a placeholder (zero row),
+            positions = each row's RoPE position, j * r (the first position of its group, V4 and V4.1 alike,
+            reference.rope) or 0 where nothing is stored; position p of request b at
             state[state_index[b], p % S] (raw score, then latent); a ring below W - 1 slots raises""",
             "rows within twice the error of the worst same-precision torch formulation, lane by lane, floor 4 ulps "
-            "of sum p|v| (docs/compression-properties.md); store_rows and the ring contents of the W - 1 newest "
+            "of sum p|v| (docs/compression-properties.md); store_rows, positions and the ring contents of the W - 1 "
+            "newest "
             "positions exact",
             in_place=("state",),
         ),
@@ -100,11 +103,11 @@ OPERATIONS: dict[str, Operation] = {
             "compression_decode",
             "decode / verify step of q new positions per request through the ring",
             "score, latent, cu_seqlens, start_pos, state, state_index; ratio, overlap, ape",
-            """same arguments as compression_prefill; one output row per new position, zero and -1 where the
-            position does not complete a group; a ring below the declared discipline's safe size for the call
-            raises (write_then_read: W + q - 1, read_then_write: W - 1)""",
-            "rows as compression_prefill; store_rows exact; the ring holds exactly every position a later step may "
-            "read after any acceptance and that S slots can still hold",
+            """same arguments and outputs as compression_prefill; one output row per new position, zero, store
+            row -1 and position 0 where the position does not complete a group; a ring below the declared
+            discipline's safe size for the call raises (write_then_read: W + q - 1, read_then_write: W - 1)""",
+            "rows as compression_prefill; store_rows and positions exact; the ring holds exactly every position a "
+            "later step may read after any acceptance and that S slots can still hold",
             in_place=("state",),
         ),
         _op(
@@ -114,7 +117,8 @@ OPERATIONS: dict[str, Operation] = {
             """fn(q: f32|bf16[M, H, D], weights: f32[M, H], k: f32|bf16[N, D], positions: i32[M], *, ratio: int)
             -> f32[M, N]; query m at original position positions[m] sees rows j < (positions[m] + 1) // ratio
             (prefill: consecutive positions of one chunk; decode: one position per request); lanes past that
-            are not compared, and key rows past it may hold NaN or inf""",
+            are not compared, and key rows past it may hold NaN or inf; a position of -1 is a padding query
+            (reference.conventions.PADDING_ROWS): it sees no row""",
             "lanes j < (p + 1) // r within twice the error of the same-precision torch einsum (ulp floor)",
         ),
         _op(
@@ -125,7 +129,9 @@ OPERATIONS: dict[str, Operation] = {
             past lengths[m] hold garbage (NaN, +inf, huge) and must never influence the result; the chosen
             rows are the first min(k, lengths[m]) by descending score (NaN > +inf > numbers > -inf, -0 == +0),
             ties to the lowest index; offsets[m] is added to lanes holding a row, never to fill lanes; the
-            convention sets the width W, the lane order and the fill (reference.conventions.TOPK)""",
+            convention sets the width W, the lane order and the fill (reference.conventions.TOPK); lengths[m] ==
+            -1 is a padding row (reference.conventions.PADDING_ROWS): every lane the fill, refused (ValueError)
+            under v4-decode""",
             "exact: the chosen rows, their order, the fill lanes and the offsets per convention",
         ),
         _op(
@@ -135,7 +141,8 @@ OPERATIONS: dict[str, Operation] = {
             """fn(scores: f32[M, N], lengths: i32[M], *, block_size: int, topk_blocks: int) -> i32[M, topk_blocks]
             (kept block ids ascending, -1 fill); rows at or past lengths[m] count as -inf whatever they hold;
             pinned: the block holding row lengths[m] - 1 scores +inf; blocks ranked NaN > +inf > numbers > -inf,
-            ties to the lowest block; a block in a slot is kept unless it scores -inf (drop_nan: or NaN)""",
+            ties to the lowest block; a block in a slot is kept unless it scores -inf (drop_nan: or NaN);
+            lengths[m] == -1 is a padding row (reference.conventions.PADDING_ROWS): nothing kept""",
             "exact",
         ),
         _op(
@@ -154,7 +161,8 @@ OPERATIONS: dict[str, Operation] = {
             """fn(rows: i32[M, K], block_table: i32[M, nblocks], lengths: i32[M], *, block_size: int, ratio: int)
             -> i64[M, K]; Bc = block_size // ratio, slot = block_table[m, j // Bc] * Bc + j % Bc, computed in
             int64; lane i is -1 when rows[m, i] == -1 or i >= lengths[m]. sentinel: lengths[m] == K and -1 lanes
-            anywhere; count: lanes below lengths[m] hold rows, lanes at or past it hold garbage and are not read""",
+            anywhere; count: lanes below lengths[m] hold rows, lanes at or past it hold garbage and are not read;
+            lengths[m] == -1 is a padding row under both (reference.conventions.PADDING_ROWS): every lane -1""",
             "exact, int64",
         ),
         _op(
@@ -175,28 +183,44 @@ OPERATIONS: dict[str, Operation] = {
             "exact",
         ),
         _op(
+            "window_release",
+            "sliding-window cache blocks a request may release once a step of D positions is scheduled",
+            "seq_lens, step_lens; window, block_size",
+            """fn(seq_lens: i32[B], step_lens: i32[B], *, window: int, block_size: int) -> i32[B]; request b has
+            scheduled a step of D = step_lens[b] >= 1 positions and its tentative length S = seq_lens[b] >= D counts
+            them; the answer is how many leading blocks (block_size positions each, blocks 0 .. n - 1, cumulative)
+            it may have released: max(0, S - (window + D - 1)) // block_size, every block wholly older than what the
+            step's first query reads, which is older than anything the next step reads after any acceptance (the
+            newest window + D - 1 positions stay reserved until verification; one rule for both window conventions,
+            which read the same positions)""",
+            "exact",
+        ),
+        _op(
             "quantize_store",
-            "quantize rows into a paged cache at slots (-1 skipped), in the format's public block layout",
-            "rows, slots, cache; fmt, rows_per_block",
-            """fn(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, block_bytes] (in place), *, fmt: str,
-            rows_per_block: int) -> None; fmt is the convention name; block_bytes =
+            "quantize rows into layer `layer` of a paged multi-layer cache at slots (-1 skipped), public layouts",
+            "rows, slots, cache; fmt, rows_per_block, layer",
+            """fn(rows: f32[R, d], slots: i64[R], cache: u8[num_blocks, layers * block_bytes] (in place), *,
+            fmt: str, rows_per_block: int, layer: int) -> None; fmt is the convention name; block_bytes =
             public_layout(fmt, rows_per_block).block_bytes (V4 584 B and the index formats: all data parts, then
-            all scale parts, V4 blocks padded to a multiple of 576 B; V4.1 528 / 288 B: row after row); slot s is
-            row s % rows_per_block of block s // rows_per_block; valid slots are distinct; a row at slot -1 may
-            hold anything (NaN, inf) and is neither read nor written; a stored row holding NaN or +-inf, or a
-            value the format cannot store (a RoPE value that overflows bf16), raises ValueError before any byte
-            is written; no byte outside the stored rows' data and scale parts changes (the V4 pad byte: 0 or
-            untouched)""",
+            all scale parts, V4 blocks padded to a multiple of 576 B; V4.1 528 / 288 B: row after row); block b
+            holds one page of block_bytes per layer, layer l's at (b * layers + l) * block_bytes
+            (reference.cache_blocks.page_offset); slot s of layer l is row s % rows_per_block of layer l's page of
+            block s // rows_per_block, and no layer's data or scale part lies in another's; valid slots are
+            distinct; a row at slot -1 may hold anything (NaN, inf) and is neither read nor written; a stored row
+            holding NaN or +-inf, or a value the format cannot store (a RoPE value that overflows bf16), raises
+            ValueError before any byte is written; no byte outside the stored rows' data and scale parts changes
+            (the V4 pad byte: 0 or untouched)""",
             "exact bytes (a -0.0 input may give either zero code)",
             in_place=("cache",),
         ),
         _op(
             "gather_dequantize",
-            "read rows back from a paged cache and dequantize them",
-            "cache, slots; fmt, rows_per_block",
-            """fn(cache: u8[num_blocks, block_bytes], slots: i64[R], *, fmt: str, rows_per_block: int) -> f32[R, d];
-            layout as quantize_store; slots >= 0 in any order, repeats allowed; pad bytes, block padding and
-            other rows are never read; codes are finite (NaN codes are outside the contract)""",
+            "read rows back from layer `layer` of a paged multi-layer cache and dequantize them",
+            "cache, slots; fmt, rows_per_block, layer",
+            """fn(cache: u8[num_blocks, layers * block_bytes], slots: i64[R], *, fmt: str, rows_per_block: int,
+            layer: int) -> f32[R, d]; layout as quantize_store; slots >= 0 in any order, repeats allowed; pad
+            bytes, block padding, other rows and other layers are never read; codes are finite (NaN codes are
+            outside the contract)""",
             "exact: every value equals the reference decoding of the stored bytes (sign of zero not compared)",
         ),
         _op(

@@ -13,6 +13,16 @@ maximum; the error is far below fp32 and float64 resolution, and each value is r
 Fraction of the 50-digit number. Valid lanes are summed in ascending index order, so the result does not
 depend on the order of lanes in the row, bit for bit.
 
+A sink far from the row maximum ``m`` is bounded, never expanded (any float32 sink, up to +-3.4e38, answers at
+once): with ``g = sink - m`` exact and ``T = sum_j e^{s_j - m}`` in ``[1, K]``,
+
+* ``g <= -SINK_NEGLIGIBLE_BITS ln 2``: ``e^g / T < 2^-200``, below the 50-digit evaluation's own error, so the
+  sink term is left out of the denominator;
+* ``g >= (VANISHING_BITS + log2(K max|v|)) ln 2``: every ``|out| < K max|v| e^{-g} <= 2^-1100``, which rounds to
+  zero in float64 and float32 alike, so ``out`` is 0 (``ln 2`` is bounded above by the rational ``LN2_ABOVE``).
+
+Between the two the sink term is evaluated as any other exponential.
+
 Conventions (docs/attention.md):
 
 * invalid lanes, ``invalid``: ``"minus_one_only"``: only -1 is invalid, any other negative lane or a
@@ -38,9 +48,12 @@ from reference.score_values import NAN, NEG_INF, POS_INF, Special
 
 __all__ = [
     "DIGITS",
+    "LN2_ABOVE",
     "NAN",
     "NEG_INF",
     "POS_INF",
+    "SINK_NEGLIGIBLE_BITS",
+    "VANISHING_BITS",
     "EmptyRow",
     "HeadResult",
     "InvalidLanes",
@@ -53,6 +66,14 @@ __all__ = [
 ]
 
 DIGITS = 50
+LN2_ABOVE = Fraction(6932, 10000)
+"""A rational above ln 2 (0.693147...): ``e^{-g} < 2^{-g / LN2_ABOVE}`` for ``g > 0`` and
+``e^{g} < 2^{g / LN2_ABOVE}`` for ``g < 0``."""
+SINK_NEGLIGIBLE_BITS = 200
+"""A sink ``2^200`` times below the row's sum of weights (which is at least 1) is left out of the denominator."""
+VANISHING_BITS = 1100
+"""An output provably below ``2^-1100`` in magnitude is returned as 0: it rounds to zero in float64 (whose
+smallest subnormal is ``2^-1074``) and in float32."""
 
 Value = Fraction | Special
 InvalidLanes = Literal["minus_one_only", "out_of_range"]
@@ -128,6 +149,32 @@ def _exact_rows(rows: Sequence[Sequence[int | Fraction]], name: str, width: int 
     return out
 
 
+def sink_share(sink: Sink, top: Fraction, lanes: int, largest_value: Fraction) -> Literal["none", "evaluated", "all"]:
+    """How the sink enters a head's denominator, bounded without expanding ``e^{sink - top}`` (module docstring):
+    ``"none"`` (no sink, or one below ``2^-SINK_NEGLIGIBLE_BITS`` of the sum of weights), ``"all"`` (``+inf``, or
+    one so far above that every output is below ``2^-VANISHING_BITS``: out is 0), ``"evaluated"`` otherwise.
+    ``top`` is the row maximum, ``lanes`` the valid lanes (the sum of weights is in ``[1, lanes]``),
+    ``largest_value`` the largest ``|v|`` they read."""
+    if sink is None or sink is NEG_INF:
+        return "none"
+    if sink is POS_INF:
+        return "all"
+    if not isinstance(sink, Fraction):
+        raise fail("sink", f"must be a Fraction, None or a marker, got {sink!r}")
+    gap = sink - top
+    if gap <= -SINK_NEGLIGIBLE_BITS * LN2_ABOVE:
+        return "none"
+    bound = lanes * largest_value
+    if bound == 0 or gap >= (VANISHING_BITS + _ceil_log2(bound)) * LN2_ABOVE:
+        return "all" if gap > 0 else "evaluated"
+    return "evaluated"
+
+
+def _ceil_log2(x: Fraction) -> int:
+    """An integer ``>= log2(x)`` for ``x > 0`` (the bit length of its ceiling)."""
+    return (-(-x.numerator // x.denominator)).bit_length()
+
+
 def _empty(value_dim: int, empty_row: EmptyRow) -> HeadResult:
     if empty_row == "zero":
         return HeadResult(tuple(Fraction(0) for _ in range(value_dim)), POS_INF)
@@ -177,15 +224,22 @@ def sparse_attention(
             continue
         scores = [s * _dot(q_row, k_exact[j]) for j in chosen]
         top = max(scores)
+        share = sink_share(
+            sink,
+            top,
+            len(chosen),
+            max((abs(v_exact[j][d]) for j in chosen for d in range(value_dim)), default=Fraction(0)),
+        )
         with mpmath.workdps(DIGITS):
             weights = [mpmath.exp(_to_mpf(score - top)) for score in scores]
             total = mpmath.fsum(weights)
             lse = _to_mpf(top) + mpmath.log(total)
-            if sink is POS_INF:
+            if share == "all":
                 out: tuple[Value, ...] = tuple(Fraction(0) for _ in range(value_dim))
             else:
                 denominator = total
-                if isinstance(sink, Fraction):
+                if share == "evaluated":
+                    assert isinstance(sink, Fraction)
                     denominator = total + mpmath.exp(_to_mpf(sink - top))
                 out = tuple(
                     _to_fraction(

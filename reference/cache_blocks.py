@@ -8,6 +8,13 @@ Two arrangements exist in public code (docs/formats.md cites them):
 
 ``public_layout`` picks the arrangement and alignment each format uses in the public code. Rows a writer
 never stored, and all padding, are zero bytes here; a reader must not depend on them.
+
+A cache of several layers is one allocation of ``num_blocks`` blocks, each holding one page per layer in layer
+order (block-major: a block's pages of every layer together, as engines allocate the pages of a block across
+layers in one chunk): layer ``l``'s page of block ``b`` is the ``block_bytes`` bytes at ``(b L + l) block_bytes``,
+and inside a page the format's public block layout holds that layer's data region and scale region. Every
+layer's data and scale parts are its own: a writer or reader that takes layer 0's region for another layer's
+scales (an engine's bug: every layer's scale view aliased layer 0's) reads or overwrites layer 0.
 """
 
 from __future__ import annotations
@@ -126,13 +133,23 @@ def unpack_block(layout: BlockLayout, block: bytes) -> tuple[QuantizedRow, ...]:
     return tuple(out)
 
 
-def slot_byte_offsets(layout: BlockLayout, slot: int) -> tuple[int, int]:
-    """Absolute byte offsets ``(data, scales)`` of physical slot ``slot`` in a cache of such blocks.
+def page_offset(layout: BlockLayout, block: int, layers: int = 1, layer: int = 0) -> int:
+    """Absolute byte offset of layer ``layer``'s page of block ``block`` in a cache of ``layers`` layers (see the
+    module docstring): ``(block * layers + layer) * block_bytes``."""
+    require(isinstance(block, int) and block >= 0, "block", f"must be an int >= 0, got {block!r}")
+    require_positive_int(layers, "layers")
+    require(isinstance(layer, int) and 0 <= layer < layers, "layer", f"must be in [0, {layers}), got {layer!r}")
+    return (block * layers + layer) * layout.block_bytes
 
-    ``slot = block * rows + row``; the cache is ``blocks * block_bytes`` contiguous bytes. Offsets are
+
+def slot_byte_offsets(layout: BlockLayout, slot: int, layers: int = 1, layer: int = 0) -> tuple[int, int]:
+    """Absolute byte offsets ``(data, scales)`` of physical slot ``slot`` of layer ``layer`` in a cache of
+    ``layers`` layers of such blocks.
+
+    ``slot = block * rows + row``; the cache is ``blocks * layers * block_bytes`` contiguous bytes. Offsets are
     Python ints, so large block ids show the real address (no 32-bit wrap).
     """
     require(isinstance(slot, int) and slot >= 0, "slot", f"must be an int >= 0, got {slot!r}")
     block, row = divmod(slot, layout.rows)
-    base = block * layout.block_bytes
+    base = page_offset(layout, block, layers, layer)
     return base + layout.data_offset(row), base + layout.scale_offset(row)

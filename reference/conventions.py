@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from reference import addressing, attention, candidates, formats, state, topk, window
+from reference import addressing, attention, candidates, formats, padding, state, topk, window
 
 R = TypeVar("R")
 
@@ -87,6 +87,18 @@ SPARSE_ATTENTION = _table(
     )
 )
 
+PADDING_ROWS = _table(
+    Convention(
+        "padding_row",
+        padding.PADDING_ROW,
+        "length -1: a CUDA-graph padding row, answered as length 0 (every lane empty); v4-decode refuses it",
+    ),
+)
+"""How every operation that takes per-row lengths reads a length of -1 (``reference.padding``): one rule for all
+of them, not a choice between implementations, so it is not among any operation's conventions below."""
+PADDED_OPERATIONS: Final = ("index_scores", "topk", "candidate_select", "slot_translation")
+"""The operations ``PADDING_ROWS`` applies to (index scores: a query at position -1)."""
+
 CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "compression_prefill": COMPRESSION_PREFILL,
     "compression_decode": COMPRESSION_DECODE,
@@ -97,6 +109,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "slot_translation": SLOT_TRANSLATION,
     "gathered_rows": {},
     "window_indices": WINDOW_INDICES,
+    "window_release": {},
     "quantize_store": FORMATS,
     "gather_dequantize": FORMATS,
     "sparse_attention": SPARSE_ATTENTION,

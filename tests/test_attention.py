@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from fractions import Fraction
 from typing import Any
 
@@ -16,11 +17,13 @@ from reference.attention import (
     NAN,
     NEG_INF,
     POS_INF,
+    VANISHING_BITS,
     HeadResult,
     Sink,
     sparse_attention,
     valid_lanes,
 )
+from reference.grids import FP32, round_to
 
 RNG = random.Random(11)
 TOLERANCE = 1e-12
@@ -161,3 +164,82 @@ def test_refusals() -> None:
         sparse_attention(q, [[0, 0], [0, 0, 0]], [0], scale=1, sinks=[None])
     with pytest.raises(ValueError, match=r"^empty_row: must be 'zero' or 'nan'"):
         sparse_attention(q, keys, [0], scale=1, sinks=[None], empty_row="inf")  # type: ignore[arg-type]
+
+
+# --- sinks across the whole float32 range -------------------------------------------------------------------------
+
+EXTREME_QUERY = [[Fraction(1, 4), Fraction(-1, 2)], [Fraction(3, 2), Fraction(1, 8)]]
+EXTREME_KEYS = [[Fraction(1), Fraction(2)], [Fraction(-1, 4), Fraction(3, 4)], [Fraction(2), Fraction(-5, 4)]]
+EXTREME_LANES = [0, 1, 2, -1, 1]
+
+
+def _lse_of_first_head() -> Fraction:
+    lse = sparse_attention(EXTREME_QUERY, EXTREME_KEYS, EXTREME_LANES, scale=1, sinks=[None, None])[0].lse
+    assert isinstance(lse, Fraction)
+    return lse
+
+
+def _sink(kind: str) -> Fraction:
+    """A float32 sink: 1e30, -1e30, the f32 maximum, or the first head's lse plus an offset, rounded to f32."""
+    fixed = {"1e30": 1e30, "-1e30": -1e30, "f32_max": 3.4028234663852886e38, "-f32_max": -3.4028234663852886e38}
+    value = fixed[kind] if kind in fixed else float(_lse_of_first_head()) + float(kind.removeprefix("lse+"))
+    return Fraction(float(np.float32(value)))
+
+
+def _true_out(sink: Fraction, head: int) -> list[mpmath.mpf]:
+    """The head's outputs at 120 digits, straight from the formula (mpmath's exponent range is unbounded, and
+    nothing is converted to a Fraction)."""
+    with mpmath.workdps(120):
+        q = EXTREME_QUERY[head]
+        lanes = [j for j in EXTREME_LANES if j >= 0]
+        weights = [mpmath.exp(_mp(sum(a * b for a, b in zip(q, EXTREME_KEYS[j], strict=True)))) for j in lanes]
+        denominator = mpmath.fsum(weights) + mpmath.exp(_mp(sink))
+        return [
+            mpmath.fsum(w * _mp(EXTREME_KEYS[j][d]) for w, j in zip(weights, lanes, strict=True)) / denominator
+            for d in range(2)
+        ]
+
+
+def _as_fraction(x: mpmath.mpf) -> Fraction:
+    mantissa, exponent = x.man_exp
+    magnitude = Fraction(abs(int(mantissa))) * Fraction(2) ** int(exponent)
+    return -magnitude if x < 0 else magnitude
+
+
+@pytest.mark.parametrize("kind", ["1e30", "-1e30", "lse+1000"])
+def test_extreme_sink_answers_in_under_a_second(kind: str) -> None:
+    """Sink 1e30, -1e30 and lse + 1000: each row answered in under a second (before the bounds, 1e30 ran out of
+    memory after 31 s: e^{-1e30} as an exact Fraction has a denominator of 1.4e30 bits)."""
+    sink = _sink(kind)
+    start = time.perf_counter()
+    got = sparse_attention(EXTREME_QUERY, EXTREME_KEYS, EXTREME_LANES, scale=1, sinks=[sink, sink])
+    assert time.perf_counter() - start < 1.0
+    plain = sparse_attention(EXTREME_QUERY, EXTREME_KEYS, EXTREME_LANES, scale=1, sinks=[None, None])
+    assert [r.lse for r in got] == [r.lse for r in plain]
+    if kind == "-1e30":
+        assert got == plain  # e^{-1e30} is below 2^-200 of the sum: it leaves no trace at 50 digits
+    else:
+        assert all(r.out == (Fraction(0), Fraction(0)) for r in got)
+
+
+@pytest.mark.parametrize("kind", ["1e30", "-1e30", "f32_max", "-f32_max", "lse+1000", "lse+760", "lse+709", "lse+88"])
+def test_extreme_sink_rounds_to_the_true_value(kind: str) -> None:
+    """Every output rounds, in float64 and float32, to what the formula gives at 120 digits: the bounded cases
+    (0 above, the sink left out below) and the evaluated ones near both bounds (lse + 760: just below the
+    vanishing bound, where out is about 2^-1096 and still evaluated)."""
+    sink = _sink(kind)
+    got = sparse_attention(EXTREME_QUERY, EXTREME_KEYS, EXTREME_LANES, scale=1, sinks=[sink, sink])
+    for head in range(2):
+        for value, true in zip(got[head].out, _true_out(sink, head), strict=True):
+            assert isinstance(value, Fraction)
+            with mpmath.workdps(120):
+                tiny = abs(true) < mpmath.mpf(2) ** -2000
+            # float(Fraction) rounds correctly (mpmath's float() does not in the float64 subnormal range)
+            exact = Fraction(0) if tiny else _as_fraction(true)
+            assert float(value) == float(exact)
+            assert round_to(FP32, value) == round_to(FP32, exact)
+            with mpmath.workdps(120):
+                if value == 0:
+                    assert abs(true) < mpmath.mpf(2) ** -VANISHING_BITS
+                else:
+                    assert abs(_mp(value) - true) <= mpmath.mpf(10) ** -45 * abs(true)

@@ -392,6 +392,10 @@ STORE_REFUSALS = [
     ("unknown format", dict(fmt="v5_999"), ValueError, "fmt:"),
     ("unknown backend", dict(backend="cuda"), ValueError, "backend:"),
     ("slots on another device", dict(slots=torch.tensor([0, 1], device="meta")), ValueError, "slots:"),
+    ("layer past the layers", dict(layer=1), ValueError, "layer: must be in .0, 1. .the cache"),
+    ("negative layer", dict(layer=-1), ValueError, "layer: must be >= 0"),
+    ("block not split into the layers", dict(layers=5), ValueError, "cache: a block of"),
+    ("float layers", dict(layers=2.0), TypeError, "layers: must be an int"),
 ]
 
 
@@ -401,6 +405,29 @@ def test_bad_store_input_is_refused(what: str, change: dict[str, Any], error: ty
               for k, v in change.items()}  # fmt: skip
     with pytest.raises(error, match="^" + message.replace("(", r"\(")):
         _store_call(**change)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("conv", list(FORMATS))
+def test_layers_of_one_allocation_do_not_alias(conv: str, backend: str) -> None:
+    """Three layers in one allocation (block b holds each layer's page in turn): each layer's rows land in its own
+    pages exactly as a one-layer cache holds them, other layers' bytes stay, and each layer reads back its own."""
+    rows_per_block, blocks, layers = 2, 3, 3
+    page = FORMATS[conv].block_bytes(rows_per_block)
+    g = np.random.default_rng(6)
+    slots = torch.tensor([4, 0, 3], device=DEVICE)
+    cache = torch.full((blocks, layers * page), POISON, dtype=torch.uint8, device=DEVICE)
+    alone = []
+    for layer in range(layers):
+        rows = f32(g.standard_normal((3, FORMATS[conv].dims)).astype(np.float32) * (layer + 1))
+        quantize_store(rows, slots, cache, fmt=conv, layers=layers, layer=layer, backend=backend)
+        single = poisoned_cache(conv, rows_per_block, blocks)
+        quantize_store(rows, slots, single, fmt=conv, backend=backend)
+        alone.append(single)
+    for layer in range(layers):
+        assert torch.equal(cache[:, layer * page : (layer + 1) * page], alone[layer]), layer
+        got = gather_dequantize(cache, slots, fmt=conv, layers=layers, layer=layer, backend=backend)
+        assert torch.equal(got, gather_dequantize(alone[layer], slots, fmt=conv, backend=backend)), layer
 
 
 def test_gather_refuses_slots_past_the_cache_and_bad_outputs() -> None:
@@ -568,6 +595,32 @@ def test_bf16_mode_within_twice_the_bf16_torch_error() -> None:
     torch_bf16 = np.abs(run(case, precision="bf16", backend="torch")[0].cpu().numpy() - e).max()
     assert ours <= 2 * torch_bf16, (ours, torch_bf16)
     assert ours > 1e-5, "the bf16 mode should round the probabilities: otherwise this test checks nothing"
+
+
+EXTREME_SINKS = [1e30, -1e30, 3.4028234663852886e38, 1000.0, 120.0]
+"""Sinks across the float32 range: e^{sink - m} overflows float32 at 1e30, the f32 maximum, 1000 and 120 (the
+row maxima here are below 25), and underflows at -1e30."""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("precision", ["f64", "f32", "bf16"])
+def test_extreme_sinks_in_every_mode(precision: str, backend: str) -> None:
+    """Every mode and backend on sinks far above and below the row: no NaN or infinity outside the empty row,
+    lse untouched by the sink, and each output within the mode's rounding of the exact one (0 where the sink
+    swamps the row, the sink-free result at -1e30)."""
+    case = attention_case(torch.bfloat16, "out_of_range", seed=5)
+    case["sink"] = torch.tensor(EXTREME_SINKS, dtype=torch.float32, device=DEVICE)
+    out, lse = run(case, precision=precision, backend=backend, config=SMALL)
+    exact_out, exact_lse = exact_result(case, "zero")
+    assert bool(torch.isfinite(out[:2]).all()) and bool(torch.isfinite(lse[:2]).all())
+    relative = {"f64": 2.0**-23, "f32": 2.0**-20, "bf16": 2.0**-4}[precision]  # bf16 torch rounds the scores
+    ulps = np.vectorize(lambda x: max(f32_ulp(x), 2.0**-149))  # below float32's range: its smallest step
+    e = np.asarray(exact_out, dtype=np.float64)
+    assert_close(out, exact_out, relative * weighted_magnitude(case) + 8 * ulps(e), "out")
+    lse_exact = np.asarray(exact_lse, dtype=np.float64)
+    lse_relative = relative if precision == "bf16" else 0.0
+    assert_close(lse, exact_lse, 8 * ulps(lse_exact) + lse_relative * np.nan_to_num(np.abs(lse_exact)), "lse")
+    assert bool((out[:2, [0, 2, 3]] == 0).all())
 
 
 @pytest.mark.parametrize("precision", ["f64", "f32", "bf16"])

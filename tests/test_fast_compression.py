@@ -693,7 +693,8 @@ def test_mixed_devices_are_refused() -> None:
 
 
 def test_registered_adapters_follow_the_contract() -> None:
-    """Every fast compression implementation in the registry: contract call shape, (rows, store_rows) out."""
+    """Every fast compression implementation in the registry: contract call shape, (rows, store_rows, positions)
+    out."""
     from properties.registry import discover
 
     impls = [i for i in discover().find(origin="fast") if i.op.startswith("compression_")]
@@ -709,9 +710,10 @@ def test_registered_adapters_follow_the_contract() -> None:
         state = call.fresh_state()
         before = state.clone()
         score, latent, cu, start, _, index = call.tensors(state)
-        rows, store = impl.fn(score, latent, cu, start, state, index, ratio=4, overlap=True, ape=call.ape)
-        _, want_store, _ = call.expected(torch.float64)
+        rows, store, positions = impl.fn(score, latent, cu, start, state, index, ratio=4, overlap=True, ape=call.ape)
+        _, want_store, want_positions = call.expected(torch.float64)
         assert store.tolist() == want_store, impl.id
+        assert positions.tolist() == want_positions, impl.id
         if rows.dtype == torch.float32:
             assert_rows_close(rows, call, impl.id)
         else:  # bf16 rows: the f32 rows of the same backend, rounded to nearest even

@@ -554,6 +554,42 @@ def test_paged_logits_block_outside_cache() -> None:
 # --- bad input ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_padding_rows_read_as_length_zero(backend: str) -> None:
+    """A length of -1 (a CUDA-graph padding row, reference.padding): nothing of the row is read and every lane is
+    empty: top-k fill lanes, no kept block (pinned or not), -1 slots, -inf logits; the other rows as without it.
+    A batch of zero lengths answers the same way."""
+    mod: Any = K if backend == "triton" else naive
+    scores = torch.tensor([[float("nan"), float("inf"), 5.0, 1e30] * 2, [1.0, 3.0, 2.0, 0.5] * 2])
+    lens = torch.tensor([-1, 5], dtype=torch.int32)
+    for convention in ("v4.1", "v4.1-clamped", "v4-prefill", "select", "select-unsorted"):
+        got = mod.topk(scores, lens, k=3, convention=convention).tolist()
+        fill = 2**31 - 1 if convention.startswith("select") else -1
+        assert got[0] == [fill] * 3, convention
+        assert got[1] == mod.topk(scores[1:], lens[1:], k=3, convention=convention).tolist()[0], convention
+        zero = mod.topk(scores, torch.zeros(2, dtype=torch.int32), k=3, convention=convention).tolist()
+        assert zero == [[fill] * 3] * 2, convention
+    for pin in (True, False):
+        kept = mod.candidate_select(scores, lens, block_size=3, topk_blocks=3, pin_newest=pin).tolist()
+        assert kept[0] == [-1, -1, -1], pin
+    rows = torch.tensor([[0, 1, 2], [3, 1, 0]], dtype=torch.int32)
+    table = torch.tensor([[4, 5], [6, 7]], dtype=torch.int32)
+    for guard in ("sentinel", "count"):
+        slots = mod.slot_translation(rows, table, lens.clamp(max=3), rows_per_block=2, guard=guard).tolist()
+        assert slots[0] == [-1, -1, -1], guard
+    q, w = torch.ones(2, 1, 4), torch.ones(2, 1)
+    keys = torch.ones(8, 4)
+    out = mod.index_logits(q, w, keys, lens).tolist()
+    assert out[0] == [float("-inf")] * 8 and out[1][:5] == [4.0] * 5
+    padding_only = torch.full((2,), -1, dtype=torch.int32)
+    assert mod.index_logits(q, w, keys, padding_only).tolist() == [[float("-inf")] * 8] * 2
+    paged = mod.paged_index_logits(
+        q[None], w[None], keys.reshape(4, 2, 4), torch.tensor([[1, 0]], dtype=torch.int32),
+        padding_only[None], rows_per_block=2,
+    )  # fmt: skip
+    assert paged.tolist() == [[float("-inf")] * 4] * 2
+
+
 def _bad_calls():  # type: ignore[no-untyped-def]
     s = torch.zeros(2, 8)
     lens = torch.tensor([3, 8], dtype=torch.int32)
@@ -561,7 +597,13 @@ def _bad_calls():  # type: ignore[no-untyped-def]
     rows = torch.zeros(2, 3, dtype=torch.int32)
     table = torch.zeros(2, 2, dtype=torch.int32)
     return [
-        ("lengths", ValueError, lambda: K.topk(s, torch.tensor([-1, 2], dtype=torch.int32), k=2)),
+        ("lengths", ValueError, lambda: K.topk(s, torch.tensor([-2, 2], dtype=torch.int32), k=2)),
+        (
+            "lengths",
+            ValueError,
+            lambda: K.topk(s, torch.tensor([-1, 8], dtype=torch.int32), k=2, convention="v4-decode"),
+        ),
+        ("lengths", ValueError, lambda: K.candidate_select(s, torch.tensor([-2, 2]), block_size=2, topk_blocks=2)),
         ("lengths", ValueError, lambda: K.topk(s, torch.tensor([9, 2], dtype=torch.int32), k=2)),
         ("k", ValueError, lambda: K.topk(s, lens, k=-1)),
         ("k", TypeError, lambda: K.topk(s, lens, k=2.0)),

@@ -12,7 +12,14 @@ import pytest
 import torch
 
 from reference.accounting import block_payload_bytes
-from reference.cache_blocks import BlockLayout, pack_block, public_layout, slot_byte_offsets, unpack_block
+from reference.cache_blocks import (
+    BlockLayout,
+    pack_block,
+    page_offset,
+    public_layout,
+    slot_byte_offsets,
+    unpack_block,
+)
 from reference.formats import (
     INDEX_FP4,
     INDEX_FP8,
@@ -260,6 +267,29 @@ def test_unwritten_rows_and_padding_are_zero_and_slots_do_not_wrap() -> None:
         layout.data_offset(4)
     with pytest.raises(ValueError, match=r"^rows: at most 4 rows"):
         pack_block(layout, [row] * 5)
+
+
+def test_layers_have_their_own_pages_data_and_scales() -> None:
+    """A cache of three layers: block b holds layer 0's, 1's and 2's pages in turn; each layer's data and scale
+    parts of a slot lie in its own page, and no two (layer, slot) pairs share a byte."""
+    layout = public_layout(INDEX_FP8, 4)
+    assert page_offset(layout, 0, 3, 2) == 2 * layout.block_bytes
+    assert page_offset(layout, 5, 3, 1) == (5 * 3 + 1) * layout.block_bytes
+    assert slot_byte_offsets(layout, 9, 1, 0) == slot_byte_offsets(layout, 9)
+    spans: dict[int, tuple[int, int]] = {}
+    for layer in range(3):
+        for slot in range(12):
+            data, scales = slot_byte_offsets(layout, slot, 3, layer)
+            page = page_offset(layout, slot // 4, 3, layer)
+            assert page <= data < scales < page + layout.block_bytes
+            for at in [*range(data, data + 128), *range(scales, scales + 4)]:
+                assert at not in spans, (at, spans[at], (layer, slot))
+                spans[at] = (layer, slot)
+    assert len(spans) == 3 * 12 * 132
+    with pytest.raises(ValueError, match=r"^layer: must be in \[0, 3\)"):
+        slot_byte_offsets(layout, 0, 3, 3)
+    with pytest.raises(ValueError, match=r"^layers: must be a positive integer"):
+        page_offset(layout, 0, 0, 0)
 
 
 def test_seed_000_table_row_and_block_bytes() -> None:

@@ -27,7 +27,7 @@ def run_project(tmp_path: pathlib.Path, **env: str) -> subprocess.CompletedProce
 def test_the_example_project_passes(tmp_path: pathlib.Path) -> None:
     run = run_project(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "5 passed" in run.stdout, run.stdout
+    assert "6 passed" in run.stdout, run.stdout
 
 
 def test_the_example_project_fails_when_its_kernel_is_broken(tmp_path: pathlib.Path) -> None:

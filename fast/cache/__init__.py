@@ -1,8 +1,9 @@
 """Paged-cache kernels: quantize-and-store, gather-and-dequantize, sparse attention with a sink (Triton and torch).
 
-    quantize_store(rows, slots, cache, *, fmt, rows_per_block=None, backend="triton", validate=True)
-    gather_dequantize(cache, slots, *, fmt, rows_per_block=None, backend="triton", out=None, fill=0.0,
-                      validate=True) -> f32[R, d]
+    quantize_store(rows, slots, cache, *, fmt, rows_per_block=None, layers=1, layer=0, backend="triton",
+                   validate=True)
+    gather_dequantize(cache, slots, *, fmt, rows_per_block=None, layers=1, layer=0, backend="triton", out=None,
+                      fill=0.0, validate=True) -> f32[R, d]
     sparse_attention(q, kv, indices, sink, *, scale, dv, empty_row="zero", invalid="out_of_range",
                      kv_format=None, rows_per_block=None, precision="f32", backend="triton", out=None,
                      lse=None, config=None) -> (out: f32[M, H, dv], lse: f32[M, H])
@@ -29,12 +30,23 @@ PRECISIONS = ("f32", "bf16", "f64")
 
 
 def _cache(
-    cache: object, fmt: CacheFormat, rows_per_block: int | None, name: str = "cache"
+    cache: object, fmt: CacheFormat, rows_per_block: int | None, name: str = "cache", layers: int = 1, layer: int = 0
 ) -> tuple[torch.Tensor, int]:
+    """The checked cache and its rows per block. A cache of ``layers`` layers is u8[num_blocks, layers *
+    block_bytes]: block ``b`` holds one page per layer, in layer order (``reference.cache_blocks.page_offset``)."""
     c = checks.tensor(cache, name, (torch.uint8,), 2)
     checks.contiguous(c, name)
     checks.aligned(c, name, 16)
-    rows = fmt.rows_per_block(c.shape[1])
+    for value, what, low in ((layers, "layers", 1), (layer, "layer", 0)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{what}: must be an int, got {type(value).__name__}")
+        if value < low:
+            raise ValueError(f"{what}: must be >= {low}, got {value}")
+    if layer >= layers:
+        raise ValueError(f"layer: must be in [0, {layers}) (the cache's layers), got {layer}")
+    if c.shape[1] % layers:
+        raise ValueError(f"{name}: a block of {c.shape[1]} bytes does not split into {layers} layers' pages")
+    rows = fmt.rows_per_block(c.shape[1] // layers)
     if rows_per_block is not None and rows_per_block != rows:
         raise ValueError(f"rows_per_block: {rows_per_block} does not match {name}'s {c.shape[1]}-byte blocks, "
                          f"which hold {rows} {fmt.convention} rows")  # fmt: skip
@@ -57,11 +69,14 @@ def quantize_store(
     *,
     fmt: str,
     rows_per_block: int | None = None,
+    layers: int = 1,
+    layer: int = 0,
     backend: str = "triton",
     validate: bool = True,
 ) -> None:
-    """Quantize ``rows`` (f32[R, d]) and store row ``i`` at physical slot ``slots[i]`` (i64[R]) of ``cache``
-    (u8[num_blocks, block_bytes], in place) in ``fmt``'s public layout; slot -1 is skipped (its row is not read).
+    """Quantize ``rows`` (f32[R, d]) and store row ``i`` at physical slot ``slots[i]`` (i64[R]) of layer ``layer``
+    of ``cache`` (u8[num_blocks, layers * block_bytes], in place: block ``b`` holds one page per layer, in layer
+    order) in ``fmt``'s public layout; slot -1 is skipped (its row is not read).
 
     ``validate`` (one small device-to-host copy, before any byte is written): every slot is -1 or inside the
     cache, no slot twice, every stored row finite with its RoPE tail inside the bf16 range (``ValueError``
@@ -69,7 +84,7 @@ def quantize_store(
     slots race, and a group holding NaN or infinity is stored as a NaN group (docs/cache-kernels.md).
     """
     f = cache_format(fmt)
-    c, rpb = _cache(cache, f, rows_per_block)
+    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
     r = checks.tensor(rows, "rows", (torch.float32,), 2)
     checks.same_device(r, "rows", c.device, "cache")
     if r.shape[1] != f.dims:
@@ -79,7 +94,7 @@ def quantize_store(
     b = checks.backend(backend, c.device)
     if validate:
         checks.store_inputs(r, s, c.shape[0] * rpb, f.groups * f.group_size)
-    call = checks.StoreArgs(r, s, c, f, rpb)
+    call = checks.StoreArgs(r, s, c, f, rpb, layers, layer)
     if b == "torch":
         from fast.cache import quantize_naive
 
@@ -96,19 +111,22 @@ def gather_dequantize(
     *,
     fmt: str,
     rows_per_block: int | None = None,
+    layers: int = 1,
+    layer: int = 0,
     backend: str = "triton",
     out: torch.Tensor | None = None,
     fill: float = 0.0,
     validate: bool = True,
 ) -> torch.Tensor:
-    """The rows at ``slots`` (i64[R]) of ``cache``, dequantized to f32[R, d]; ``fill`` for slot -1.
+    """The rows at ``slots`` (i64[R]) of layer ``layer`` of ``cache`` (as ``quantize_store``), dequantized to
+    f32[R, d]; ``fill`` for slot -1.
 
     ``out`` (f32[R, d], contiguous) receives the rows if given. ``check_slots``: every slot is -1 or inside the
     cache (``validate``: one small device-to-host copy); without it a slot outside the cache reads as ``fill``.
     NaN codes (never written by ``quantize_store`` with ``validate``) read as NaN.
     """
     f = cache_format(fmt)
-    c, rpb = _cache(cache, f, rows_per_block)
+    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
     s = _slots(slots, None, c.device)
     if not isinstance(fill, int | float) or isinstance(fill, bool):
         raise TypeError(f"fill: must be a float, got {type(fill).__name__}")
@@ -123,7 +141,7 @@ def gather_dequantize(
             raise ValueError(f"out: must have shape {(s.shape[0], f.dims)}, got {tuple(out.shape)}")
     if validate:
         checks.slots(s, c.shape[0] * rpb, "slots")
-    call = checks.GatherArgs(c, s, f, rpb, out, float(fill))
+    call = checks.GatherArgs(c, s, f, rpb, out, float(fill), layers, layer)
     if b == "torch":
         from fast.cache import quantize_naive
 

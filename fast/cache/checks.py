@@ -27,20 +27,27 @@ BACKENDS = ("triton", "torch")
 
 @dataclass(frozen=True)
 class StoreArgs:
-    """A checked ``quantize_store``: rows f32[R, fmt.dims] go to slots i64[R] of cache u8[num_blocks,
-    block_bytes] (in place; a slot outside the cache, -1 included, is skipped)."""
+    """A checked ``quantize_store``: rows f32[R, fmt.dims] go to slots i64[R] of layer ``layer`` of cache
+    u8[num_blocks, layers * block_bytes] (in place; a slot outside the cache, -1 included, is skipped). Block
+    ``b`` holds one page of ``block_bytes`` per layer, in layer order (``reference.cache_blocks.page_offset``)."""
 
     rows: torch.Tensor
     slots: torch.Tensor
     cache: torch.Tensor
     fmt: CacheFormat
     rows_per_block: int
+    layers: int = 1
+    layer: int = 0
+
+    @property
+    def page_bytes(self) -> int:
+        return int(self.cache.shape[1]) // self.layers
 
 
 @dataclass(frozen=True)
 class GatherArgs:
-    """A checked ``gather_dequantize``: the rows at slots i64[R] of cache, dequantized into out f32[R, fmt.dims];
-    ``fill`` where a slot is outside the cache."""
+    """A checked ``gather_dequantize``: the rows at slots i64[R] of layer ``layer`` of cache (as ``StoreArgs``),
+    dequantized into out f32[R, fmt.dims]; ``fill`` where a slot is outside the cache."""
 
     cache: torch.Tensor
     slots: torch.Tensor
@@ -48,6 +55,12 @@ class GatherArgs:
     rows_per_block: int
     out: torch.Tensor
     fill: float = 0.0
+    layers: int = 1
+    layer: int = 0
+
+    @property
+    def page_bytes(self) -> int:
+        return int(self.cache.shape[1]) // self.layers
 
 
 @dataclass(frozen=True)

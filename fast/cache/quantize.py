@@ -314,6 +314,14 @@ def _layout_args(fmt: CacheFormat, cache: torch.Tensor, rows_per_block: int) -> 
     return n_slots, rows_per_block, cache.shape[1], data_stride, scale_base, scale_stride
 
 
+def _page_views(call: StoreArgs | GatherArgs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The cache as bytes, int32 and int16 words, starting at layer ``call.layer``'s page of block 0: the kernels
+    add ``block * cache.shape[1]`` (every layer's page of a block) and the format's offsets inside the page, so
+    layer ``l`` is the same launch on a base ``l * page_bytes`` further (every page is a multiple of 4 bytes)."""
+    flat = call.cache.view(-1)[call.layer * call.page_bytes :]
+    return flat, flat.view(torch.int32), flat.view(torch.int16)
+
+
 def store_rows(call: StoreArgs, launch: tuple[int, int, int] | None = None) -> None:
     """Quantize ``call.rows`` (f32[R, fmt.dims]) into ``call.cache`` (u8[num_blocks, block_bytes]) at
     ``call.slots`` (i64[R]).
@@ -330,11 +338,12 @@ def store_rows(call: StoreArgs, launch: tuple[int, int, int] | None = None) -> N
     per, warps, per_sm = launch or store_launch(fmt)
     tiles = triton.cdiv(rows.shape[0], per)
     programs = tiles if per_sm == 0 else min(tiles, per_sm * _multiprocessors(rows.device))
+    data, words, _ = _page_views(call)
     _store_kernel[(programs,)](
         rows,
         call.slots,
-        cache.view(torch.int32),
-        cache,
+        words,
+        data,
         rows.shape[0],
         *_layout_args(fmt, cache, call.rows_per_block),
         **_constants(fmt),
@@ -352,10 +361,11 @@ def gather_rows(call: GatherArgs) -> torch.Tensor:
         return out
     assert out.is_contiguous()
     per = rows_per_program()
+    data, words, halves = _page_views(call)
     _gather_kernel[(triton.cdiv(out.shape[0], per),)](
-        cache.view(torch.int32),
-        cache,
-        cache.view(torch.int16),
+        words,
+        data,
+        halves,
         call.slots,
         out,
         call.fill,

@@ -63,11 +63,13 @@ def quantize_rows(rows: torch.Tensor, fmt: CacheFormat) -> tuple[torch.Tensor, t
 
 
 def _offsets(
-    slots: torch.Tensor, fmt: CacheFormat, rows_per_block: int, block_bytes: int
+    slots: torch.Tensor, fmt: CacheFormat, rows_per_block: int, block_bytes: int, page: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Byte offsets of each slot's data and scale parts: its block's row of the cache (``block_bytes`` wide,
+    every layer's page), then the layer's page at ``page``, then the format's public layout inside it."""
     data_stride, scale_base, scale_stride = fmt.offsets(rows_per_block)
     block, row = slots // rows_per_block, slots % rows_per_block
-    base = block * block_bytes
+    base = block * block_bytes + page
     data = base + row * data_stride
     scale = base + scale_base + row * scale_stride
     dev = slots.device
@@ -85,7 +87,7 @@ def store_rows(call: StoreArgs) -> None:
         return
     data, scales = quantize_rows(rows, fmt)
     keep = (slots >= 0) & (slots < cache.shape[0] * rows_per_block)
-    data_at, scale_at = _offsets(slots[keep], fmt, rows_per_block, cache.shape[1])
+    data_at, scale_at = _offsets(slots[keep], fmt, rows_per_block, cache.shape[1], call.layer * call.page_bytes)
     flat = cache.view(-1)
     flat[data_at] = data[keep]
     flat[scale_at] = scales[keep]
@@ -120,7 +122,8 @@ def gather_rows(call: GatherArgs) -> torch.Tensor:
     if slots.shape[0] == 0:
         return out
     ok = (slots >= 0) & (slots < cache.shape[0] * call.rows_per_block)
-    data_at, scale_at = _offsets(torch.where(ok, slots, 0), call.fmt, call.rows_per_block, cache.shape[1])
+    page = call.layer * call.page_bytes
+    data_at, scale_at = _offsets(torch.where(ok, slots, 0), call.fmt, call.rows_per_block, cache.shape[1], page)
     flat = cache.view(-1)
     values = dequantize(flat[data_at], flat[scale_at], call.fmt)
     out.copy_(torch.where(ok[:, None], values, torch.full_like(values, call.fill)))

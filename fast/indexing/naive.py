@@ -56,7 +56,7 @@ def index_logits(*tensors: torch.Tensor, precision: str = "float32", **options: 
     """
     a = v.check_logits(*tensors, **options)
     q, k, lengths = a.q, a.k, a.lengths
-    seen = int(lengths.max()) if lengths.numel() else 0
+    seen = max(0, int(lengths.max())) if lengths.numel() else 0  # a padding row (-1) reads nothing
     if a.k_scale is not None:
         keys = fp8_values(k[:seen]) * a.k_scale[:seen].unsqueeze(-1)
         keys = keys.to(q.dtype) if precision == "input" else keys
@@ -103,7 +103,7 @@ def paged_index_logits(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
     """
     a = v.check_paged(*tensors, **options)
     q, lengths = a.q, a.lengths
-    seen = min(int(lengths.max()) if lengths.numel() else 0, a.width)
+    seen = min(max(0, int(lengths.max())) if lengths.numel() else 0, a.width)
     keys = paged_rows(a.cache, a.block_table, seen, a.rows_per_block, a.dim)
     dots = torch.einsum("bthd,bnd->bthn", q.float(), keys)
     scores = torch.full((a.requests, a.next_n, a.width), NEG_INF, dtype=torch.float32, device=q.device)

@@ -16,6 +16,7 @@ import torch
 
 from reference.checks import INT32_MAX, INT64_MAX, fail, require
 from reference.conventions import TOPK
+from reference.padding import PADDING_LENGTH
 from reference.topk import LaneLayout, lane_layout
 
 BACKENDS = ("triton", "torch")
@@ -71,11 +72,12 @@ def backend_for(backend: str, device: torch.device) -> str:
 
 
 def lengths_in_range(lengths: torch.Tensor, limit: int, argument: str = "lengths") -> None:
-    """Every length in ``[0, limit]`` (one device-to-host copy)."""
+    """Every length in ``[0, limit]``, or -1: a padding row, read as length 0 (``reference.padding``; one
+    device-to-host copy)."""
     if lengths.numel() == 0:
         return
     lo, hi = (int(v) for v in torch.stack([lengths.min(), lengths.max()]).tolist())
-    require(lo >= 0, argument, f"must be >= 0, got a length of {lo}")
+    require(lo >= PADDING_LENGTH, argument, f"must be >= 0, or -1 for a padding row, got a length of {lo}")
     require(hi <= limit, argument, f"must be <= {limit} (the row width), got a length of {hi}")
 
 
@@ -183,7 +185,11 @@ def check_topk(
     if validate and m:
         lengths_in_range(lens, n)
         if mode.whole_row:
-            require(bool((lens == n).all()), "lengths", f"v4-decode scores exactly the visible rows: each must be {n}")
+            require(
+                bool((lens == n).all()),
+                "lengths",
+                f"v4-decode scores exactly the visible rows: each must be {n} (a padding row, -1, has no answer there)",
+            )
         if translate:
             table_covers(table, lens, per_block, None)
         elif offsets is not None:
@@ -469,6 +475,33 @@ def check_window(window: object, seqlen: object, start_pos: object, order: str) 
     require(p == 0 or n == 1, "seqlen", f"a decode step (start_pos > 0) has one query, got {n}")
     require(p <= INT32_MAX, "start_pos", f"must fit int32, got {p}")
     return w, n, p
+
+
+@dataclass(frozen=True)
+class ReleaseArgs:
+    """A checked window-release call: its tensors and sizes as given."""
+
+    seq_lens: torch.Tensor
+    step_lens: torch.Tensor
+    window: int
+    block_size: int
+
+
+def check_release(
+    seq_lens: object, step_lens: object, *, window: object, block_size: object, validate: bool = True
+) -> ReleaseArgs:
+    """Checks of :func:`fast.indexing.window.window_release` (same arguments and defaults)."""
+    seq = tensor(seq_lens, "seq_lens", INDEX_DTYPES, 1)
+    step = tensor(step_lens, "step_lens", INDEX_DTYPES, 1, seq.device)
+    shape(step, tuple(seq.shape), "step_lens", "one step length per request")
+    w = int_arg(window, "window", 1)
+    b = int_arg(block_size, "block_size", 1)
+    if validate and seq.numel():
+        d = step.to(torch.int64)
+        lo_step, slack = (int(x) for x in torch.stack([d.min(), (seq.to(torch.int64) - d).min()]).tolist())
+        require(lo_step >= 1, "step_lens", f"must be >= 1 (a step writes at least one position), got {lo_step}")
+        require(slack >= 0, "seq_lens", "must be >= step_lens (the tentative length counts the step's positions)")
+    return ReleaseArgs(seq, step, w, b)
 
 
 def output(out: torch.Tensor | None, shape_: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -1,8 +1,10 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
-"""Sliding-window index rows in Triton (docs/indexing.md, "Window order").
+"""Sliding-window index rows in Triton (docs/indexing.md, "Window order"), and the window's block release in torch
+(docs/indexing.md, "Window block release").
 
     window_indices(*, window, seqlen, start_pos, order, device="cpu")  -> i32[R, W]
     decode_window_indices(positions, *, window, order)                 -> i32[B, window]
+    window_release(seq_lens, step_lens, *, window, block_size)         -> i32[B]
 
 Prefill (``start_pos == 0``): R = seqlen rows of W = min(window, seqlen) lanes; query i lists positions
 ``max(0, i - window + 1) .. i`` oldest first, then -1. Decode: one row of ``window`` ring slots per query at
@@ -86,3 +88,15 @@ def decode_window_indices(positions: torch.Tensor, *, window: int, order: str, v
         pos, out, pos.shape[0], window, V41=order == "v4.1", BR=br, BL=bl, num_warps=4
     )
     return out
+
+
+def window_release(
+    seq_lens: torch.Tensor, step_lens: torch.Tensor, *, window: int, block_size: int, validate: bool = True
+) -> torch.Tensor:
+    """Leading blocks of ``block_size`` positions each request may have released once a step of ``step_lens[b]``
+    positions is scheduled, ``seq_lens[b]`` its tentative length counting them: ``max(0, S - (window + D - 1)) //
+    block_size`` (the newest ``window + D - 1`` positions stay reserved until verification). i32[B], in int64
+    arithmetic (torch: a few elementwise operations, no kernel of its own)."""
+    a = v.check_release(seq_lens, step_lens, window=window, block_size=block_size, validate=validate)
+    keep = a.step_lens.to(torch.int64) + (a.window - 1)
+    return ((a.seq_lens.to(torch.int64) - keep).clamp_min(0) // a.block_size).to(torch.int32)

@@ -34,17 +34,23 @@ SHOWN_VALUES = 8  # row values quoted in a failure report
 
 @dataclass(frozen=True)
 class StoreCase:
-    """One quantize_store call, expanded for a format."""
+    """One quantize_store call, expanded for a format: into layer ``layer`` of a cache of ``layers`` layers."""
 
     fmt: str
     layout: BlockLayout
     rows: list[list[float]]
     slots: list[int]
     poison: bytes
+    layers: int = 1
+    layer: int = 0
 
     @property
     def rowfmt(self) -> RowFormat:
         return self.layout.fmt
+
+    def offsets(self, slot: int, layer: int | None = None) -> tuple[int, int]:
+        """Absolute byte offsets of a slot's data and scale parts in ``layer`` (default: the call's)."""
+        return slot_byte_offsets(self.layout, slot, self.layers, self.layer if layer is None else layer)
 
     @property
     def stored(self) -> list[tuple[int, int]]:
@@ -84,34 +90,50 @@ def _store_case(example: dict[str, Any], fmt: str) -> StoreCase:
         for k, (p, slot, garbage) in enumerate(example["rows"])
     ]
     slots = [slot for _, slot, _ in example["rows"]]
-    poison = poison_bytes(example["poison"], example["num_blocks"] * layout.block_bytes)
-    return StoreCase(fmt, layout, rows, slots, poison)
+    layers, layer = layers_of(example)
+    poison = poison_bytes(example["poison"], example["num_blocks"] * layers * layout.block_bytes)
+    return StoreCase(fmt, layout, rows, slots, poison, layers, layer)
 
 
-def _tensors(
-    rows: list[list[float]], slots: list[int], cache: bytes, layout: BlockLayout, device: str
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    rows_t = torch.tensor(rows, dtype=torch.float32, device=device).reshape(len(rows), layout.fmt.dims)
-    slots_t = torch.tensor(slots, dtype=torch.int64, device=device)
-    cache_t = torch.tensor(list(cache), dtype=torch.uint8, device=device).reshape(-1, layout.block_bytes)
-    return rows_t, slots_t, cache_t
+def layers_of(example: dict[str, Any]) -> tuple[int, int]:
+    """An example's cache layers and the layer its call uses (1 and 0 for examples drawn before layers)."""
+    return int(example.get("layers", 1)), int(example.get("layer", 0))
 
 
-def run_store(impl: Implementation, case: StoreCase, rows: list[list[float]], slots: list[int], cache: bytes) -> bytes:
-    """Run the implementation's quantize_store on a copy of ``cache``; the cache's bytes afterwards."""
-    rows_t, slots_t, cache_t = _tensors(rows, slots, cache, case.layout, impl.device)
-    impl.fn(rows_t, slots_t, cache_t, fmt=case.fmt, rows_per_block=case.layout.rows)
+def cache_tensor(cache: bytes, case: StoreCase, device: str) -> torch.Tensor:
+    """The cache bytes as the contract's ``u8[num_blocks, layers * block_bytes]``."""
+    width = case.layers * case.layout.block_bytes
+    return torch.tensor(list(cache), dtype=torch.uint8, device=device).reshape(-1, width)
+
+
+def run_store(
+    impl: Implementation,
+    case: StoreCase,
+    rows: list[list[float]],
+    slots: list[int],
+    cache: bytes,
+    layer: int | None = None,
+) -> bytes:
+    """Run the implementation's quantize_store on a copy of ``cache`` (into ``layer``, default the case's); the
+    cache's bytes afterwards."""
+    rows_t = torch.tensor(rows, dtype=torch.float32, device=impl.device).reshape(len(rows), case.rowfmt.dims)
+    slots_t = torch.tensor(slots, dtype=torch.int64, device=impl.device)
+    cache_t = cache_tensor(cache, case, impl.device)
+    which = case.layer if layer is None else layer
+    impl.fn(rows_t, slots_t, cache_t, fmt=case.fmt, rows_per_block=case.layout.rows, layer=which)
     if cache_t.dtype != torch.uint8 or cache_t.numel() != len(cache):
         raise Mismatch("quantize_store", detail="the cache tensor changed dtype or size")
     return bytes(cache_t.cpu().reshape(-1).tolist())
 
 
-def describe(layout: BlockLayout, position: int) -> str:
-    """Which part of the cache an absolute byte position belongs to."""
+def describe(layout: BlockLayout, position: int, layers: int = 1) -> str:
+    """Which part of the cache (of ``layers`` layers) an absolute byte position belongs to."""
     fmt, rows = layout.fmt, layout.rows
-    block, offset = divmod(position, layout.block_bytes)
+    page, offset = divmod(position, layout.block_bytes)
+    block, layer = divmod(page, layers)
+    where = f"layer {layer} " if layers > 1 else ""
     if offset >= layout.payload_bytes:
-        return f"block {block} padding byte {offset - layout.payload_bytes}"
+        return f"{where}block {block} padding byte {offset - layout.payload_bytes}"
     if layout.arrangement == "sectioned":
         if offset < rows * fmt.data_bytes:
             row, part, at = offset // fmt.data_bytes, "data", offset % fmt.data_bytes
@@ -124,7 +146,7 @@ def describe(layout: BlockLayout, position: int) -> str:
         at = at if part == "data" else at - fmt.data_bytes
     if part == "scale" and at >= fmt.scale_bytes - fmt.scale_pad_bytes:
         part = "pad"
-    return f"slot {block * rows + row} (block {block} row {row}) {part} byte {at}"
+    return f"{where}slot {block * rows + row} (block {block} row {row}) {part} byte {at}"
 
 
 def shown_values(values: list[float]) -> str:
@@ -141,6 +163,7 @@ def compare_cache(
     free_bits: dict[int, int] | None = None,
     choices: dict[int, set[int]] | None = None,
     context: str = "",
+    layers: int = 1,
 ) -> None:
     """Every byte equal, except bits in ``free_bits`` (either value allowed) and bytes with listed ``choices``."""
     if expected == got:
@@ -150,7 +173,7 @@ def compare_cache(
     for position, (e, g) in enumerate(zip(expected, got, strict=True)):
         if e == g or g in choices.get(position, ()) or not (e ^ g) & ~free_bits.get(position, 0):
             continue
-        lanes.append((describe(layout, position), f"0x{e:02x}", f"0x{g:02x}"))
+        lanes.append((describe(layout, position, layers), f"0x{e:02x}", f"0x{g:02x}"))
     if lanes:
         raise Mismatch(what, lanes, detail=f"{len(lanes)} byte(s) differ, first at {lanes[0][0]}{context}")
 
@@ -204,27 +227,43 @@ def refusal(case: StoreCase, *, cheap: bool = False) -> str | None:
     return None
 
 
-def expected_cache(case: StoreCase) -> tuple[bytes, dict[int, int], dict[int, set[int]]]:
-    """The reference's cache after the call, with the sign bits of -0.0 inputs and the pad bytes left free."""
+def expected_cache(
+    case: StoreCase, stores: list[tuple[int, list[list[float]]]] | None = None
+) -> tuple[bytes, dict[int, int], dict[int, set[int]]]:
+    """The reference's cache after the call (or after ``stores``: ``(layer, rows)`` stored in turn at the case's
+    slots), with the sign bits of -0.0 inputs and the pad bytes left free."""
     out = bytearray(case.poison)
     free: dict[int, int] = {}
     choices: dict[int, set[int]] = {}
+    for layer, rows in stores if stores is not None else [(case.layer, case.rows)]:
+        _expected_layer(case, layer, rows, out, free, choices)
+    return bytes(out), free, choices
+
+
+def _expected_layer(
+    case: StoreCase,
+    layer: int,
+    rows: list[list[float]],
+    out: bytearray,
+    free: dict[int, int],
+    choices: dict[int, set[int]],
+) -> None:
     for i, slot in case.stored:
-        row = reference_row(case.fmt, tuple(case.rows[i]))
-        data_at, scale_at = slot_byte_offsets(case.layout, slot)
+        row = reference_row(case.fmt, tuple(rows[i]))
+        data_at, scale_at = case.offsets(slot, layer)
         out[data_at : data_at + len(row.data)] = row.data
         out[scale_at : scale_at + len(row.scales)] = row.scales
         for at, bits in _zero_sign_bits(case.rowfmt, case.rows[i]).items():
             free[data_at + at] = bits
         for at in pad_offsets(case.layout):
             choices[scale_at + at] = {0, case.poison[scale_at + at]}
-    return bytes(out), free, choices
 
 
-def decode_at(case: StoreCase, cache: bytes, slot: int) -> tuple[float, ...] | str:
-    """The reference decoding of a slot's bytes as floats, or why it has none."""
+def decode_at(case: StoreCase, cache: bytes, slot: int, layer: int | None = None) -> tuple[float, ...] | str:
+    """The reference decoding of a slot's bytes (in ``layer``, default the case's) as floats, or why it has
+    none."""
     fmt = case.rowfmt
-    data_at, scale_at = slot_byte_offsets(case.layout, slot)
+    data_at, scale_at = case.offsets(slot, layer)
     data, scales = cache[data_at : data_at + fmt.data_bytes], cache[scale_at : scale_at + fmt.scale_bytes]
     try:
         values = reference_decode_f32(case.fmt, data, scales)

@@ -1,8 +1,10 @@
 """What quantize_store, gather_dequantize and sparse_attention share: the contract's format and convention names,
 the cache layout of a format, and memoized calls into the exact reference (docs/cache-properties.md).
 
-A cache is ``u8[num_blocks, block_bytes]`` with ``block_bytes = public_layout(fmt, rows_per_block).block_bytes``;
-physical slot ``s`` is row ``s % rows_per_block`` of block ``s // rows_per_block``.
+A cache is ``u8[num_blocks, layers * block_bytes]`` with ``block_bytes = public_layout(fmt, rows_per_block)
+.block_bytes``: block ``b`` holds one page per layer, in layer order (``reference.cache_blocks.page_offset``);
+physical slot ``s`` of layer ``l`` is row ``s % rows_per_block`` of layer ``l``'s page of block
+``s // rows_per_block``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 
 from reference.attention import EmptyRow, HeadResult, InvalidLanes, Sink, valid_lanes
 from reference.attention import sparse_attention as reference_attention
-from reference.cache_blocks import BlockLayout, public_layout
+from reference.cache_blocks import BlockLayout, public_layout, slot_byte_offsets
 from reference.conventions import FORMATS, SPARSE_ATTENTION, lookup
 from reference.formats import QuantizedRow, RowFormat, dequantize_row, quantize_row
 from reference.grids import FP32, encode
@@ -38,17 +40,38 @@ def cache_layout(fmt: str, rows_per_block: int) -> BlockLayout:
     return public_layout(row_format_of(fmt), rows_per_block)
 
 
-def cache_capacity(cache: object, layout: BlockLayout) -> int:
-    """Slots a cache tensor holds: it must be ``u8[num_blocks, layout.block_bytes]``, contiguous."""
+@dataclass(frozen=True)
+class CacheShape:
+    """A checked cache tensor: its block layout, slots per layer and layers, and the layer a call reads or
+    writes."""
+
+    layout: BlockLayout
+    capacity: int
+    layers: int
+    layer: int
+
+    def offsets(self, slot: int) -> tuple[int, int]:
+        """Absolute byte offsets of the slot's data and scale parts in the call's layer."""
+        return slot_byte_offsets(self.layout, slot, self.layers, self.layer)
+
+
+def cache_shape(cache: object, layout: BlockLayout, layer: object) -> CacheShape:
+    """A cache tensor checked: ``u8[num_blocks, layers * layout.block_bytes]``, contiguous, ``0 <= layer <
+    layers``; ValueError naming the argument otherwise."""
     import torch
 
+    wanted = f"u8[num_blocks, layers * {layout.block_bytes}]"
     if not isinstance(cache, torch.Tensor) or cache.dtype != torch.uint8 or cache.dim() != 2:
-        raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {_described(cache)}")
-    if cache.shape[1] != layout.block_bytes:
-        raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {_described(cache)}")
+        raise ValueError(f"cache: must be {wanted}, got {_described(cache)}")
+    width = int(cache.shape[1])
+    if width == 0 or width % layout.block_bytes:
+        raise ValueError(f"cache: must be {wanted}, got {_described(cache)}")
     if not cache.is_contiguous():
         raise ValueError("cache: must be contiguous")
-    return int(cache.shape[0]) * layout.rows
+    layers = width // layout.block_bytes
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+        raise ValueError(f"layer: must be an int in [0, {layers}) (the cache's layers), got {layer!r}")
+    return CacheShape(layout, int(cache.shape[0]) * layout.rows, layers, layer)
 
 
 def _described(x: object) -> str:
@@ -56,33 +79,35 @@ def _described(x: object) -> str:
 
 
 def store_call(
-    rows: object, slots: object, cache: object, fmt: str, rows_per_block: int
-) -> tuple[BlockLayout, RowFormat, int]:
-    """A quantize_store call's layout, row format and slot capacity; ValueError naming a malformed argument."""
+    rows: object, slots: object, cache: object, fmt: str, rows_per_block: int, layer: object
+) -> tuple[CacheShape, RowFormat]:
+    """A quantize_store call's cache shape and row format; ValueError naming a malformed argument."""
     import torch
 
     layout = cache_layout(fmt, rows_per_block)
     rowfmt = row_format_of(fmt)
-    capacity = cache_capacity(cache, layout)
+    shape = cache_shape(cache, layout, layer)
     if not isinstance(rows, torch.Tensor) or rows.dtype != torch.float32 or rows.dim() != 2:
         raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {_described(rows)}")
     if rows.shape[1] != rowfmt.dims:
         raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {_described(rows)}")
     if not isinstance(slots, torch.Tensor) or slots.dtype != torch.int64 or slots.shape != (rows.shape[0],):
         raise ValueError(f"slots: must be i64[{rows.shape[0]}], got {_described(slots)}")
-    return layout, rowfmt, capacity
+    return shape, rowfmt
 
 
-def gather_call(cache: object, slots: object, fmt: str, rows_per_block: int) -> tuple[BlockLayout, RowFormat, int]:
-    """A gather_dequantize call's layout, row format and slot capacity; ValueError naming a malformed argument."""
+def gather_call(
+    cache: object, slots: object, fmt: str, rows_per_block: int, layer: object
+) -> tuple[CacheShape, RowFormat]:
+    """A gather_dequantize call's cache shape and row format; ValueError naming a malformed argument."""
     import torch
 
     layout = cache_layout(fmt, rows_per_block)
     rowfmt = row_format_of(fmt)
-    capacity = cache_capacity(cache, layout)
+    shape = cache_shape(cache, layout, layer)
     if not isinstance(slots, torch.Tensor) or slots.dtype != torch.int64 or slots.dim() != 1:
         raise ValueError(f"slots: must be i64[R], got {_described(slots)}")
-    return layout, rowfmt, capacity
+    return shape, rowfmt
 
 
 def pad_offsets(layout: BlockLayout) -> range:

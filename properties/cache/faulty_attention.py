@@ -31,6 +31,7 @@ class AttentionBugs:
     empty_nan_under_zero: bool = False  # an empty row gives NaN even under the empty_zero convention
     invalid_score_zero: bool = False  # invalid lanes masked to score 0 (not -inf): each still weighs e^0
     clamp_out_of_range: bool = False  # lanes >= N clamped to row N-1 instead of skipped
+    sink_exponent_clamp: float | None = None  # sink - m clamped to this before exp, to keep e^{sink - m} finite
 
 
 NO_BUGS = AttentionBugs()
@@ -92,7 +93,10 @@ def _finish(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Divide by the sum plus the sink, take lse, apply the empty-row convention."""
     safe_top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
-    sink_weight = torch.exp(sink.to(torch.float32)[None, :] - safe_top)
+    exponent = sink.to(torch.float32)[None, :] - safe_top
+    if bugs.sink_exponent_clamp is not None:
+        exponent = torch.where(torch.isfinite(exponent), exponent.clamp(max=bugs.sink_exponent_clamp), exponent)
+    sink_weight = torch.exp(exponent)
     factor = {"once": 1.0, "dropped": 0.0, "twice": 2.0, "in_lse": 1.0}[bugs.sink]
     out = acc / (total + factor * sink_weight)[..., None]
     lse = safe_top + torch.log(total + (sink_weight if bugs.sink == "in_lse" else 0.0))

@@ -16,8 +16,7 @@ from typing import Literal
 
 import torch
 
-from properties.cache.common import gather_call, store_call
-from reference.cache_blocks import BlockLayout
+from properties.cache.common import CacheShape, gather_call, store_call
 from reference.formats import RowFormat
 
 E4M3_MAX = 448.0
@@ -43,6 +42,7 @@ class FormatBugs:
     rope_truncated: bool = False  # bf16 RoPE tail truncated to its top 16 bits instead of rounded to nearest even
     nonfinite_unchecked: bool = False  # NaN / inf in a stored row quantized instead of refused
     e4m3_scale_as_ue8m0: bool = False  # reader decodes the main-FP4 e4m3 scale bytes as UE8M0 exponents
+    scales_alias_layer_0: bool = False  # every layer's scale part addressed in layer 0's page (an engine's bug)
 
 
 NO_BUGS = FormatBugs()
@@ -132,15 +132,17 @@ def _quantize(x: torch.Tensor, fmt: RowFormat, bugs: FormatBugs) -> tuple[torch.
     return data, torch.cat([scale_bytes.reshape(rows, fmt.groups * fmt.scale_size), pad], dim=1)
 
 
-def _offsets(layout: BlockLayout, slots: torch.Tensor, bugs: FormatBugs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Absolute byte offsets of each slot's data and scale parts."""
+def _offsets(shape: CacheShape, slots: torch.Tensor, bugs: FormatBugs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Absolute byte offsets of each slot's data and scale parts, in the call's layer."""
+    layout = shape.layout
     fmt, rows = layout.fmt, layout.rows
-    stride = rows * fmt.row_bytes if bugs.unpadded_blocks else layout.block_bytes
+    page = rows * fmt.row_bytes if bugs.unpadded_blocks else layout.block_bytes
     block, row = slots // rows, slots % rows
-    base = block * stride
+    data_base = (block * shape.layers + shape.layer) * page
+    scale_base = block * shape.layers * page if bugs.scales_alias_layer_0 else data_base
     if (bugs.arrangement or layout.arrangement) == "sectioned":
-        return base + row * fmt.data_bytes, base + rows * fmt.data_bytes + row * fmt.scale_bytes
-    return base + row * fmt.row_bytes, base + row * fmt.row_bytes + fmt.data_bytes
+        return data_base + row * fmt.data_bytes, scale_base + rows * fmt.data_bytes + row * fmt.scale_bytes
+    return data_base + row * fmt.row_bytes, scale_base + row * fmt.row_bytes + fmt.data_bytes
 
 
 def quantize_store(
@@ -150,10 +152,13 @@ def quantize_store(
     *,
     fmt: str,
     rows_per_block: int,
+    layer: int,
     bugs: FormatBugs = NO_BUGS,
 ) -> None:
-    """Quantize ``rows`` (f32[R, d]) into ``cache`` at ``slots`` (i64[R], -1 skipped), in place."""
-    layout, rowfmt, capacity = store_call(rows, slots, cache, fmt, rows_per_block)
+    """Quantize ``rows`` (f32[R, d]) into layer ``layer`` of ``cache`` at ``slots`` (i64[R], -1 skipped), in
+    place."""
+    shape, rowfmt = store_call(rows, slots, cache, fmt, rows_per_block, layer)
+    capacity = shape.capacity
     slots = slots.cpu()
     if bugs.minus_one_wraps:
         slots = torch.where(slots == -1, capacity - 1, slots)
@@ -173,7 +178,7 @@ def quantize_store(
         if torch.isinf(tail).any():
             raise ValueError("rows: a RoPE value overflows bf16")
     data, scales = _quantize(x, rowfmt, bugs)
-    data_at, scale_at = _offsets(layout, kept, bugs)
+    data_at, scale_at = _offsets(shape, kept, bugs)
     flat = cache.view(-1)
     device_data = (data_at[:, None] + torch.arange(rowfmt.data_bytes)).to(cache.device)
     device_scales = (scale_at[:, None] + torch.arange(rowfmt.scale_bytes)).to(cache.device)
@@ -182,15 +187,22 @@ def quantize_store(
 
 
 def gather_dequantize(
-    cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int, bugs: FormatBugs = NO_BUGS
+    cache: torch.Tensor,
+    slots: torch.Tensor,
+    *,
+    fmt: str,
+    rows_per_block: int,
+    layer: int,
+    bugs: FormatBugs = NO_BUGS,
 ) -> torch.Tensor:
-    """The values stored at ``slots`` (i64[R], each in [0, capacity)) as f32[R, d]."""
-    layout, rowfmt, capacity = gather_call(cache, slots, fmt, rows_per_block)
+    """The values stored at ``slots`` (i64[R], each in [0, capacity)) of layer ``layer`` as f32[R, d]."""
+    shape, rowfmt = gather_call(cache, slots, fmt, rows_per_block, layer)
+    capacity = shape.capacity
     slots = slots.cpu()
     if ((slots < 0) | (slots >= capacity)).any():
         raise ValueError(f"slots: every slot must be in [0, {capacity}), got {slots.tolist()}")
     n = slots.shape[0]
-    data_at, scale_at = _offsets(layout, slots, bugs)
+    data_at, scale_at = _offsets(shape, slots, bugs)
     flat = cache.view(-1).cpu()
     data = flat[data_at[:, None] + torch.arange(rowfmt.data_bytes)]
     scales = flat[scale_at[:, None] + torch.arange(rowfmt.scale_bytes)]

@@ -25,15 +25,16 @@ from properties.cache.common import (
     to_float32,
 )
 from properties.registry import Implementation
-from reference.cache_blocks import slot_byte_offsets
 from reference.formats import QuantizedRow
 
 
 def reference_quantize_store(
-    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int
+    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
 ) -> None:
-    """Every row at a slot other than -1, quantized by ``reference.formats`` and placed at its public offsets."""
-    layout, _, capacity = store_call(rows, slots, cache, fmt, rows_per_block)
+    """Every row at a slot other than -1, quantized by ``reference.formats`` and placed at its public offsets in
+    layer ``layer``'s pages."""
+    shape, _ = store_call(rows, slots, cache, fmt, rows_per_block, layer)
+    capacity = shape.capacity
     stored: list[tuple[int, QuantizedRow]] = []
     seen: set[int] = set()
     for i, slot in enumerate(slots.tolist()):
@@ -53,22 +54,24 @@ def reference_quantize_store(
             raise ValueError(f"rows[{i}]: {err}") from err
     flat = cache.view(-1)
     for slot, row in stored:
-        data_at, scale_at = slot_byte_offsets(layout, slot)
+        data_at, scale_at = shape.offsets(slot)
         flat[data_at : data_at + len(row.data)] = torch.tensor(list(row.data), dtype=torch.uint8)
         flat[scale_at : scale_at + len(row.scales)] = torch.tensor(list(row.scales), dtype=torch.uint8)
 
 
 def reference_gather_dequantize(
-    cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int
+    cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
 ) -> torch.Tensor:
-    """The exact values of each slot's stored bytes, as float32 (``ValueError`` if one is not a float32)."""
-    layout, rowfmt, capacity = gather_call(cache, slots, fmt, rows_per_block)
+    """The exact values of each slot's stored bytes in layer ``layer``, as float32 (``ValueError`` if one is not a
+    float32)."""
+    shape, rowfmt = gather_call(cache, slots, fmt, rows_per_block, layer)
+    capacity = shape.capacity
     flat = bytes(cache.view(-1).tolist())
     out = []
     for i, slot in enumerate(slots.tolist()):
         if not 0 <= slot < capacity:
             raise ValueError(f"slots[{i}]: must be in [0, {capacity}), got {slot}")
-        data_at, scale_at = slot_byte_offsets(layout, slot)
+        data_at, scale_at = shape.offsets(slot)
         row = reference_decode_f32(
             fmt, flat[data_at : data_at + rowfmt.data_bytes], flat[scale_at : scale_at + rowfmt.scale_bytes]
         )

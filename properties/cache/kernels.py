@@ -18,17 +18,27 @@ from typing import Any
 
 import torch
 
-from fast.cache import gather_dequantize, quantize_store, sparse_attention
+from fast.cache import cache_format, gather_dequantize, quantize_store, sparse_attention
 from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS, attention_convention
 from properties.devices import device_name
 from properties.registry import Implementation
 
 
+def layers_of(cache: torch.Tensor, fmt: str, rows_per_block: int) -> int:
+    """The layers a contract cache holds: its width over the format's public block (at least 1, so a width that
+    is not a whole number of blocks reaches the kernel's own check)."""
+    width = int(cache.shape[1]) if cache.dim() == 2 else 0
+    return max(1, width // cache_format(fmt).block_bytes(rows_per_block))
+
+
 def store_adapter(backend: str) -> Callable[..., None]:
     def quantize_store_impl(
-        rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int
+        rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
     ) -> None:
-        quantize_store(rows, slots, cache, fmt=fmt, rows_per_block=rows_per_block, backend=backend)
+        layers = layers_of(cache, fmt, rows_per_block)
+        quantize_store(
+            rows, slots, cache, fmt=fmt, rows_per_block=rows_per_block, layers=layers, layer=layer, backend=backend
+        )
 
     quantize_store_impl.__name__ = f"quantize_store_{backend}"
     return quantize_store_impl
@@ -36,9 +46,12 @@ def store_adapter(backend: str) -> Callable[..., None]:
 
 def gather_adapter(backend: str) -> Callable[..., torch.Tensor]:
     def gather_dequantize_impl(
-        cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int
+        cache: torch.Tensor, slots: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
     ) -> torch.Tensor:
-        return gather_dequantize(cache, slots, fmt=fmt, rows_per_block=rows_per_block, backend=backend)
+        layers = layers_of(cache, fmt, rows_per_block)
+        return gather_dequantize(
+            cache, slots, fmt=fmt, rows_per_block=rows_per_block, layers=layers, layer=layer, backend=backend
+        )
 
     gather_dequantize_impl.__name__ = f"gather_dequantize_{backend}"
     return gather_dequantize_impl

@@ -60,9 +60,27 @@ MUTANTS: list[Implementation] = [
         e4m3_scale_as_ue8m0=True,
     ),
     _gather("gather_v4_blocks_unpadded", "v4_584", "block stride rows * 584, not padded to 576", unpadded_blocks=True),
+    _store(
+        "store_scales_alias_layer_0",
+        "v41_fp4_288",
+        "every layer's scale parts written in layer 0's page (one engine's per-layer scale views all aliased layer 0)",
+        scales_alias_layer_0=True,
+    ),
+    _gather(
+        "gather_scales_alias_layer_0",
+        "index_fp8_132",
+        "every layer's scales read from layer 0's page",
+        scales_alias_layer_0=True,
+    ),
     _attention("attention_sink_dropped", "minus_one_only+empty_zero", "sink left out", sink="dropped"),
     _attention("attention_sink_twice", "out_of_range+empty_zero", "sink added twice", sink="twice"),
     _attention("attention_sink_in_lse", "minus_one_only+empty_nan", "sink folded into lse", sink="in_lse"),
+    _attention(
+        "attention_sink_exponent_clamped",
+        "minus_one_only+empty_zero",
+        "sink - m clamped to 80 before exp (kept finite in float32): a sink far above lse is understated",
+        sink_exponent_clamp=80.0,
+    ),
     _attention(
         "attention_minus_one_reads_last_row",
         "minus_one_only+empty_zero",

@@ -3,11 +3,22 @@ read order and with repeats (docs/cache-properties.md)."""
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from properties.cache.checks import HUNT_EXAMPLES, StoreCase, compare_rows, decode_at, memo, poison_bytes
+from properties.cache.checks import (
+    HUNT_EXAMPLES,
+    StoreCase,
+    cache_tensor,
+    compare_rows,
+    decode_at,
+    layers_of,
+    memo,
+    poison_bytes,
+)
 from properties.cache.common import (
     cache_layout,
 )
@@ -18,13 +29,15 @@ from properties.cache.strategies import (
 from properties.compare import Mismatch
 from properties.registry import Implementation
 from properties.runner import Property
-from reference.cache_blocks import slot_byte_offsets
 
 
-def _gather(impl: Implementation, case: StoreCase, cache: bytes, reads: list[int]) -> list[list[float]]:
+def _gather(
+    impl: Implementation, case: StoreCase, cache: bytes, reads: list[int], layer: int | None = None
+) -> list[list[float]]:
     slots_t = torch.tensor(reads, dtype=torch.int64, device=impl.device)
-    cache_t = torch.tensor(list(cache), dtype=torch.uint8, device=impl.device).reshape(-1, case.layout.block_bytes)
-    out = impl.fn(cache_t, slots_t, fmt=case.fmt, rows_per_block=case.layout.rows)
+    cache_t = cache_tensor(cache, case, impl.device)
+    which = case.layer if layer is None else layer
+    out = impl.fn(cache_t, slots_t, fmt=case.fmt, rows_per_block=case.layout.rows, layer=which)
     if bytes(cache_t.cpu().reshape(-1).tolist()) != cache:
         raise Mismatch("gather_dequantize", detail="the cache changed during a read")
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float32:
@@ -45,10 +58,12 @@ def raw_cache(example: dict[str, Any], fmt: str) -> tuple[StoreCase, bytes]:
 def _raw_cache(example: dict[str, Any], fmt: str) -> tuple[StoreCase, bytes]:
     layout = cache_layout(fmt, example["rows_per_block"])
     rowfmt, seed, span = layout.fmt, example["seed"], example["scale_span"]
-    cache = bytearray(poison_bytes(seed % 256, example["num_blocks"] * layout.block_bytes))
-    for slot in sorted(set(example["reads"])):
-        data_at, scale_at = slot_byte_offsets(layout, slot)
-        h = [mix(seed, slot * 4096 + j) for j in range(rowfmt.row_bytes)]
+    layers, layer = layers_of(example)
+    cache = bytearray(poison_bytes(seed % 256, example["num_blocks"] * layers * layout.block_bytes))
+    case = StoreCase(fmt, layout, [], [], bytes(cache), layers, layer)
+    for page, slot in itertools.product(range(layers), sorted(set(example["reads"]))):
+        data_at, scale_at = case.offsets(slot, page)
+        h = [mix(seed, (page * 1024 + slot) * 4096 + j) for j in range(rowfmt.row_bytes)]
         data = bytearray(x & 0xFF for x in h[: rowfmt.data_bytes])
         if rowfmt.element == "e4m3":
             data = (
@@ -71,7 +86,7 @@ def _raw_cache(example: dict[str, Any], fmt: str) -> tuple[StoreCase, bytes]:
                 scales[4 * g : 4 * g + 4] = (((k + 127) << 23) & 0xFFFFFFFF).to_bytes(4, "little")
         cache[data_at : data_at + rowfmt.data_bytes] = data
         cache[scale_at : scale_at + rowfmt.scale_bytes] = scales
-    return StoreCase(fmt, layout, [], [], bytes(cache)), bytes(cache)
+    return replace(case, poison=bytes(cache)), bytes(cache)
 
 
 def check_gather_matches_stored_bytes(impl: Implementation, example: dict[str, Any]) -> None:
@@ -82,6 +97,18 @@ def check_gather_matches_stored_bytes(impl: Implementation, example: dict[str, A
     compare_rows("gather_dequantize", expected, got, f" (slots {example['reads']})")
 
 
+def check_gather_layers_do_not_alias(impl: Implementation, example: dict[str, Any]) -> None:
+    """A cache of several layers, each holding its own bytes at the read slots: reading the slots from each layer
+    gives that layer's decoding (a reader taking any part of a row from another layer's page reads that layer)."""
+    case, cache = raw_cache(example, impl.convention or "")
+    for layer in range(case.layers):
+        got = _gather(impl, case, cache, example["reads"], layer)
+        expected = [decode_at(case, cache, slot, layer) for slot in example["reads"]]
+        compare_rows(
+            f"gather_dequantize from layer {layer} of {case.layers}", expected, got, f" (slots {example['reads']})"
+        )
+
+
 PROPERTIES = [
     Property(
         "gather_matches_stored_bytes",
@@ -90,6 +117,14 @@ PROPERTIES = [
         check_gather_matches_stored_bytes,
         doc="every gathered value equals the reference decoding of the slot's bytes, for any finite codes "
         "(including codes no quantizer writes), any read order and repeats",
+        hunt_examples=HUNT_EXAMPLES,
+    ),
+    Property(
+        "gather_layers_do_not_alias",
+        "gather_dequantize",
+        raw_cache_examples(min_layers=2),
+        check_gather_layers_do_not_alias,
+        doc="reading the same slots from every layer of a multi-layer cache gives each layer's own values",
         hunt_examples=HUNT_EXAMPLES,
     ),
 ]

@@ -8,6 +8,7 @@ written bytes show, calls ``impl.fn`` with the contract signature and compares w
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from properties.cache.checks import (
@@ -19,6 +20,7 @@ from properties.cache.checks import (
     decode_at,
     describe,
     expected_cache,
+    layers_of,
     memo,
     poison_bytes,
     refusal,
@@ -32,6 +34,7 @@ from properties.cache.common import (
 )
 from properties.cache.frozen import NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN
 from properties.cache.strategies import (
+    f32,
     grid_store_examples,
     grid_values_for,
     store_examples,
@@ -40,7 +43,6 @@ from properties.compare import Lane, Mismatch
 from properties.registry import Implementation
 from properties.runner import Property
 from reference.accounting import block_payload_bytes, page_bytes
-from reference.cache_blocks import slot_byte_offsets
 
 
 def _check_refused(impl: Implementation, case: StoreCase, why: str) -> None:
@@ -49,7 +51,9 @@ def _check_refused(impl: Implementation, case: StoreCase, why: str) -> None:
         got = run_store(impl, case, case.rows, case.slots, case.poison)
     except ValueError:
         return
-    compare_cache("quantize_store changed the cache of a refused call", case.layout, case.poison, got)
+    compare_cache(
+        "quantize_store changed the cache of a refused call", case.layout, case.poison, got, layers=case.layers
+    )
     raise Mismatch("quantize_store", detail=f"expected ValueError ({why}); the call returned")
 
 
@@ -63,7 +67,14 @@ def check_store_matches_reference(impl: Implementation, example: dict[str, Any])
     expected, free, choices = expected_cache(case)
     stored = "; ".join(f"slot {s}: {shown_values(case.rows[i])}" for i, s in case.stored)
     compare_cache(
-        "quantize_store bytes", case.layout, expected, got, free_bits=free, choices=choices, context=f"; {stored}"
+        "quantize_store bytes",
+        case.layout,
+        expected,
+        got,
+        free_bits=free,
+        choices=choices,
+        context=f"; {stored} (layer {case.layer} of {case.layers})",
+        layers=case.layers,
     )
 
 
@@ -83,7 +94,7 @@ def check_store_writes_only_its_rows(impl: Implementation, example: dict[str, An
     required: set[int] = set()
     optional: set[int] = set()
     for _, slot in case.stored:
-        data_at, scale_at = slot_byte_offsets(layout, slot)
+        data_at, scale_at = case.offsets(slot)
         required.update(range(data_at, data_at + fmt.data_bytes), range(scale_at, scale_at + fmt.scale_bytes))
         optional.update(scale_at + at for at in pad_offsets(layout))
     required -= optional
@@ -91,8 +102,8 @@ def check_store_writes_only_its_rows(impl: Implementation, example: dict[str, An
         raise AssertionError("harness: stored rows' spans overlap or miss the accounted row bytes")
     outside = sorted(written - required - optional)
     missing = sorted(required - written)
-    lanes: list[Lane] = [(describe(layout, p), "untouched", "written") for p in outside]
-    lanes += [(describe(layout, p), "written", "untouched") for p in missing]
+    lanes: list[Lane] = [(describe(layout, p, case.layers), "untouched", "written") for p in outside]
+    lanes += [(describe(layout, p, case.layers), "written", "untouched") for p in missing]
     if lanes:
         raise Mismatch(
             "quantize_store writes",
@@ -126,6 +137,7 @@ def check_store_skips_minus_one(impl: Implementation, example: dict[str, Any]) -
         alone,
         with_padding,
         context=f"; slots {slots}",
+        layers=case.layers,
     )
 
 
@@ -136,8 +148,9 @@ def grid_case(example: dict[str, Any], fmt: str) -> StoreCase:
 def _grid_case(example: dict[str, Any], fmt: str) -> StoreCase:
     layout = cache_layout(fmt, example["rows_per_block"])
     rows = [grid_values_for(spec, layout.fmt) for spec, _ in example["rows"]]
-    poison = poison_bytes(example["poison"], example["num_blocks"] * layout.block_bytes)
-    return StoreCase(fmt, layout, rows, [slot for _, slot in example["rows"]], poison)
+    layers, layer = layers_of(example)
+    poison = poison_bytes(example["poison"], example["num_blocks"] * layers * layout.block_bytes)
+    return StoreCase(fmt, layout, rows, [slot for _, slot in example["rows"]], poison, layers, layer)
 
 
 def check_store_grid_roundtrip(impl: Implementation, example: dict[str, Any]) -> None:
@@ -149,6 +162,32 @@ def check_store_grid_roundtrip(impl: Implementation, example: dict[str, Any]) ->
         [decode_at(case, got, slot) for _, slot in case.stored],
         [case.rows[i] for i, _ in case.stored],
         f" (slots {case.slots})",
+    )
+
+
+def check_store_layers_do_not_alias(impl: Implementation, example: dict[str, Any]) -> None:
+    """Every layer of a cache of several in turn gets its own rows (the example's, times ``layer + 1``) at the same
+    slots: afterwards each layer's pages hold exactly its own rows' bytes and nothing else changed (a writer
+    addressing any part of layer ``l`` in another layer's page overwrites that layer)."""
+    case = store_case(example, impl.convention or "")
+    usable = [i for i, _ in case.stored if cheap_refusal(case.rowfmt, case.rows[i]) is None]
+    slots = [s if i in usable else -1 for i, s in enumerate(case.slots)]
+    layered = replace(case, slots=slots)
+    stores = [(layer, [[f32(v * (layer + 1)) for v in row] for row in case.rows]) for layer in range(case.layers)]
+    stores = [(layer, rows) for layer, rows in stores if refusal(replace(layered, rows=rows)) is None]
+    cache = case.poison
+    for layer, rows in stores:
+        cache = run_store(impl, layered, rows, slots, cache, layer=layer)
+    expected, free, choices = expected_cache(layered, stores)
+    compare_cache(
+        f"quantize_store into layers {[layer for layer, _ in stores]} of {case.layers} in turn",
+        case.layout,
+        expected,
+        cache,
+        free_bits=free,
+        choices=choices,
+        context=f"; slots {slots}",
+        layers=case.layers,
     )
 
 
@@ -181,6 +220,15 @@ PROPERTIES = [
         examples=(NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN),
         doc="the bytes written are exactly the stored rows' data and scale parts at the public layout offsets, "
         "the accounted row bytes each (pad byte optional); nothing else in the cache changes",
+        hunt_examples=HUNT_EXAMPLES,
+    ),
+    Property(
+        "quant_store_layers_do_not_alias",
+        "quantize_store",
+        store_examples(min_layers=2),
+        check_store_layers_do_not_alias,
+        doc="rows stored into every layer of a multi-layer cache in turn: each layer's pages hold exactly its own "
+        "rows (data and scales), no layer's bytes land in another's",
         hunt_examples=HUNT_EXAMPLES,
     ),
     Property(

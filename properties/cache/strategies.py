@@ -243,12 +243,20 @@ def grid_specs() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+def _layers(byte: int, min_layers: int) -> dict[str, int]:
+    """``{"layers", "layer"}``: a cache of ``min_layers`` to ``min_layers + 1`` layers (byte 0: the fewest) and
+    the layer a call uses."""
+    layers = min_layers + byte % 2
+    return {"layers": layers, "layer": (byte >> 4) % layers}
+
+
 @st.composite
-def store_examples(draw: st.DrawFn, *, max_rows: int = 4) -> dict[str, Any]:
-    """Rows to store at slots of a small paged cache: ``rows`` entries are ``[pattern, slot, garbage]``; a row is
-    ``patterns[pattern]`` expanded, or, at slot -1, that row replaced by ``garbage`` (see ``garbage_row``).
-    Valid slots are distinct; up to two rows sit at slot -1."""
-    head = draw(st.binary(min_size=6, max_size=6))
+def store_examples(draw: st.DrawFn, *, max_rows: int = 4, min_layers: int = 1) -> dict[str, Any]:
+    """Rows to store at slots of a small paged cache of ``min_layers`` or one more layers: ``rows`` entries
+    are ``[pattern, slot, garbage]``; a row is ``patterns[pattern]`` expanded, or, at slot -1, that row replaced
+    by ``garbage`` (see ``garbage_row``). Valid slots are distinct; up to two rows sit at slot -1; ``layer`` is
+    the layer the call stores into."""
+    head = draw(st.binary(min_size=7, max_size=7))
     rows_per_block, num_blocks = 1 + head[0] % 4, 1 + head[1] % 3
     capacity = rows_per_block * num_blocks
     patterns = [draw(row_specs()) for _ in range(1 + head[3] % 2)]
@@ -265,6 +273,7 @@ def store_examples(draw: st.DrawFn, *, max_rows: int = 4) -> dict[str, Any]:
         "patterns": patterns,
         "rows": rows,
         "poison": head[2],
+        **_layers(head[6], min_layers),
     }
 
 
@@ -282,10 +291,11 @@ def grid_store_examples(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def raw_cache_examples(draw: st.DrawFn) -> dict[str, Any]:
-    """A cache whose every byte comes from ``seed`` (finite codes, scales within float32 reach) and slots to
-    read in any order, repeats allowed."""
-    head = draw(st.binary(min_size=3, max_size=3))
+def raw_cache_examples(draw: st.DrawFn, *, min_layers: int = 1) -> dict[str, Any]:
+    """A cache of ``min_layers`` or one more layers whose every byte comes from ``seed`` (finite codes,
+    scales within float32 reach, every layer its own) and slots to read from layer ``layer`` in any order,
+    repeats allowed."""
+    head = draw(st.binary(min_size=4, max_size=4))
     rows_per_block, num_blocks = 1 + head[0] % 4, 1 + head[1] % 3
     capacity = rows_per_block * num_blocks
     reads = draw(st.binary(min_size=1, max_size=3))
@@ -295,6 +305,7 @@ def raw_cache_examples(draw: st.DrawFn) -> dict[str, Any]:
         "seed": draw(st.integers(0, 2**32 - 1)),
         "scale_span": head[2] % 121,
         "reads": [b % capacity for b in reads],
+        **_layers(head[3], min_layers),
     }
 
 
@@ -334,6 +345,12 @@ def lane_of_byte(b: int, n: int, invalid_share: int) -> list[Any]:
 
 
 SCALES = (1.0, 0.5, 0.25, 0.3)
+EXTREME_SINKS = (1e30, -1e30, F32_MAX, -F32_MAX, 1e9, 100.0, 89.0, -1e4)
+"""Sinks across the whole float32 range: where ``e^{sink}`` overflows float32 (89), float64 (1e9) or any format
+(1e30, the f32 maximum, whose exact exponential the reference bounds instead of expanding), and far below."""
+EXTREME_OFFSETS = (1000.0, 709.0, 100.0, 89.0, 1e30, -709.0, -1000.0, -1e30)
+"""Sinks far above or below the row's lse: lse + 709 overflows a float64 ``e^{sink - lse}``, lse + 89 a float32
+one; lse + 1000 leaves an output below every float's range."""
 LEADING = (0, 4, 8, 1, 2, 3)  # index LEADING[0] stands for the whole row
 
 
@@ -352,8 +369,9 @@ def attention_examples(
     0]`` or ``["out_of_range", which]`` (see ``out_of_range_lane``); under minus_one_only an out-of-range lane
     is passed as -1. ``leading``: that many lanes at the start of each row made invalid; ``empty``: rows made
     entirely invalid; ``sink_offsets``: sinks placed at the first row's lse plus an offset (``None``: ``sinks``
-    as drawn); ``perm_seed``: a lane permutation to replay the example with."""
-    head = draw(st.binary(min_size=11, max_size=11))
+    as drawn); ``perm_seed``: a lane permutation to replay the example with. One example in three puts one
+    head's sink (or offset) far out: ``EXTREME_SINKS`` (``EXTREME_OFFSETS``)."""
+    head = draw(st.binary(min_size=12, max_size=12))
     heads, d, m = 1 + head[0] % 2, 1 + head[1] % 8, 1 + head[2] % 2
     n = min_kv + head[3] % (13 - min_kv)
     k = 1 + head[4] % 16
@@ -368,6 +386,9 @@ def attention_examples(
     special = sinks if offsets is None else offsets
     if head[9] % 4 == 3:
         special[head[9] // 4 % heads] = specials[head[9] // 8 % 2]
+    if head[11] % 3 == 2:
+        far = EXTREME_SINKS if offsets is None else EXTREME_OFFSETS
+        special[head[11] // 3 % heads] = far[head[11] // 6 % len(far)]
     return {
         "dtype": ("float32", "bfloat16")[head[5] % 2],
         "dv": 1 + head[6] % d,

@@ -24,6 +24,7 @@ from properties.compression.call import safe_ring
 from properties.compression.exact import LayerSpec, RawPosition, channels
 from properties.registry import Implementation
 from properties.runner import Property
+from reference.rope import row_position
 
 MANTISSA = {torch.float32: 23, torch.bfloat16: 7}
 
@@ -87,45 +88,61 @@ def pack(
     return (score, latent, cu, start, state, index), keywords
 
 
-def call(impl: Implementation, args: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run ``impl``; its ``(rows, store_rows)`` on the CPU, after checking their types."""
+@dataclass(frozen=True)
+class Reserved:
+    """What a call returned, on the CPU: the reserved rows, their store rows and their RoPE positions."""
+
+    rows: torch.Tensor
+    store: torch.Tensor
+    positions: torch.Tensor
+
+
+def call(impl: Implementation, args: tuple[Any, ...], keywords: dict[str, Any]) -> Reserved:
+    """Run ``impl``; its ``(rows, store_rows, positions)`` on the CPU, after checking their types."""
     result = impl.fn(*args, **keywords)
     try:
-        rows, store = result[0], result[1]
+        if len(result) != 3:
+            raise IndexError
+        rows, store, positions = result[0], result[1], result[2]
     except (TypeError, IndexError) as err:
-        raise Mismatch("result", detail=f"must be (rows, store_rows), got {type(result).__name__}") from err
-    for name, t in (("rows", rows), ("store_rows", store)):
+        raise Mismatch("result", detail=f"must be (rows, store_rows, positions), got {type(result).__name__}") from err
+    for name, t in (("rows", rows), ("store_rows", store), ("positions", positions)):
         if not isinstance(t, torch.Tensor):
             raise Mismatch(name, detail=f"must be a torch.Tensor, got {type(t).__name__}")
     if rows.dtype not in MANTISSA:
         raise Mismatch("rows", detail=f"dtype must be float32 or bfloat16, got {rows.dtype}")
-    if store.dtype != torch.int64:
-        raise Mismatch("store_rows", detail=f"dtype must be int64, got {store.dtype}")
-    return rows.detach().cpu(), store.detach().cpu()
+    for name, t in (("store_rows", store), ("positions", positions)):
+        if t.dtype != torch.int64:
+            raise Mismatch(name, detail=f"dtype must be int64, got {t.dtype}")
+    return Reserved(rows.detach().cpu(), store.detach().cpu(), positions.detach().cpu())
 
 
 @dataclass(frozen=True)
 class Expected:
     """One reserved row: its store row and, for a completed row, its exact values and where its inputs are
-    (``sequence``: the request's positions by absolute index, ``group``: j); a zero row has ``exact`` None."""
+    (``sequence``: the request's positions by absolute index, ``group``: j); a zero row has ``exact`` None.
+    ``position``: its RoPE position where a second formulation gives it, else ``reference.rope.row_position``."""
 
     store_row: int
     exact: tuple[Fraction, ...] | None = None
     sequence: Sequence[RawPosition] = ()
     group: int = 0
+    position: int | None = None
 
 
-def check_reserved(
-    spec: LayerSpec, rows: torch.Tensor, store: torch.Tensor, expected: list[Expected], what: str
-) -> None:
-    """Row count, store rows and zero rows exact; completed rows within twice the baseline's error."""
-    d = int(spec["dim"])
+def check_reserved(spec: LayerSpec, got: Reserved, expected: list[Expected], what: str) -> None:
+    """Row count, store rows, RoPE positions and zero rows exact; completed rows within twice the baseline's
+    error."""
+    d, r = int(spec["dim"]), int(spec["ratio"])
+    rows = got.rows
     if tuple(rows.shape) != (len(expected), d):
         raise Mismatch(f"{what}: rows", detail=f"shape {list(rows.shape)}, expected [{len(expected)}, {d}] reserved")
-    assert_exact([e.store_row for e in expected], store, f"{what}: store_rows")
-    got = rows.float()
+    assert_exact([e.store_row for e in expected], got.store, f"{what}: store_rows")
+    positions = [row_position(e.store_row, r) if e.position is None else e.position for e in expected]
+    assert_exact(positions, got.positions, f"{what}: RoPE positions (j * r for row j, 0 where nothing is stored)")
+    values = rows.float()
     zero = [i for i, e in enumerate(expected) if e.exact is None]
-    assert_exact([[0.0] * d for _ in zero], got[zero], f"{what}: zero rows {zero}")
+    assert_exact([[0.0] * d for _ in zero], values[zero], f"{what}: zero rows {zero}")
     done = [i for i, e in enumerate(expected) if e.exact is not None]
     if not done:
         return
@@ -134,7 +151,7 @@ def check_reserved(
     exact = [v for i in done for v in expected[i].exact or ()]
     where = f"{what}: completed rows {[expected[i].group for i in done]} at output rows {done}"
     baseline = worst_lanes(exact, [variant.flatten().tolist() for variant in variants])
-    got_done = got[done].flatten().tolist()
+    got_done = values[done].flatten().tolist()
     scale = base.scale.flatten().tolist()
     assert_within_twice_baseline(exact, got_done, baseline, MANTISSA[rows.dtype], where, scale=scale)
 

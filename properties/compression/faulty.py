@@ -40,6 +40,10 @@ class Faults:
     window_writes_only: only the newest W - 1 new positions are written to the ring.
     ring_holds_ape: the ring stores score + ape (V4's score_state habit) and APE is added again on reading.
     bf16_weights: the softmax weights are rounded to bfloat16 before the weighted sum.
+    ring_write_limit: only the first this many new positions of a request's call are written to the ring (an
+    engine wrote only the first 4 of D > 4 drafts).
+    rope: the RoPE position of completed row j: "group_start" (j r), "group_end" (j r + r - 1, the position
+    completing the row), "row_index" (j, the ratio forgotten).
     """
 
     ring_rule: str = "safe"
@@ -57,6 +61,8 @@ class Faults:
     window_writes_only: bool = False
     ring_holds_ape: bool = False
     bf16_weights: bool = False
+    ring_write_limit: int | None = None
+    rope: str = "group_start"
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,8 @@ def _write(
         keep = min(request.length, call.ring)
         if faults.window_writes_only:
             keep = min(keep, call.window - 1)
-        news = range(request.length - keep, request.length)
+        limit = request.length if faults.ring_write_limit is None else faults.ring_write_limit
+        news = range(request.length - keep, min(request.length, limit))
         ring_slots = [(request.start + i + faults.slot_shift) % call.ring for i in news]
         rows = [request.first + i for i in news]
         state[k, ring_slots] = torch.stack([stored[rows], latent[rows]], dim=1)
@@ -127,7 +134,7 @@ def _with_ape(call: Call, score: torch.Tensor, ape: torch.Tensor | None, first_p
 
 def run(
     op: str, discipline: str | None, faults: Faults, *call_args: Any, **contract: Any
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One call of ``op`` with the contract's arguments (``properties.contract``), with ``faults`` planted."""
     call = parse_call(op, discipline, *call_args, ring_rule=faults.ring_rule, **contract)
     score, latent, state, ape, overlap = call.score, call.latent, call.state, call.ape, call.overlap
@@ -184,4 +191,6 @@ def run(
     if not (read_all_from_ring or faults.write_first):
         _write(call, state, stored, latent, faults, slots)
     store = torch.tensor([t.store_row for t in targets], dtype=torch.int64, device=device)
-    return rows, store
+    group = torch.tensor([-1 if t.group is None else t.group for t in targets], dtype=torch.int64, device=device)
+    at = {"group_start": group * r, "group_end": group * r + r - 1, "row_index": group}[faults.rope]
+    return rows, store, torch.where(group >= 0, at, 0)

@@ -55,7 +55,9 @@ def ring_of(layer: CompressedLayer, state: torch.Tensor, slot: int, start: int, 
     return replace(empty, end=start, slots=tuple(held))
 
 
-def run(op: str, discipline: str | None, *call_args: Any, **contract: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def run(
+    op: str, discipline: str | None, *call_args: Any, **contract: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One call of ``op`` with the contract's arguments (``properties.contract``), through the reference."""
     call = parse_call(op, discipline, *call_args, **contract)
     score, latent, state, ape = call.score, call.latent, call.state, call.ape
@@ -64,6 +66,7 @@ def run(op: str, discipline: str | None, *call_args: Any, **contract: Any) -> tu
     model = discipline or READ_THEN_WRITE
     values: list[list[float]] = []
     store_rows: list[int] = []
+    positions: list[int] = []
     for request in call.requests:
         rows = range(request.first, request.first + request.length)
         new = [weighted((scores[i], latents[i])) for i in rows]
@@ -75,6 +78,7 @@ def run(op: str, discipline: str | None, *call_args: Any, **contract: Any) -> tu
         for out in result.reserved:
             values.append([float(v) for v in out.values])
             store_rows.append(out.store_row)
+            positions.append(out.position)
         if call.ring:  # the newest min(n, S) positions, each in its own slot: what writing all in order leaves
             news = range(max(request.length - call.ring, 0), request.length)
             written = [request.first + i for i in news]
@@ -82,7 +86,8 @@ def run(op: str, discipline: str | None, *call_args: Any, **contract: Any) -> tu
             state[request.slot, ring_slots] = torch.stack([score[written], latent[written]], dim=1)
     device = score.device
     rows_out = torch.tensor(values, dtype=torch.float32, device=device).reshape(len(values), call.dim)
-    return rows_out, torch.tensor(store_rows, dtype=torch.int64, device=device)
+    as_i64 = partial(torch.tensor, dtype=torch.int64, device=device)
+    return rows_out, as_i64(store_rows), as_i64(positions)
 
 
 _ADAPTERS = (

@@ -2,9 +2,10 @@
 
 Prefill and decode, in torch and Triton (f32 rows; on CUDA, Triton also with bf16 rows, to check its rounding);
 the Triton ones only where Triton is installed. Each adapter takes the contract's arguments and returns
-``(rows, store_rows)``: without a block table the store slot of a row is its compressed row index ``j`` (-1 for
-a placeholder), as the contract asks. Where they run is ``properties.devices``'s policy; the call is checked as
-the caller made it before a compiled kernel's inputs are copied to the GPU.
+``(rows, store_rows, positions)``: without a block table the store slot of a row is its compressed row index ``j``
+(-1 for a placeholder), as the contract asks, and its position the kernel's RoPE position (``j r``, 0 for none).
+Where they run is ``properties.devices``'s policy; the call is checked as the caller made it before a compiled
+kernel's inputs are copied to the GPU.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fast.compression import Mode, compress_decode, compress_prefill, prepare
 from properties.devices import device_name, kernel_device, on_device
 from properties.registry import Implementation
 
-Adapter = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+Adapter = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 STATE = 4
 """Position of ``state`` (changed in place) among the contract's positional arguments."""
 
@@ -29,9 +30,9 @@ def compression_adapter(decode: bool, backend: str, out_dtype: torch.dtype) -> A
     """A contract-shaped callable for one (mode, backend, row dtype)."""
     fn = compress_decode if decode else compress_prefill
 
-    def adapter(*call: Any, **contract: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def adapter(*call: Any, **contract: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         result = fn(*call, **contract, out_dtype=out_dtype, backend=backend)
-        return result.rows, result.store_slots
+        return result.rows, result.store_slots, result.positions
 
     check = partial(prepare, Mode.DECODE if decode else Mode.PREFILL, out_dtype=out_dtype)
     moved = on_device(adapter, backend, in_place=(STATE,), check=check)

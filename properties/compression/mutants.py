@@ -28,6 +28,7 @@ MUTANTS = [
     _mutant(PREFILL, "prefill_reads_past_chunk_end", None, "partition invariance", complete_partial_group=True),
     _mutant(PREFILL, "prefill_no_ring_size_check", None, "rejects bad input", ring_rule="none"),
     _mutant(PREFILL, "prefill_bf16_weights", None, "partition invariance", bf16_weights=True),
+    _mutant(PREFILL, "prefill_rope_row_index", None, "partition invariance (positions j, not j r)", rope="row_index"),
     _mutant(DECODE, "decode_wtr_ring_one_short", WRITE_THEN_READ, "rejects bad input", ring_rule="one_short"),
     _mutant(
         DECODE,
@@ -49,4 +50,18 @@ MUTANTS = [
     _mutant(DECODE, "decode_reads_leftovers_at_start", READ_THEN_WRITE, "fresh request", read_before_start=True),
     _mutant(DECODE, "decode_writes_window_only", READ_THEN_WRITE, "ring contents", window_writes_only=True),
     _mutant(DECODE, "decode_ring_holds_ape_scores", WRITE_THEN_READ, "ring contents", ring_holds_ape=True),
+    _mutant(
+        DECODE,
+        "decode_rope_at_group_end",
+        READ_THEN_WRITE,
+        "equals one-shot (positions j r + r - 1, the completing position, not j r)",
+        rope="group_end",
+    ),
+    _mutant(
+        DECODE,
+        "decode_writes_first_4_drafts",
+        WRITE_THEN_READ,
+        "equals one-shot, ring contents (steps of q > 4)",
+        ring_write_limit=4,
+    ),
 ]

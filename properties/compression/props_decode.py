@@ -59,7 +59,7 @@ def replay_decode(impl: Implementation, ex: dict[str, Any], *, rows: bool, ring:
         what = f"call {number}"
         entries = [checks.Entry(requests[b]["slot"], s, sequences[b][s:e]) for b, s, e in steps]
         before = state.clone()
-        got_rows, got_store = checks.call(impl, *checks.pack(spec, entries, state, impl.device))
+        got = checks.call(impl, *checks.pack(spec, entries, state, impl.device))
         if rows:
             expected = [
                 checks.Expected(j, exact[b][j], sequences[b], j) if (p + 1) % r == 0 else checks.Expected(-1)
@@ -67,7 +67,7 @@ def replay_decode(impl: Implementation, ex: dict[str, Any], *, rows: bool, ring:
                 for p in range(s, e)
                 for j in [(p + 1) // r - 1]
             ]
-            checks.check_reserved(spec, got_rows, got_store, expected, what)
+            checks.check_reserved(spec, got, expected, what)
         if ring:
             needed = lambda s, e: _needed_after_step(s, e, w, size)  # noqa: E731
             checks.check_rings_after(state, before, [q["slot"] for q in requests], steps, sequences, needed, what)

@@ -35,14 +35,14 @@ def replay_prefill(impl: Implementation, ex: dict[str, Any], *, rows: bool, ring
         what = f"call {number}"
         entries = [checks.Entry(requests[b]["slot"], s, requests[b]["positions"][s:e]) for b, s, e in chunks]
         before = state.clone()
-        got_rows, got_store = checks.call(impl, *checks.pack(spec, entries, state, impl.device))
+        got = checks.call(impl, *checks.pack(spec, entries, state, impl.device))
         if rows:
             expected: list[checks.Expected] = []
             for b, s, e in chunks:
                 seq = requests[b]["positions"]
                 done = [checks.Expected(j, exact[b][j], seq, j) for j in range(s // r, e // r)]
                 expected += done or [checks.Expected(-1)]
-            checks.check_reserved(spec, got_rows, got_store, expected, what)
+            checks.check_reserved(spec, got, expected, what)
         if ring:
             slots, sequences = [q["slot"] for q in requests], [q["positions"] for q in requests]
             newest = lambda s, e: range(max(0, e - w + 1), e)  # noqa: E731

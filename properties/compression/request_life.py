@@ -81,7 +81,8 @@ class Life:
 
 def _expected(reserved: tuple[OutputRow, ...], sequence: list[RawPosition]) -> list[Expected]:
     return [
-        Expected(o.store_row, o.values if o.store_row >= 0 else None, sequence, max(o.store_row, 0)) for o in reserved
+        Expected(o.store_row, o.values if o.store_row >= 0 else None, sequence, max(o.store_row, 0), o.position)
+        for o in reserved
     ]
 
 
@@ -128,7 +129,7 @@ class RequestLife:
 
     def prefill(self, calls: list[tuple[int, list[RawPosition]]]) -> None:
         entries = [Entry(k, self.lives[k].end, new) for k, new in calls]
-        rows, store = self._run(self.prefill_impl, entries)
+        got = self._run(self.prefill_impl, entries)
         expected: list[Expected] = []
         for k, new in calls:
             life, inputs = self.lives[k], weighted_positions(self.spec, new)
@@ -138,11 +139,11 @@ class RequestLife:
             expected += _expected(exact.reserved, life.sequence + list(new))
             life.sequence += list(new)
             life.state, self.rings[k] = exact.state, by_ring.ring
-        check_reserved(self.spec, rows, store, expected, f"prefill {[(k, len(n)) for k, n in calls]}")
+        check_reserved(self.spec, got, expected, f"prefill {[(k, len(n)) for k, n in calls]}")
 
     def decode(self, calls: list[tuple[int, list[RawPosition], int]]) -> None:
         entries = [Entry(k, self.lives[k].end, new) for k, new, _ in calls]
-        rows, store = self._run(self.decode_impl, entries)
+        got = self._run(self.decode_impl, entries)
         expected: list[Expected] = []
         for k, new, accepted in calls:
             life, inputs = self.lives[k], weighted_positions(self.spec, new)
@@ -153,7 +154,7 @@ class RequestLife:
             life.sequence += list(new[:accepted])
             life.state, self.rings[k] = exact.state, by_ring.ring
         steps = [(k, len(n), a) for k, n, a in calls]
-        check_reserved(self.spec, rows, store, expected, f"decode (slot, q, accepted) {steps}")
+        check_reserved(self.spec, got, expected, f"decode (slot, q, accepted) {steps}")
 
     @staticmethod
     def _agree(slot: int, exact: tuple[OutputRow, ...], by_ring: tuple[OutputRow, ...]) -> None:

@@ -31,15 +31,18 @@ FRESH_RATIOS = (4, 4, 2, 4, 1, 3, 4, 8)
 """For requests starting at 0: more overlap, the only layout whose first row reaches before position 0."""
 LONG = 64
 """Ratios from here on get d = 1 and sequences near their group boundaries only."""
-MAX_QMAX = 4
+MAX_QMAX = 16
+"""Most positions of one verify step: engines run 5 to 8 drafts and more (one wrote only the first 4 of D > 4
+drafts to the ring)."""
 PERIOD_MAX = 7
 """Long ratios draw APE rows and positions as a pattern of at most this many, repeated."""
 RING_EXTRA = st.sampled_from([1, 0, 3, 0])
 """Slots beyond the safe size. Hypothesis draws the first choices of a strategy most often, so the order puts
 the interesting cases first: a ring one larger than the minimum (where rollback-sensitive writes show)."""
 RING_EXTRA_LIFE = st.sampled_from([0, 1])
-QMAX = st.one_of(st.integers(2, MAX_QMAX), st.just(1))
-"""Most positions per decode call: multi-position verify steps first."""
+QMAX = st.one_of(st.integers(2, 4), st.just(1), st.integers(5, MAX_QMAX))
+"""Most positions per decode call: multi-position verify steps first, a third of them past 4 (up to
+``MAX_QMAX``)."""
 
 
 def step_sizes(qmax: int) -> st.SearchStrategy[int]:

@@ -63,12 +63,18 @@ class Case:
 LAYERS = (
     (1, False, 1),
     (1, False, 3),
+    (1, False, 16),
     (2, False, 1),
     (2, False, 4),
+    (2, False, 8),
+    (2, False, 16),
     (3, False, 2),
+    (3, False, 11),
     (4, True, 1),
     (4, True, 3),
+    (4, True, 16),
 )
+"""(ratio, overlap, qmax): verify steps up to 16 positions (engines run 5 to 8 drafts and more)."""
 CASES = [Case(r, o, q, d, rb) for r, o, q in LAYERS for d in DISCIPLINES for rb in (False, True)]
 
 
@@ -79,8 +85,11 @@ def tagged(layer: CompressedLayer, position: int, version: int) -> Position:
 
 
 def schedules(layer: CompressedLayer, qmax: int, rollback: bool) -> st.SearchStrategy[dict[str, Any]]:
-    """``{"prefix": 1..W + r, "steps": [[q, a], ...]}`` with 1 to 4 steps."""
-    step = st.integers(1, qmax).flatmap(lambda q: st.tuples(st.just(q), st.integers(1, q) if rollback else st.just(q)))
+    """``{"prefix": 1..W + r, "steps": [[q, a], ...]}`` with 1 to 4 steps, often of the full ``qmax`` (where the
+    tight cases are) and, with rollback, often keeping one position."""
+    sizes = st.one_of(st.just(qmax), st.integers(1, qmax))
+    kept = (lambda q: st.one_of(st.just(1), st.integers(1, q))) if rollback else st.just
+    step = sizes.flatmap(lambda q: st.tuples(st.just(q), kept(q)))
     return st.fixed_dictionaries(
         {
             "prefix": st.integers(1, layer.window + layer.ratio),
@@ -156,6 +165,24 @@ def test_one_slot_less_is_corrupted(case: Case) -> None:
     assert outcome.read_ring if case.minimum == 1 else outcome.corrupted
 
 
+@pytest.mark.parametrize("discipline", DISCIPLINES)
+def test_minimum_is_tight_for_every_step_size_up_to_16(discipline: str) -> None:
+    """C2 with rollback, every verify-step size 1..16: schedules drawn at the minimum are safe, and one slot
+    less is corrupted (the minimum is W + qmax - 1 write_then_read, W + qmax - 2 read_then_write)."""
+    for qmax in range(1, 17):
+        case = Case(2, False, qmax, discipline, True)
+        assert case.minimum == 2 + qmax - (1 if discipline == WRITE_THEN_READ else 2)
+
+        @settings(max_examples=15, derandomize=True, database=None, deadline=None)
+        @given(st.just(case), schedules(case.layer, qmax, True))
+        def safe(case: Case, schedule: dict[str, Any]) -> None:
+            assert not replay(case.layer, case.minimum, discipline, schedule).corrupted, (case, schedule)
+
+        safe()
+        outcome = replay(case.layer, case.minimum - 1, discipline, corrupting(case, case.minimum - 1))
+        assert outcome.read_ring if case.minimum == 1 else outcome.corrupted
+
+
 # --- the published bounds -----------------------------------------------------------------------------------
 
 
@@ -166,7 +193,7 @@ def test_write_then_read_bound_holds_without_overlap() -> None:
             assert case.minimum == case.ratio + case.qmax - 1, case
 
 
-@pytest.mark.parametrize("qmax", [1, 3])
+@pytest.mark.parametrize("qmax", [1, 3, 16])
 def test_write_then_read_bound_is_short_with_overlap(qmax: int) -> None:
     """With overlap (W = 2r) a ring of r + qmax - 1 slots is corrupted: Hypothesis finds a schedule."""
     case = Case(4, True, qmax, WRITE_THEN_READ, False)
@@ -190,7 +217,10 @@ def test_read_then_write_bound_counting_every_written_position() -> None:
             assert case.minimum == (w + case.qmax - 2 if w > 1 else 0), case
 
 
-@pytest.mark.parametrize(("ratio", "overlap", "drafts"), [(2, False, 1), (2, False, 3), (3, False, 2), (4, True, 1)])
+@pytest.mark.parametrize(
+    ("ratio", "overlap", "drafts"),
+    [(2, False, 1), (2, False, 3), (2, False, 7), (3, False, 2), (4, True, 1), (4, True, 15)],
+)
 def test_read_then_write_bound_counting_drafts_only_is_one_short(ratio: int, overlap: bool, drafts: int) -> None:
     """Read as D = drafts, with steps of D + 1 positions (drafts plus the sampled token), under rollback the
     bound W + D - 2 is one slot short: Hypothesis finds a corrupting schedule."""

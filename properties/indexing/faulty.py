@@ -39,6 +39,12 @@ class Faults:
     offset_on_empty: bool = False  # the gathered offset is added to -1 lanes as well
     window_order: str | None = None  # decode lists empty lanes by this order ("v4" or "v4.1") whatever asked
     window_first_shift: int = 0  # prefill's first position max(0, i - W + 1 - shift)
+    padding_as_unsigned: bool = False  # a length of -1 read as uint32: the padding row's whole width is read
+    pin_truncates: bool = False  # newest block trunc((length - 1) / bs), pinned unless length == 0 (-1 pins 0)
+    all_zero_unwritten: bool = False  # top-k returns early, its output zero-filled, when no row has a length > 0
+    float16_keys: bool = False  # scores ranked (top-k) or block maxima taken (candidates) on a float16 copy
+    release_keeps: str = "window_plus_step"  # window release keeps window + D - 1 ("window": only the window
+    # counted back from the tentative length; "window_plus_step_minus_2": one position fewer; "all": never releases)
 
 
 NO_FAULTS = Faults()
@@ -82,12 +88,18 @@ def _stable_descending(key: torch.Tensor) -> torch.Tensor:
     return torch.sort(key, dim=1, descending=True, stable=True).indices
 
 
+def unsigned_lengths(lengths: torch.Tensor, width: int, faults: Faults) -> torch.Tensor:
+    """int64 lengths; with ``padding_as_unsigned`` a -1 is read as 2**32 - 1, clamped to the row's width."""
+    wide = lengths.to(torch.int64)
+    return torch.where(wide < 0, width, wide) if faults.padding_as_unsigned else wide
+
+
 def rank_lanes(scores: torch.Tensor, lengths: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
     """Every lane of each row: valid lanes first, best first (NaN, +inf, numbers, -inf; ties by lowest index)."""
     width = scores.shape[1]
     lanes = torch.arange(width, device=scores.device)
     valid = lanes < lengths.to(torch.int64).unsqueeze(-1)
-    key = scores + 0.0  # -0.0 becomes 0.0
+    key = (scores.half().float() if faults.float16_keys else scores) + 0.0  # -0.0 becomes 0.0
     if faults.rank_whole_row:
         return _stable_descending(key)
     key = torch.where(valid, key, torch.zeros_like(key))
@@ -112,8 +124,12 @@ def topk(
     rows, width = scores.shape
     layout = lane_layout(TOPK[convention].rule)
     lanes_out, fill = layout.lanes(k, width), layout.fill
+    if layout.whole_row and bool((lengths != width).any()):
+        raise ValueError(f"lengths: v4-decode scores exactly the visible rows: each must be {width}")
+    if faults.all_zero_unwritten and rows and int(lengths.max()) <= 0:
+        return torch.zeros((rows, lanes_out), dtype=torch.int32, device=scores.device)
     take = min(k, width)
-    lengths64 = lengths.to(torch.int64)
+    lengths64 = unsigned_lengths(lengths, width, faults)
     order = rank_lanes(scores, lengths64, faults)[:, :take]
     count = lengths64.clamp(max=k).unsqueeze(-1)
     lane = torch.arange(take, device=scores.device)
@@ -156,7 +172,7 @@ def candidate_select(
     blocks = -(-width // block_size)
     lengths64 = lengths.to(torch.int64).unsqueeze(-1)
     padded = torch.full((rows, blocks * block_size), float("-inf"), device=scores.device)
-    padded[:, :width] = scores
+    padded[:, :width] = scores.half().float() if faults.float16_keys else scores
     lanes = torch.arange(blocks * block_size, device=scores.device)
     if faults.whole_blocks_only:
         lengths64 = lengths64 // block_size * block_size
@@ -164,8 +180,10 @@ def candidate_select(
         padded = torch.where(lanes < lengths64, padded, float("-inf"))
     block_max = padded.view(rows, blocks, block_size).amax(dim=2)
     if pin_newest and faults.pin_newest:
-        newest = torch.div(lengths64 - 1, block_size, rounding_mode="floor")
-        pinned = (torch.arange(blocks, device=scores.device) == newest) & (lengths64 > 0)
+        rounding = "trunc" if faults.pin_truncates else "floor"
+        newest = torch.div(lengths64 - 1, block_size, rounding_mode=rounding)
+        present = lengths64 != 0 if faults.pin_truncates else lengths64 > 0
+        pinned = (torch.arange(blocks, device=scores.device) == newest) & present
         block_max = torch.where(pinned, float("inf"), block_max)
     order = _stable_descending(block_max)[:, :topk_blocks]
     value = block_max.gather(1, order)
@@ -210,7 +228,7 @@ def slot_translation(
     lane = torch.arange(rows.shape[1], device=rows.device)
     live = j != -1
     if not faults.ignore_lengths:
-        live &= lane < lengths.to(torch.int64).unsqueeze(-1)
+        live &= lane < unsigned_lengths(lengths, rows.shape[1], faults).unsqueeze(-1)
     if block_table.shape[1] == 0:
         return torch.full(rows.shape, -1, dtype=torch.int64, device=rows.device)
     last = block_table.shape[1] - 1
@@ -243,3 +261,17 @@ def window_indices(
     if order == "v4":
         slots = torch.cat([slots[t >= 0], slots[t < 0]])
     return slots.to(torch.int32).unsqueeze(0)
+
+
+def window_release(
+    seq_lens: torch.Tensor, step_lens: torch.Tensor, *, window: int, block_size: int, faults: Faults = NO_FAULTS
+) -> torch.Tensor:
+    """Leading blocks released: ``max(0, S - kept) // block_size`` with ``kept = window + D - 1`` positions."""
+    seq, step = seq_lens.to(torch.int64), step_lens.to(torch.int64)
+    kept = {
+        "window_plus_step": step + window - 1,
+        "window": torch.full_like(step, window),
+        "window_plus_step_minus_2": step + window - 2,
+        "all": seq,
+    }[faults.release_keeps]
+    return ((seq - kept).clamp_min(0) // block_size).to(torch.int32)

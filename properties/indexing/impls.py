@@ -15,7 +15,7 @@ import torch
 
 from properties.indexing.values import exact_score, index_tensor, nearest_float32
 from properties.registry import Implementation, collect
-from reference import addressing, candidates, conventions, indexing, topk
+from reference import addressing, candidates, conventions, indexing, padding, window_release
 from reference import window as indexing_window
 from reference.score_values import Score
 
@@ -23,8 +23,10 @@ IMPLEMENTATIONS: list[Implementation] = []
 
 
 def visible_prefix(row: list[float], length: int) -> list[Score | None]:
-    """The valid prefix as exact scores; ``None`` (never read by the reference) for the rest of the row."""
-    return [exact_score(v) for v in row[:length]] + [None] * (len(row) - length)
+    """The valid prefix as exact scores; ``None`` (never read by the reference) for the rest of the row. A
+    padding row (length -1, ``reference.padding``) has no valid prefix."""
+    n = padding.row_length(length, "lengths")
+    return [exact_score(v) for v in row[:n]] + [None] * (len(row) - n)
 
 
 def _exact(values: list[float]) -> list[Fraction]:
@@ -38,7 +40,7 @@ def reference_index_scores(
     keys = k.tolist()
     out = torch.full((q.shape[0], k.shape[0]), float("nan"), dtype=torch.float32)
     for m, (heads, w, p) in enumerate(zip(q.tolist(), weights.tolist(), positions.tolist(), strict=True)):
-        seen = indexing.visible_rows(p, ratio)
+        seen = padding.query_visible_rows(p, ratio)
         exact = indexing.index_scores([_exact(h) for h in heads], _exact(w), [_exact(r) for r in keys[:seen]])
         out[m, :seen] = torch.tensor([nearest_float32(s) for s in exact], dtype=torch.float32)
     return out.to(q.device)
@@ -50,7 +52,7 @@ def _topk_adapter(name: str) -> None:
     @collect(IMPLEMENTATIONS, "topk", "reference", convention=name, origin="reference")
     def reference_topk(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
         lanes = [
-            list(topk.topk(visible_prefix(row, n), n, k, convention, offset))
+            list(padding.topk_row(visible_prefix(row, n), n, k, convention, offset))
             for row, n, offset in zip(scores.tolist(), lengths.tolist(), offsets.tolist(), strict=True)
         ]
         return index_tensor(lanes, torch.int32, str(scores.device))
@@ -65,7 +67,7 @@ def _candidate_adapter(name: str) -> None:
     ) -> torch.Tensor:
         lanes = []
         for row, n in zip(scores.tolist(), lengths.tolist(), strict=True):
-            kept = list(candidates.kept_blocks(visible_prefix(row, n), n, topk_blocks, block_size, rule))
+            kept = list(padding.candidate_row(visible_prefix(row, n), n, topk_blocks, block_size, rule))
             lanes.append(kept + [-1] * (topk_blocks - len(kept)))
         return index_tensor(lanes, torch.int32, str(scores.device))
 
@@ -86,13 +88,11 @@ def _slot_adapter(name: str) -> None:
     def reference_slot_translation(
         rows: torch.Tensor, block_table: torch.Tensor, lengths: torch.Tensor, *, block_size: int, ratio: int
     ) -> torch.Tensor:
-        lanes = []
-        for r, table, n in zip(rows.tolist(), block_table.tolist(), lengths.tolist(), strict=True):
-            if conventions.SLOT_TRANSLATION[name].rule is addressing.LaneGuard.COUNT:  # lanes past n are not read
-                lanes.append(list(addressing.rows_to_slots(r, table, block_size, ratio, valid_lanes=n)))
-            else:  # the sentinel guard, over the lanes below n
-                live = r[:n] + [-1] * (len(r) - n)
-                lanes.append(list(addressing.rows_to_slots(live, table, block_size, ratio)))
+        count = conventions.SLOT_TRANSLATION[name].rule is addressing.LaneGuard.COUNT  # lanes past n are not read
+        lanes = [
+            list(padding.slot_row(r, table, block_size, ratio, n, count))
+            for r, table, n in zip(rows.tolist(), block_table.tolist(), lengths.tolist(), strict=True)
+        ]
         return index_tensor(lanes, torch.int64, str(rows.device))
 
 
@@ -113,6 +113,17 @@ def _window_adapter(name: str) -> None:
         if seqlen != 1:
             raise ValueError(f"seqlen: a decode step (start_pos > 0) has one query, got {seqlen}")
         return torch.tensor([list(indexing_window.decode_window(window, start_pos, order))], dtype=torch.int32)
+
+
+@collect(IMPLEMENTATIONS, "window_release", "reference", origin="reference")
+def reference_window_release(
+    seq_lens: torch.Tensor, step_lens: torch.Tensor, *, window: int, block_size: int
+) -> torch.Tensor:
+    counts = [
+        window_release.released_blocks(s, d, window, block_size)
+        for s, d in zip(seq_lens.tolist(), step_lens.tolist(), strict=True)
+    ]
+    return torch.tensor(counts, dtype=torch.int32, device=seq_lens.device)
 
 
 for _name in conventions.TOPK:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from fast.indexing import naive
+from fast.indexing import naive, window
 from fast.indexing.backends import triton_backend
 from properties.devices import device_name, kernel_device, on_device
 from properties.registry import Implementation
@@ -21,6 +21,7 @@ from reference import conventions
 from reference.addressing import rows_per_block
 from reference.candidates import NanPolicy
 from reference.checks import require
+from reference.padding import PADDING_LENGTH
 
 Fn = Callable[..., torch.Tensor]
 
@@ -30,7 +31,9 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
 
     def index_scores(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *, ratio: int):
         require(isinstance(ratio, int) and ratio > 0, "ratio", f"must be a positive int, got {ratio!r}")
-        lengths = (positions.to(torch.int64) + 1) // ratio
+        lowest = int(positions.min()) if positions.numel() else 0
+        require(lowest >= PADDING_LENGTH, "positions", f"must be >= 0, or -1 for a padding query, got {lowest}")
+        lengths = (positions.to(torch.int64) + 1) // ratio  # a padding query (-1) sees 0 rows
         return mod.index_logits(q, weights, k, lengths)
 
     out: dict[tuple[str, str | None], Fn] = {("index_scores", None): index_scores}
@@ -96,11 +99,13 @@ def _implementations() -> list[Implementation]:
     backends: list[tuple[str, Any]] = [("torch", naive)]
     if importlib.util.find_spec("triton") is not None:
         backends.append(("triton", triton_backend()))
-    return [
+    kernels = [
         Implementation(op, backend, on_device(fn, backend), convention, origin="fast", device=device_name(backend))
         for backend, mod in backends
         for (op, convention), fn in _adapters(mod).items()
     ]
+    release = on_device(window.window_release, "torch")  # torch only: a few elementwise operations
+    return [*kernels, Implementation("window_release", "torch", release, None, device=device_name("torch"))]
 
 
 IMPLEMENTATIONS = _implementations()

@@ -52,6 +52,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
         return lambda *, window, seqlen, start_pos: ti.window_indices(
             window=window, seqlen=seqlen, start_pos=start_pos, convention=convention or "", faults=faults
         )
+    if op == "window_release":
+        return lambda seq_lens, step_lens, *, window, block_size: ti.window_release(
+            seq_lens, step_lens, window=window, block_size=block_size, faults=faults
+        )
     raise ValueError(f"op: no torch implementation of {op!r}")
 
 
@@ -135,6 +139,57 @@ MUTANTS = [
     mutant(
         "gathered_rows", "gathered_offset_on_empty_lanes", None, "-1 lanes get the offset too", offset_on_empty=True
     ),
+    mutant(
+        "topk",
+        "topk_padding_row_reads_whole_row",
+        "v4.1",
+        "a padding row's length -1 read as uint32: the whole row is ranked",
+        padding_as_unsigned=True,
+    ),
+    mutant(
+        "topk",
+        "topk_all_zero_batch_unwritten",
+        "v4.1",
+        "returns early, output zero-filled, when no row has a length > 0",
+        all_zero_unwritten=True,
+    ),
+    mutant("topk", "topk_ranks_in_float16", "select", "ranks a float16 copy of the scores", float16_keys=True),
+    mutant(
+        "candidate_select",
+        "candidates_padding_row_pins_block_0",
+        "pinned+drop_nan",
+        "newest block trunc((length - 1) / bs), pinned unless the length is 0: a padding row pins block 0",
+        pin_truncates=True,
+    ),
+    mutant(
+        "candidate_select",
+        "candidates_block_max_in_float16",
+        "unpinned+propagate_nan",
+        "block maxima of a float16 copy of the scores",
+        float16_keys=True,
+    ),
+    mutant(
+        "slot_translation",
+        "slots_padding_row_translated",
+        "count",
+        "a padding row's length -1 read as uint32: every lane translated",
+        padding_as_unsigned=True,
+    ),
+    mutant(
+        "window_release",
+        "release_keeps_window_only",
+        None,
+        "keeps the window counted back from the tentative length: frees blocks before verification",
+        release_keeps="window",
+    ),
+    mutant(
+        "window_release",
+        "release_one_position_short",
+        None,
+        "keeps window + D - 2 positions",
+        release_keeps="window_plus_step_minus_2",
+    ),
+    mutant("window_release", "release_never", None, "never releases a block (a leak)", release_keeps="all"),
     mutant("window_indices", "window_order_swapped", "v4.1", "v4.1 decode pads -1 at the end", window_order="v4"),
     mutant("window_indices", "window_off_by_one", "v4", "prefill starts one position early", window_first_shift=1),
 ]

@@ -15,11 +15,12 @@ import torch
 
 from properties.compare import Mismatch, assert_exact
 from properties.indexing.strategies import gathered_cases, slot_cases, window_cases
-from properties.indexing.values import index_tensor, output_lanes
+from properties.indexing.values import index_tensor, output_lanes, visible_count
 from properties.registry import Implementation
 from properties.runner import Property
-from reference import addressing, window
+from reference import addressing, padding, window
 from reference.conventions import SLOT_TRANSLATION, WINDOW_INDICES
+from reference.padding import is_padding
 
 # --- slot translation ----------------------------------------------------------------------------------------------
 
@@ -32,12 +33,15 @@ def counts(convention: str) -> bool:
 def slot_inputs(case: dict[str, Any], convention: str) -> tuple[list[list[int]], list[int]]:
     """The row lanes and lengths an implementation of ``convention`` receives."""
     if counts(convention):
-        rows = [r[:n] + g[n:] for r, g, n in zip(case["rows"], case["garbage"], case["lengths"], strict=True)]
+        rows = [
+            r[: visible_count(n)] + g[visible_count(n) :]
+            for r, g, n in zip(case["rows"], case["garbage"], case["lengths"], strict=True)
+        ]
         return rows, list(case["lengths"])
     rows = [
         [-1 if i in holes else j for i, j in enumerate(r)] for r, holes in zip(case["rows"], case["holes"], strict=True)
     ]
-    return rows, [len(r) for r in rows]
+    return rows, [n if is_padding(n) else len(r) for r, n in zip(rows, case["lengths"], strict=True)]
 
 
 def live_lanes(case: dict[str, Any], convention: str) -> list[list[int | None]]:
@@ -68,7 +72,7 @@ def check_slots_equal_reference(impl: Implementation, case: dict[str, Any]) -> N
     got = run_slots(impl, case)
     rows, lengths = slot_inputs(case, convention)
     expected = [
-        list(addressing.rows_to_slots(r, t, case["block_size"], case["ratio"], n if counts(convention) else None))
+        list(padding.slot_row(r, t, case["block_size"], case["ratio"], n, counts(convention)))
         for r, t, n in zip(rows, case["block_tables"], lengths, strict=True)
     ]
     assert_exact(expected, got, f"slot_translation[{convention}] slots vs the exact reference")

@@ -25,10 +25,10 @@ from properties.indexing.strategies import (
     slots_for_every_block,
     two_level_cases,
 )
-from properties.indexing.values import as_float32, float32_rows, index_tensor, output_lanes, rank_key
+from properties.indexing.values import as_float32, float32_rows, index_tensor, output_lanes, rank_key, visible_count
 from properties.registry import Implementation
 from properties.runner import Property
-from reference import candidates, topk
+from reference import candidates, padding, topk
 from reference.candidates import NanPolicy
 from reference.conventions import CANDIDATE_SELECT
 from reference.score_values import NEG_INF, Score
@@ -92,7 +92,7 @@ def check_select_equals_reference(impl: Implementation, case: dict[str, Any]) ->
     rule = CANDIDATE_SELECT[convention].rule
     expected = []
     for row, n in zip(as_float32(case["scores"]), case["lengths"], strict=True):
-        kept = list(candidates.kept_blocks(visible_prefix(row, n), n, case["topk_blocks"], case["block_size"], rule))
+        kept = list(padding.candidate_row(visible_prefix(row, n), n, case["topk_blocks"], case["block_size"], rule))
         expected.append(kept + [-1] * (case["topk_blocks"] - len(kept)))
     assert_exact(expected, got, f"candidate_select[{convention}] kept blocks vs the exact reference")
 
@@ -105,7 +105,8 @@ def check_newest_block(impl: Implementation, case: dict[str, Any]) -> None:
     got = run_select(impl, case["scores"], case)
     values = as_float32(case["scores"])
     size, slots = case["block_size"], case["topk_blocks"]
-    for m, (lanes, n) in enumerate(zip(got, case["lengths"], strict=True)):
+    for m, (lanes, length) in enumerate(zip(got, case["lengths"], strict=True)):
+        n = visible_count(length)
         if n == 0:
             continue
         kept = kept_set(lanes, convention, m)
@@ -121,7 +122,8 @@ def check_newest_block(impl: Implementation, case: dict[str, Any]) -> None:
             )
     if pinned(convention):
         changed = []
-        for row, n, fresh in zip(case["scores"], case["lengths"], case["newest_values"], strict=True):
+        for row, length, fresh in zip(case["scores"], case["lengths"], case["newest_values"], strict=True):
+            n = visible_count(length)
             start = (n - 1) // size * size if n else 0
             changed.append(row[:start] + fresh[: n - start] + row[n:])
         again = run_select(impl, changed, case)
@@ -133,7 +135,8 @@ def selected_rows(impl: Implementation, case: dict[str, Any]) -> Iterator[tuple[
     convention = impl.convention or ""
     got = run_select(impl, case["scores"], case)
     values = as_float32(case["scores"])
-    for m, (lanes, n) in enumerate(zip(got, case["lengths"], strict=True)):
+    for m, (lanes, length) in enumerate(zip(got, case["lengths"], strict=True)):
+        n = visible_count(length)
         yield m, n, kept_set(lanes, convention, m), block_maxima(values[m], n, case["block_size"], pinned(convention))
 
 
@@ -179,7 +182,8 @@ def check_select_tail_never_matters(impl: Implementation, case: dict[str, Any]) 
     convention = impl.convention or ""
     first = run_select(impl, case["scores"], case)
     swapped = [
-        row[:n] + tail for row, n, tail in zip(case["scores"], case["lengths"], case["other_tails"], strict=True)
+        row[: visible_count(n)] + tail
+        for row, n, tail in zip(case["scores"], case["lengths"], case["other_tails"], strict=True)
     ]
     second = run_select(impl, swapped, case)
     assert_exact(first, second, f"candidate_select[{convention}] after replacing the garbage past the valid end")
@@ -231,7 +235,8 @@ def check_round_trip(impl: Implementation, case: dict[str, Any]) -> None:
     size, k = case["block_size"], case["k"]
     values = as_float32(case["scores"])
     offsets, blocks, expected = [], [], []
-    for row, n in zip(values, case["lengths"], strict=True):
+    for row, length in zip(values, case["lengths"], strict=True):
+        n = visible_count(length)
         ids = list(range(-(-n // size))) + [-1] * case["padding"]
         prefix = visible_prefix(row, n)
         compact: list[Score | None] = [

@@ -20,7 +20,7 @@ from properties.indexing.strategies import index_score_cases
 from properties.indexing.values import output_lanes
 from properties.registry import Implementation
 from properties.runner import Property
-from reference import indexing
+from reference import indexing, padding
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 FLOAT32_MANTISSA_BITS = 23
@@ -47,7 +47,7 @@ def check_within_rule(impl: Implementation, case: dict[str, Any]) -> None:
     base = baseline(q, weights, k)
     q_exact, k_exact = q.float().tolist(), k.float().tolist()
     for m, p in enumerate(case["positions"]):
-        seen = indexing.visible_rows(p, case["ratio"])
+        seen = padding.query_visible_rows(p, case["ratio"])
         exact = indexing.index_scores(
             [[Fraction(x) for x in head] for head in q_exact[m]],
             [Fraction(w) for w in case["weights"][m]],

@@ -16,9 +16,10 @@ import torch
 from properties.compare import Mismatch, assert_exact
 from properties.indexing.impls import visible_prefix
 from properties.indexing.strategies import topk_cases
-from properties.indexing.values import as_float32, float32_rows, output_lanes, rank_key
+from properties.indexing.values import as_float32, float32_rows, output_lanes, rank_key, visible_count
 from properties.registry import Implementation
 from properties.runner import Property
+from reference import padding
 from reference import topk as reference_topk
 from reference.conventions import TOPK
 
@@ -42,10 +43,13 @@ def lengths_of(case: dict[str, Any], convention: str) -> list[int]:
     return [width] * len(case["lengths"]) if layout(convention).whole_row else list(case["lengths"])
 
 
-def run_topk(impl: Implementation, scores: list[list[float]], case: dict[str, Any]) -> list[list[int]]:
-    """Call ``impl`` on ``scores`` with the case's lengths, offsets and k; check dtype and shape."""
+def run_topk(
+    impl: Implementation, scores: list[list[float]], case: dict[str, Any], raw: bool = False
+) -> list[list[int]]:
+    """Call ``impl`` on ``scores`` with the case's lengths (``raw``: as given, else as the convention reads them),
+    offsets and k; check dtype and shape."""
     convention = impl.convention or ""
-    lengths = lengths_of(case, convention)
+    lengths = list(case["lengths"]) if raw else lengths_of(case, convention)
     width = len(scores[0])
     out = impl.fn(
         float32_rows(scores, impl.device),
@@ -74,7 +78,7 @@ def check_equals_reference(impl: Implementation, case: dict[str, Any]) -> None:
     got = run_topk(impl, case["scores"], case)
     rule = TOPK[convention].rule
     expected = [
-        list(reference_topk.topk(visible_prefix(row, n), n, case["k"], rule, offset))
+        list(padding.topk_row(visible_prefix(row, n), n, case["k"], rule, offset))
         for row, n, offset in zip(
             as_float32(case["scores"]), lengths_of(case, convention), case["offsets"], strict=True
         )
@@ -106,7 +110,8 @@ def check_chosen_set_optimal(impl: Implementation, case: dict[str, Any]) -> None
     convention = impl.convention or ""
     got = run_topk(impl, case["scores"], case)
     values = as_float32(case["scores"])
-    for m, (lanes, n, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
+    for m, (lanes, length, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
+        n = visible_count(length)
         rows = chosen_rows(lanes, offset, convention)
         if len(rows) != min(case["k"], n) or len(set(rows)) != len(rows) or not all(0 <= r < n for r in rows):
             raise Mismatch(
@@ -131,7 +136,8 @@ def check_lane_layout(impl: Implementation, case: dict[str, Any]) -> None:
     got = run_topk(impl, case["scores"], case)
     values = as_float32(case["scores"])
     fill = fill_value(convention)
-    for m, (lanes, n, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
+    for m, (lanes, length, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
+        n = visible_count(length)
         count = min(case["k"], n)
         head, tail = lanes[:count], lanes[count:]
         if fill in head or any(lane != fill for lane in tail):
@@ -156,11 +162,37 @@ def check_tail_never_matters(impl: Implementation, case: dict[str, Any]) -> None
     first = run_topk(impl, case["scores"], case)
     lengths = lengths_of(case, convention)
     swapped = [
-        row[:n] + (tail if convention != "v4-decode" else [])
+        row[: visible_count(n)] + (tail if convention != "v4-decode" else [])
         for row, n, tail in zip(case["scores"], lengths, case["other_tails"], strict=True)
     ]
     second = run_topk(impl, swapped, case)
     assert_exact(first, second, f"topk[{convention}] lanes after replacing the garbage past the valid end")
+
+
+def check_padding_rows(impl: Implementation, case: dict[str, Any]) -> None:
+    """Row 0 and every row of length -1 made padding rows (``reference.padding``): each answers with fill lanes
+    only, and the other rows answer as in a call without them. v4-decode has no fill lane: a call holding a
+    padding row is refused with ValueError."""
+    convention = impl.convention or ""
+    lengths = lengths_of(case, convention)
+    padded = [m == 0 or n == -1 for m, n in enumerate(case["lengths"])]
+    with_padding = {**case, "lengths": [-1 if p else n for p, n in zip(padded, lengths, strict=True)]}
+    if layout(convention).whole_row:
+        try:
+            run_topk(impl, case["scores"], with_padding, raw=True)
+        except ValueError:
+            return
+        raise Mismatch(f"topk[{convention}]: a padding row (length -1) must be refused: v4-decode has no fill lane")
+    got = run_topk(impl, case["scores"], with_padding)
+    fill = fill_value(convention)
+    for m, lanes in enumerate(got):
+        if padded[m] and any(lane != fill for lane in lanes):
+            raise Mismatch(f"topk[{convention}] padding row {m}: every lane must be the fill {fill}", detail=f"{lanes}")
+    rest = [m for m in range(len(padded)) if not padded[m]]
+    if rest:
+        alone = {key: [case[key][m] for m in rest] for key in ("scores", "lengths", "offsets")}
+        expected = run_topk(impl, alone["scores"], {**case, **alone})
+        assert_exact(expected, [got[m] for m in rest], f"topk[{convention}] rows beside padding rows vs without them")
 
 
 LAB_27 = {"scores": [[2.0, 6.0, 3.0, 0.0, 300.0]], "lengths": [4], "offsets": [0], "k": 2}
@@ -202,6 +234,14 @@ PROPERTIES = [
         check_lane_layout,
         examples=(LAB_27_OFFSET,),
         doc="row lanes first in the convention's order (index or rank), then exactly the fill value, never offset",
+    ),
+    Property(
+        "topk_padding_rows",
+        "topk",
+        topk_cases(),
+        check_padding_rows,
+        doc="a padding row (length -1) answers with fill lanes only and leaves the other rows alone; v4-decode "
+        "refuses it",
     ),
     Property(
         "topk_tail_never_matters",

@@ -2,9 +2,12 @@
 floats including nan and inf), so a reproducer can ``repr()`` it.
 
 Scores inside a valid prefix sit on a small grid (ties are common) and, in some examples, include -inf, +inf,
-NaN and -0.0, which the exact reference ranks as torch does. Whatever lies at or past a valid end is garbage
-(NaN, +-inf, huge values), drawn twice where a property swaps one garbage tail for another. Index-score inputs
-sit on a grid on which float32 accumulation is exact in any order, so a structural bug is a gross error.
+NaN and -0.0, which the exact reference ranks as torch does; huge and denormal magnitudes (up to the float32
+maximum, down to its smallest subnormal) and long runs of equal values, in the same examples as those markers.
+Whatever lies at or past a valid end is garbage (NaN, +-inf, huge values), drawn twice where a property swaps one
+garbage tail for another. Lengths include -1, a padding row (``reference.padding``), and whole batches of 0.
+Index-score inputs sit on a grid on which float32 accumulation is exact in any order, so a structural bug is a
+gross error; a decode query at position -1 is a padding query.
 
 Generation cost matters (the mutant hunt runs hundreds of examples per property and mutant): each example is
 read from one drawn byte string by :class:`ByteSource`, its sizes and settings first. Byte 0 maps to the
@@ -21,6 +24,30 @@ from properties.strategies import GARBAGE
 from reference.checks import INT32_MAX
 
 SPECIALS = (float("-inf"), float("inf"), float("nan"), -0.0)
+F32_MAX = 3.4028234663852886e38
+F32_TINY = 1.401298464324817e-45
+"""The largest finite float32 and its smallest subnormal."""
+EXTREMES = (
+    F32_MAX,
+    -F32_MAX,
+    1e30,
+    -1e30,
+    70000.0,
+    65504.0,
+    -65536.0,
+    F32_TINY,
+    -F32_TINY,
+    3 * F32_TINY,
+    1e-40,
+    -1e-40,
+    1.1754943508222875e-38,
+    2.0**-140,
+    0.0,
+    -0.0,
+)
+"""Huge and denormal magnitudes and signed zeros: beyond float16 (65504 is its largest, 70000 and 1e30 overflow
+it), float32's extremes, its subnormals (which a flush-to-zero mode turns into 0) and +-0.0 (equal, whatever their
+bits)."""
 
 MAX_ROWS = 4
 MAX_WIDTH = 32
@@ -75,17 +102,41 @@ def garbage(byte: int) -> float:
 
 
 def prefix_value(byte: int, style: int) -> float:
-    """A valid-prefix value; ``style`` bit 0: the coarse grid (ties), bit 1: a marker one time in eight."""
+    """A valid-prefix value; ``style`` bit 0: the coarse grid (ties), bit 1: a marker one time in eight, bit 2:
+    an extreme magnitude or signed zero (``EXTREMES``) one time in four."""
     if style & 2 and byte >= 224:
         return SPECIALS[byte % len(SPECIALS)]
+    if style & 4 and 160 <= byte < 224:
+        return EXTREMES[byte % len(EXTREMES)]
     return coarse(byte) if style & 1 else fine(byte)
 
 
+HUGE = tuple(v for v in EXTREMES if abs(v) >= 65504)
+TINY = tuple(v for v in EXTREMES if 0 < abs(v) < 2.0**-126)
+
+
+def prefix_values(src: ByteSource, n: int, style: int) -> list[float]:
+    """``n`` valid-prefix values; ``style`` bit 3: long runs of equal values (each value repeats the one before
+    three times in four, markers and extremes included). With markers and extremes both on (bits 1 and 2), the
+    row also gets NaN, +inf, -inf, -0.0, a huge and a subnormal value at drawn places: all in one example."""
+    out: list[float] = []
+    for _ in range(n):
+        byte = src.byte()
+        out.append(out[-1] if style & 8 and out and byte % 4 else prefix_value(byte, style))
+    if n and style & 6 == 6:
+        salt = (*SPECIALS, HUGE[src.byte() % len(HUGE)], TINY[src.byte() % len(TINY)])
+        for value in salt:
+            out[src.byte() % n] = value
+    return out
+
+
 def length_from(byte: int, width: int) -> int:
-    """A valid length in [0, width]: the full width (byte 0) and 0 favoured."""
+    """A valid length in [0, width]: the full width (byte 0) and 0 favoured; or -1, a padding row."""
     if byte < 64:
         return width
-    return 0 if byte < 96 else byte % (width + 1)
+    if byte < 96:
+        return 0
+    return -1 if byte < 112 else byte % (width + 1)
 
 
 def offset_from(byte: int, width: int) -> int:
@@ -94,8 +145,8 @@ def offset_from(byte: int, width: int) -> int:
 
 
 def score_rows(src: ByteSource, width: int, lengths: list[int], style: int) -> list[list[float]]:
-    """One row per length: the valid prefix, then garbage up to ``width``."""
-    return [[prefix_value(src.byte(), style) for _ in range(n)] + src_garbage(src, width - n) for n in lengths]
+    """One row per length: the valid prefix, then garbage up to ``width`` (a padding row is all garbage)."""
+    return [prefix_values(src, max(n, 0), style) + src_garbage(src, width - max(n, 0)) for n in lengths]
 
 
 def src_garbage(src: ByteSource, n: int) -> list[float]:
@@ -110,16 +161,19 @@ SCORE_BYTES = 8 + MAX_ROWS * (2 * MAX_WIDTH + 2 + MAX_BLOCK)
 
 
 def score_batch(src: ByteSource) -> dict[str, Any]:
-    """``{"scores", "lengths"}``: 1 to MAX_ROWS rows of one width, each a valid prefix then garbage."""
-    rows, width, style = src.between(1, MAX_ROWS), src.between(0, MAX_WIDTH), src.below(4)
+    """``{"scores", "lengths"}``: 1 to MAX_ROWS rows of one width, each a valid prefix then garbage; one batch
+    in eight has every length 0."""
+    rows, width, style = src.between(1, MAX_ROWS), src.between(0, MAX_WIDTH), src.below(16)
     lengths = [length_from(b, width) for b in src.bytes(rows)]
+    if src.below(8) == 7:
+        lengths = [0] * rows
     return {"scores": score_rows(src, width, lengths, style), "lengths": lengths}
 
 
 def other_tails(src: ByteSource, case: dict[str, Any]) -> list[list[float]]:
     """A second garbage tail for each row."""
     width = len(case["scores"][0])
-    return [src_garbage(src, width - n) for n in case["lengths"]]
+    return [src_garbage(src, width - max(n, 0)) for n in case["lengths"]]
 
 
 @st.composite
@@ -167,7 +221,7 @@ def newest_block_cases(draw: st.DrawFn) -> dict[str, Any]:
     src = draw(source(SCORE_BYTES))
     case = candidate_case(src)
     size = case["block_size"]
-    case["newest_values"] = [[prefix_value(src.byte(), 3) for _ in range(size)] for _ in case["lengths"]]
+    case["newest_values"] = [prefix_values(src, size, 15) for _ in case["lengths"]]
     return case
 
 
@@ -243,7 +297,7 @@ def index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
         start = src.between(0, 12)
         positions = list(range(start, start + queries))
     else:
-        positions = [src.below(25) for _ in range(queries)]
+        positions = [-1 if (b := src.byte()) >= 240 else b % 25 for _ in range(queries)]
     visible = max((p + 1) // ratio for p in positions)
     q = [grid_matrix(src, heads, dim) for _ in positions]
     weights = [[coarse(src.byte()) / 2 for _ in range(heads)] for _ in positions]
@@ -305,3 +359,25 @@ def window_cases(draw: st.DrawFn) -> dict[str, Any]:
     if decode:
         return {"window": window, "seqlen": 1, "start_pos": src.between(1, 30)}
     return {"window": window, "seqlen": src.between(0, 20), "start_pos": 0}
+
+
+# --- window block release ------------------------------------------------------------------------------------------
+
+MAX_RELEASE_STEP = 16
+
+
+@st.composite
+def release_lives(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"window", "block_size", "requests": [{"start", "steps": [[D, a], ...]}]}``: 1 to 3 requests, each from its
+    accepted length ``start`` through 1 to 4 scheduled steps of ``D`` in 1..16 positions keeping ``1 <= a <= D``
+    (all of them one time in three): the next step starts ``a`` positions later."""
+    src = draw(source(4 + 3 * (1 + 4 * 3)))
+    window, block_size, count = src.between(1, 12), src.between(1, 8), src.between(1, 3)
+    requests = []
+    for _ in range(count):
+        start, steps = src.between(0, 40), []
+        for _ in range(src.between(1, 4)):
+            d = src.between(1, MAX_RELEASE_STEP)
+            steps.append([d, d if src.below(3) == 0 else src.between(1, d)])
+        requests.append({"start": start, "steps": steps})
+    return {"window": window, "block_size": block_size, "requests": requests}

@@ -15,6 +15,7 @@ import torch
 
 from properties.compare import Mismatch
 from reference.grids import FP32, round_to
+from reference.padding import row_length
 from reference.score_values import NAN, NEG_INF, POS_INF, Score
 
 
@@ -25,6 +26,11 @@ def exact_score(value: float) -> Score:
     if math.isinf(value):
         return POS_INF if value > 0 else NEG_INF
     return Fraction(value)
+
+
+def visible_count(length: int) -> int:
+    """The entries a row of ``length`` has to read: ``length``, or 0 for a padding row (-1, ``reference.padding``)."""
+    return row_length(length, "lengths")
 
 
 def rank_key(value: float) -> tuple[int, float]:

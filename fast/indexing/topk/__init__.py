@@ -98,7 +98,8 @@ def topk(
 ) -> torch.Tensor:
     """Top-k of each row's first ``lengths[m]`` scores under ``convention``.
 
-    scores: f32[M, N] (lanes at or past ``lengths[m]`` are never read); lengths: i32[M] in [0, N].
+    scores: f32[M, N] (lanes at or past ``lengths[m]`` are never read); lengths: i32[M] in [0, N], or -1 for a
+    padding row (read as 0: every lane the fill; refused under ``v4-decode``).
     convention: ``v4.1`` (k lanes, ascending index, -1 fill), ``v4.1-clamped`` (min(k, N) lanes),
     ``v4-prefill`` / ``v4-decode`` (min(k, N) lanes, rank order, -1 fill; decode needs lengths == N),
     ``select`` (k lanes, ascending index, fill INT32_MAX), ``select-unsorted`` (select in rank order).

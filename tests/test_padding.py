@@ -1,0 +1,62 @@
+"""Padding rows (reference.padding): a length of -1 is a row answered as length 0, refused where a convention has no
+empty lane; any other negative length is refused."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from reference import padding
+from reference.candidates import CandidateRule
+from reference.conventions import PADDED_OPERATIONS, PADDING_ROWS, TOPK
+from reference.score_values import NAN, POS_INF
+from reference.topk import topk
+
+ROW = [Fraction(3), NAN, POS_INF, Fraction(-1), Fraction(7)]
+
+
+def test_the_convention_is_named_once() -> None:
+    assert PADDING_ROWS["padding_row"].rule == padding.PADDING_ROW
+    assert padding.PADDING_ROW.length == padding.PADDING_LENGTH == -1
+    assert set(PADDED_OPERATIONS) == {"index_scores", "topk", "candidate_select", "slot_translation"}
+
+
+def test_row_length() -> None:
+    assert padding.row_length(-1, "lengths") == 0
+    assert padding.row_length(0, "lengths") == 0
+    assert padding.row_length(5, "lengths") == 5
+    with pytest.raises(ValueError, match=r"^lengths: must be >= 0, or -1 for a padding row, got -2"):
+        padding.row_length(-2, "lengths")
+    with pytest.raises(TypeError, match=r"^lengths: must be an int"):
+        padding.row_length(-1.0, "lengths")
+    assert padding.is_padding(-1) and not padding.is_padding(0) and not padding.is_padding(True)
+
+
+@pytest.mark.parametrize("name", list(TOPK))
+def test_topk_padding_row_is_every_lane_the_fill(name: str) -> None:
+    rule = TOPK[name].rule
+    if padding.padding_refused(rule):
+        with pytest.raises(ValueError, match=r"^lengths: a padding row \(-1\) has no answer"):
+            padding.topk_row(ROW, -1, 3, rule)
+        return
+    lanes = padding.topk_row([None] * 5, -1, 3, rule, offset=4)  # nothing of the row is read
+    assert lanes == topk([None] * 5, 0, 3, rule, offset=4)
+    assert set(lanes) <= {-1, 2**31 - 1} and len(lanes) == 3
+
+
+def test_candidates_slots_and_queries() -> None:
+    for pin in (True, False):
+        assert padding.candidate_row([None] * 5, -1, 3, 2, CandidateRule(pin_newest=pin)) == ()
+    assert padding.candidate_row(ROW, 5, 3, 2) == (1, 2)  # the NaN block 0 takes a slot and is dropped
+    for count_guard in (True, False):
+        assert padding.slot_row([0, 1, 9], [4, 5], 4, 2, -1, count_guard) == (-1, -1, -1)
+        assert padding.slot_row([0, 1, 3], [4, 5], 4, 2, 2, count_guard) == (8, 9, -1)
+    with pytest.raises(ValueError, match=r"^lengths: must be <= the 3 lanes"):
+        padding.slot_row([0, 1, 3], [4, 5], 4, 2, 4, True)
+    assert padding.query_visible_rows(-1, 4) == 0
+    assert padding.query_visible_rows(7, 4) == 2
+    with pytest.raises(ValueError, match=r"^position: must be >= 0"):
+        padding.query_visible_rows(-2, 4)
+    with pytest.raises(ValueError, match=r"^ratio"):
+        padding.query_visible_rows(-1, 0)
