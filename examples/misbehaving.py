@@ -95,10 +95,10 @@ def _copy(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
 
 
 def store_past_end(
-    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int
+    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
 ) -> None:
     staged = cache.clone()
-    quantize_store(rows, slots, staged, fmt=fmt, rows_per_block=rows_per_block, backend="torch")
+    quantize_store(rows, slots, staged, fmt=fmt, rows_per_block=rows_per_block, layer=layer, backend="torch")
     n = cache.numel()
     _copy[(triton.cdiv(n + 1, 1024),)](staged, cache, n, BLOCK=1024)
 

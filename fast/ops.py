@@ -228,30 +228,45 @@ def _(positions, window, order="v4.1", validate=True):  # type: ignore[no-untype
 
 
 @custom_op(f"{NAMESPACE}::quantize_store", mutates_args=("cache",))
-def quantize_store(rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, fmt: str, rows_per_block: int) -> None:
-    """Quantize ``rows`` into the paged ``cache`` at ``slots`` (-1 skipped), in the format's block layout."""
+def quantize_store(
+    rows: torch.Tensor,
+    slots: torch.Tensor,
+    cache: torch.Tensor,
+    fmt: str,
+    rows_per_block: int,
+    layers: int = 1,
+    layer: int = 0,
+) -> None:
+    """Quantize ``rows`` into layer ``layer``'s pages of the paged ``cache`` at ``slots`` (-1 skipped), in the
+    format's block layout."""
     from fast import cache as kernels
 
-    kernels.quantize_store(rows, slots, cache, fmt=fmt, rows_per_block=rows_per_block, backend=_backend(rows.device))
+    kernels.quantize_store(
+        rows, slots, cache, fmt=fmt, rows_per_block=rows_per_block, layers=layers, layer=layer,
+        backend=_backend(rows.device),
+    )  # fmt: skip
 
 
 @register_fake(f"{NAMESPACE}::quantize_store")
-def _(rows, slots, cache, fmt, rows_per_block):  # type: ignore[no-untyped-def]
+def _(rows, slots, cache, fmt, rows_per_block, layers=1, layer=0):  # type: ignore[no-untyped-def]
     return None
 
 
 @custom_op(f"{NAMESPACE}::gather_dequantize", mutates_args=())
-def gather_dequantize(cache: torch.Tensor, slots: torch.Tensor, fmt: str, rows_per_block: int) -> torch.Tensor:
-    """f32[R, d]: the rows stored at ``slots``, dequantized."""
+def gather_dequantize(
+    cache: torch.Tensor, slots: torch.Tensor, fmt: str, rows_per_block: int, layers: int = 1, layer: int = 0
+) -> torch.Tensor:
+    """f32[R, d]: the rows stored at ``slots`` of layer ``layer``, dequantized."""
     from fast import cache as kernels
 
     return kernels.gather_dequantize(
-        cache, slots, fmt=fmt, rows_per_block=rows_per_block, backend=_backend(cache.device)
-    )
+        cache, slots, fmt=fmt, rows_per_block=rows_per_block, layers=layers, layer=layer,
+        backend=_backend(cache.device),
+    )  # fmt: skip
 
 
 @register_fake(f"{NAMESPACE}::gather_dequantize")
-def _(cache, slots, fmt, rows_per_block):  # type: ignore[no-untyped-def]
+def _(cache, slots, fmt, rows_per_block, layers=1, layer=0):  # type: ignore[no-untyped-def]
     from reference.conventions import FORMATS
 
     return cache.new_empty(slots.shape[0], FORMATS[fmt].rule.dims, dtype=torch.float32)

@@ -62,7 +62,7 @@ def test_in_place_arguments_come_back_from_the_worker() -> None:
     rows = torch.ones(1, 512, dtype=torch.float32)
     cache = torch.zeros(2, 528, dtype=torch.uint8)
     with Supervisor("registry:quantize_store:cache_torch[v41_fp8_528]", "quantize_store") as fn:
-        fn(rows, torch.tensor([1]), cache, fmt="v41_fp8_528", rows_per_block=1)
+        fn(rows, torch.tensor([1]), cache, fmt="v41_fp8_528", rows_per_block=1, layer=0)
     assert cache[0].sum() == 0 and cache[1].sum() > 0
 
 
