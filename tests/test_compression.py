@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from fractions import Fraction
 
 import mpmath
@@ -14,6 +15,7 @@ from reference.compression import (
     completed_count,
     compress,
     decode_step,
+    normalize_positions,
     prefill_batch,
     prefill_chunk,
     row_window,
@@ -146,6 +148,69 @@ def test_bad_positions(position: object, weighting: Weighting, argument: str, er
     with pytest.raises(error) as caught:
         compress(CompressedLayer(1, 1), [position], weighting)
     assert str(caught.value).startswith(f"{argument}:")
+
+
+def _generator() -> object:
+    yield ((1,), (1,))
+
+
+TYPE_LEVELS = {
+    "str": ("ab", "positions", "a sequence of (scores, latents) pairs, got str"),
+    "bytes": (b"ab", "positions", "a sequence of (scores, latents) pairs, got bytes"),
+    "int": (5, "positions", "a sequence of (scores, latents) pairs, got int"),
+    "generator": (_generator(), "positions", "a sequence of (scores, latents) pairs, got generator"),
+    "position str": (["ab"], "positions[0]", "a (scores, latents) pair, got str"),
+    "position bytes": ([b"ab"], "positions[0]", "a (scores, latents) pair, got bytes"),
+    "position int": ([7], "positions[0]", "a (scores, latents) pair, got int"),
+    "position generator": ([iter([(1,), (1,)])], "positions[0]", "a (scores, latents) pair, got list_iterator"),
+    "scores str": ([("a", (1,))], "positions[0].scores", "a sequence, got str"),
+    "scores bytes": ([(b"a", (1,))], "positions[0].scores", "a sequence, got bytes"),
+    "scores int": ([(1, (1,))], "positions[0].scores", "a sequence, got int"),
+    "latents str": ([((1,), "a")], "positions[0].latents", "a sequence, got str"),
+    "latents bytes": ([((1,), b"a")], "positions[0].latents", "a sequence, got bytes"),
+    "latents generator": ([((1,), (x for x in (1,)))], "positions[0].latents", "a sequence, got generator"),
+}
+
+
+@pytest.mark.parametrize("case", TYPE_LEVELS, ids=str)
+def test_positions_must_be_sequences_at_every_level(case: str) -> None:
+    """str and bytes are sequences to Python but never positions; a generator or any other iterable that is not
+    a sequence is refused rather than consumed (the reference indexes positions and reads them more than once).
+    One channel per part, so a one-character str or bytes would otherwise pass the length check."""
+    positions, argument, rule = TYPE_LEVELS[case]
+    message = f"{argument}: must be {rule}"
+    for weighting in Weighting:
+        with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+            normalize_positions(CompressedLayer(1, 1), positions, weighting)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        compress(CompressedLayer(1, 1), positions, R)  # type: ignore[arg-type]
+
+
+def test_positions_accept_lists_and_tuples_at_every_level() -> None:
+    as_lists = [[[Fraction(1, 2)], [3]]]
+    as_tuples = (((Fraction(1, 2),), (3,)),)
+    expected = (((Fraction(1, 2),), (Fraction(3),)),)
+    assert normalize_positions(CompressedLayer(1, 1), as_lists, R) == expected
+    assert normalize_positions(CompressedLayer(1, 1), as_tuples, R) == expected
+    assert normalize_positions(CompressedLayer(1, 1), [], R) == ()
+
+
+def test_ratio_one_rows_are_the_latents_and_need_a_positive_weight() -> None:
+    """At ratio 1 (V4.1, no overlap) a row's channel has one entry: any positive weight cancels and the row is
+    the position's latent. Weight 0 (under EXP the score -oo of an unwritten slot) leaves the channel no mean:
+    refused, as the seed's softmax over one -inf entry gives NaN. At ratio 2 a zero weight beside a positive one
+    just drops its entry."""
+    layer = v41_layer(1, 2)
+    assert compress(layer, [((Fraction(1, 7), 5), (3, -2))], R) == ((3, -2),)
+    assert compress(layer, [((-40, 7), (3, -2))], Weighting.EXP) == ((3, -2),)
+    message = "scores: at least one entry of a channel must carry weight (a score above -inf)"
+    for weighting, zero in ((R, 0), (Weighting.EXP, sympy.S.NegativeInfinity)):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            compress(layer, [((1, zero), (3, -2))], weighting)
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            decode_step(layer, CompressionState(), 0, [((zero, 1), (3, -2))], weighting)
+    assert compress(v41_layer(2, 1), [((0,), (100,)), ((2,), (5,))], R) == ((5,),)
+    assert compress(v41_layer(2, 1), [((sympy.S.NegativeInfinity,), (100,)), ((2,), (5,))], Weighting.EXP) == ((5,),)
 
 
 def test_bad_ape_values_named() -> None:

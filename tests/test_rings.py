@@ -206,6 +206,30 @@ def test_ring_keeps_rejected_writes() -> None:
     assert [slot[1][0] if slot else None for slot in after.slots] == [0, 1, 2, 3]
 
 
+def test_ring_reads_are_the_positions_read_from_slots() -> None:
+    """``ring_reads`` lists exactly the positions whose inputs came from ring slots, ascending: under
+    read-then-write only old positions (< start), under write-then-read every position a completed row reads."""
+    one = ((1,), (1,))
+    c2 = CompressedLayer(2, 1)
+    for discipline in DISCIPLINES:
+        ring = new_ring(c2, 4, discipline)
+        first = ring_prefill(ring, 0, [one] * 3, R)  # row 0 from the chunk itself
+        assert first.ring_reads == ()
+        second = ring_prefill(first.ring, 3, [one] * 2, R)  # row 1 = positions 2 (ring) and 3 (chunk)
+        assert second.ring_reads == (2,)
+        nothing = ring_step(second.ring, 5, [one], R)  # position 5 completes row 2 = positions 4, 5
+        assert nothing.ring_reads == ((4, 5) if discipline == WRITE_THEN_READ else (4,))
+        idle = ring_step(nothing.ring, 6, [one], R)  # completes nothing, reads nothing
+        assert idle.ring_reads == ()
+    c4 = CompressedLayer(4, 1, overlap=True)  # row 1 reads positions 0 .. 7
+    for discipline, reads in ((READ_THEN_WRITE, tuple(range(7))), (WRITE_THEN_READ, tuple(range(8)))):
+        ring = ring_prefill(new_ring(c4, 8, discipline), 0, [((1, 1), (1, 1))] * 7, R).ring
+        assert ring_step(ring, 7, [((1, 1), (1, 1))], R).ring_reads == reads
+    verify = ring_prefill(new_ring(c2, 6, WRITE_THEN_READ), 0, [one], R).ring
+    # a verify step of 4 (positions 1 .. 4) reads rows 0 and 1 whole from the ring, then keeps 2 positions
+    assert ring_step(verify, 1, [one] * 4, R, accepted=2).ring_reads == (0, 1, 2, 3)
+
+
 # --- strict mode, payload and bad input ----------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -11,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.checks import INT32_MAX
+from reference.checks import INT32_MAX, INT32_MIN
 from reference.score_values import NAN, NEG_INF, POS_INF, Special
 from reference.topk import (
     MaskedLanes,
@@ -212,6 +213,34 @@ def test_select_defaults() -> None:
     # Seed 000: one valid row, three output slots.
     assert topk([2, 6, 3, 0, 300], 1, 3, SelectTopK(fill=-1)) == (0, -1, -1)
     assert topk([2, 6, 3], 1, 3, SelectTopK(), offset=5) == (5, INT32_MAX, INT32_MAX)
+
+
+@pytest.mark.parametrize(
+    ("scores", "offset", "fill", "lanes"),
+    [
+        ([1, 2, 3], 0, 3, (1, 0, 3)),  # fill = offset + len(scores): the first value no row lane can take
+        ([4, 9], 5, 7, (6, 5, 7)),
+        ([], 0, 0, (0, 0, 0)),  # no row at all: even 0 cannot be mistaken for one
+        ([1, 2, 3], 0, -1, (1, 0, -1)),
+        ([1, 2, 3], 4, INT32_MIN, (5, 4, INT32_MIN)),
+    ],
+)
+def test_select_fill_at_the_bounds_is_accepted(scores: list[int], offset: int, fill: int, lanes: tuple[int]) -> None:
+    assert topk(scores, min(len(scores), 2), 3, SelectTopK(fill=fill, sorted_index=False), offset) == lanes
+
+
+@pytest.mark.parametrize(
+    ("length", "offset", "fill"),
+    [(3, 0, 0), (3, 0, 2), (2, 5, 6), (2, 5, 0), (2, 5, 5), (1, 0, 0)],
+)
+def test_select_fill_that_a_row_lane_can_hold_is_refused(length: int, offset: int, fill: int) -> None:
+    """``0 <= fill < offset + len(scores)`` could be read as a row: 0, the last row lane and the offset itself."""
+    message = (
+        "fill: must not collide with a row lane: use a negative value or one >= offset + len(scores) = "
+        f"{offset + length}, got {fill}"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        topk(list(range(length)), length, 1, SelectTopK(fill=fill), offset)
 
 
 # --- every convention: past-the-end storage, empty ranges, k = 0 ----------------------------------------------
