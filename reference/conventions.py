@@ -93,6 +93,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "slot_translation": SLOT_TRANSLATION,
     "gathered_rows": {},
     "window_indices": WINDOW_INDICES,
+    "compressed_indices": {},
     "quantize_store": FORMATS,
     "gather_dequantize": FORMATS,
     "sparse_attention": SPARSE_ATTENTION,

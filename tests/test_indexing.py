@@ -126,6 +126,29 @@ def test_prefill_and_decode_counts_agree_per_position() -> None:
         assert decode_visible_rows([0, 1, 7, 8], ratio) == [visible_rows(p, ratio) for p in (0, 1, 7, 8)]
 
 
+@pytest.mark.parametrize("ratio", [1, 2, 3, 4, 128])
+def test_one_visible_count_per_step_is_not_the_per_query_count(ratio: int) -> None:
+    """The public V4.1 decode gives every query of a step of q positions ``end_pos // ratio`` rows; the contract
+    counts per query (a verify step counts like a prefill chunk). For q = 1 they agree at every position; for
+    every q >= 2 they disagree exactly where a position of the step after its first completes a row (at
+    ratio 1: always), and every row the step-wide count adds for a query was completed by a later position of
+    that same step."""
+    for q in range(1, 17):
+        disagreements = 0
+        for start in range(0, 3 * ratio + 17):
+            per_query = prefill_visible_rows(start, q, ratio)
+            public = (start + q) // ratio
+            completes_inside = any((p + 1) % ratio == 0 for p in range(start + 1, start + q))
+            assert (per_query == [public] * q) is not completes_inside
+            disagreements += completes_inside
+            for p, seen in zip(range(start, start + q), per_query, strict=True):
+                assert seen <= public
+                assert all(p < (j + 1) * ratio - 1 < start + q for j in range(seen, public))
+        assert (disagreements == 0) is (q == 1)
+        if ratio == 1 and q > 1:
+            assert disagreements == 3 * ratio + 17  # every start
+
+
 def test_deepinfer_metadata_formula() -> None:
     # prepare_tensor_input_v4.cpp: for j in [seqlen_k - seqlen_q, seqlen_k): klen = (j + 1) / r.
     for seqlen_k, seqlen_q in [(5, 5), (9, 2), (16, 1)]:

@@ -10,16 +10,20 @@ import sympy
 from reference.compression import compress
 from reference.gated_mean import Weighting
 from reference.layer import CompressedLayer, v4_layer
-from reference.v4_paths import v4_decode, v4_initial_state, v4_prefill
+from reference.v4_paths import V4State, v4_decode, v4_initial_state, v4_prefill
 from tests.compression_oracles import RawPosition, oracle_rows, random_ape, random_positions
 
 R = Weighting.RATIONAL
 
 
 def prefill_then_decode(
-    layer: CompressedLayer, positions: list[RawPosition], prefilled: int, weighting: Weighting = R
+    layer: CompressedLayer,
+    positions: list[RawPosition],
+    prefilled: int,
+    weighting: Weighting = R,
+    buffers: V4State | None = None,
 ) -> list[tuple[object, ...]]:
-    rows, state = v4_prefill(layer, positions[:prefilled], weighting)
+    rows, state = v4_prefill(layer, positions[:prefilled], weighting, buffers)
     out = list(rows)
     for p in range(prefilled, len(positions)):
         row, state = v4_decode(layer, state, p, positions[p], weighting)
@@ -86,6 +90,36 @@ def test_state_layout_after_prefill() -> None:
     assert state.score[6] == (0, 0) and state.kv[7] == (0, 0)  # unwritten: weight 0 (score -inf), kv 0
     initial = v4_initial_state(layer, Weighting.EXP)
     assert initial.score[0] == (sympy.S.NegativeInfinity,) * 2
+
+
+@pytest.mark.parametrize("weighting", list(Weighting))
+def test_a_new_request_needs_a_fresh_state(weighting: Weighting) -> None:
+    """The seed's prefill writes kv_state / score_state in place and never clears them. With overlap (r = 4) and a
+    prompt shorter than r it writes no previous window, so the previous request's last window stays there, and
+    the new request's first row, completed in decode, mixes it in: row 0 differs from one-shot compression.
+    Every later row, every prompt of r positions or more, and a layer without overlap (ratio 128) come out right,
+    since the seed rewrites each slot they read before reading it."""
+    rng = random.Random(11)
+    for layer in (v4_layer(4, 1, ape=random_ape(rng, 4, 2)), v4_layer(128, 1)):
+        r = layer.ratio
+        for previous_length in (r, 2 * r + 1, 3 * r - 1):
+            _, left = v4_prefill(layer, random_positions(rng, layer, previous_length), weighting)
+            for prefilled in (1, r - 1, r, r + 1, 2 * r):
+                prompt = random_positions(rng, layer, 2 * r + 3)
+                want = list(compress(layer, prompt, weighting))
+                assert prefill_then_decode(layer, prompt, prefilled, weighting) == want
+                stale = prefill_then_decode(layer, prompt, prefilled, weighting, buffers=left)
+                if layer.overlap and prefilled < r:
+                    assert stale[0] != want[0] and stale[1:] == want[1:]
+                else:
+                    assert stale == want
+    layer = v4_layer(4, 1)
+    with pytest.raises(ValueError, match=r"^buffers\.kv: must have coff \* ratio = 8 slots, got 4$"):
+        v4_prefill(layer, [((1, 1), (1, 1))], R, V4State(0, ((0, 0),) * 4, ((0, 0),) * 8))
+    with pytest.raises(ValueError, match=r"^buffers\.score\[7\]: must have 2 channels$"):
+        v4_prefill(layer, [((1, 1), (1, 1))], R, V4State(0, ((0, 0),) * 8, ((0, 0),) * 7 + ((0,),)))
+    with pytest.raises(TypeError, match=r"^buffers: must be a V4State, got tuple$"):
+        v4_prefill(layer, [((1, 1), (1, 1))], R, ())  # type: ignore[arg-type]
 
 
 def test_bad_inputs() -> None:

@@ -15,7 +15,7 @@ import torch
 
 from properties.indexing.values import exact_score, index_tensor, nearest_float32
 from properties.registry import Implementation, collect
-from reference import addressing, candidates, conventions, indexing, topk
+from reference import addressing, candidates, compressed_list, conventions, indexing, topk
 from reference import window as indexing_window
 from reference.score_values import Score
 
@@ -113,6 +113,12 @@ def _window_adapter(name: str) -> None:
         if seqlen != 1:
             raise ValueError(f"seqlen: a decode step (start_pos > 0) has one query, got {seqlen}")
         return torch.tensor([list(indexing_window.decode_window(window, start_pos, order))], dtype=torch.int32)
+
+
+@collect(IMPLEMENTATIONS, "compressed_indices", "reference", origin="reference")
+def reference_compressed_indices(*, ratio: int, seqlen: int, start_pos: int, offset: int) -> torch.Tensor:
+    rows = [list(r) for r in compressed_list.compressed_indices(ratio, seqlen, start_pos, offset)]
+    return torch.tensor(rows, dtype=torch.int32).reshape(seqlen, (start_pos + seqlen) // ratio)
 
 
 for _name in conventions.TOPK:

@@ -88,6 +88,14 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
 
     for order in conventions.WINDOW_INDICES:
         out[("window_indices", order)] = window_for(order)
+
+    def compressed(*, ratio: int, seqlen: int, start_pos: int, offset: int) -> torch.Tensor:
+        device = kernel_device("triton") or torch.device("cpu")
+        return mod.compressed_indices(
+            ratio=ratio, seqlen=seqlen, start_pos=start_pos, offset=offset, device=device
+        ).cpu()
+
+    out[("compressed_indices", None)] = compressed
     return out
 
 
@@ -95,7 +103,7 @@ class _TritonBackend:
     """The Triton modules under the naive module's names."""
 
     def __init__(self) -> None:
-        from fast.indexing import addressing, candidates, logits, topk, window
+        from fast.indexing import addressing, candidates, compressed, logits, topk, window
 
         self.index_logits = logits.index_logits
         self.topk = topk.topk
@@ -104,6 +112,7 @@ class _TritonBackend:
         self.slot_translation = addressing.slot_translation
         self.gathered_rows = addressing.gathered_rows
         self.window_indices = window.window_indices
+        self.compressed_indices = compressed.compressed_indices
 
 
 def _implementations() -> list[Implementation]:

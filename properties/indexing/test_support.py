@@ -29,6 +29,7 @@ OPS = (
     "slot_translation",
     "gathered_rows",
     "window_indices",
+    "compressed_indices",
 )
 TWINS = [
     Implementation(op, "torch", bound(op, convention, NO_FAULTS), convention, origin="fast")
