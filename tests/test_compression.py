@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from fractions import Fraction
 
 import mpmath
@@ -12,6 +13,7 @@ import sympy
 
 from reference.compression import (
     CompressionState,
+    check_state,
     completed_count,
     compress,
     decode_step,
@@ -380,3 +382,104 @@ def test_batch_bad_inputs() -> None:
         prefill_batch(layer, [CompressionState()], [0], [[]], R)
     with pytest.raises(ValueError, match=r"^chunks\[0\]\[0\].scores:"):
         prefill_batch(layer, [CompressionState()], [0], [[((1, 1), (1,))]], R)
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+L2 = CompressedLayer(2, 1)
+L4 = CompressedLayer(4, 1, overlap=True)
+ONE = ((1,), (1,))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: normalize_positions(L2, [((1,),)], R),
+            ValueError,
+            "positions[0]: must have length 2 (a (scores, latents) pair), got 1",
+        ),
+        (
+            lambda: normalize_positions(L2, [((1, 2), (1,))], R),
+            ValueError,
+            "positions[0].scores: must have length 1 (layer.channels = coff * dim), got 2",
+        ),
+        (
+            lambda: normalize_positions(L2, [((1,), (1, 2))], R),
+            ValueError,
+            "positions[0].latents: must have length 1 (layer.channels = coff * dim), got 2",
+        ),
+        (lambda: row_window(L2, -1), ValueError, "index: must be >= 0, got -1"),
+        (lambda: check_state(L2, "state"), TypeError, "state: must be a CompressionState, got str"),
+        (lambda: check_state(L2, CompressionState(end=-1)), ValueError, "state.end: must be >= 0, got -1"),
+        (
+            lambda: check_state(L2, CompressionState(end=3)),
+            ValueError,
+            "state.pending: must have length 1 (end % ratio inputs of the incomplete group), got 0",
+        ),
+        (
+            lambda: check_state(L4, CompressionState(end=5, pending=(((1, 1), (1, 1)),))),
+            ValueError,
+            "state.previous: must have length 4 (the previous window (overlap, end >= ratio)), got 0",
+        ),
+        (lambda: prefill_chunk(L2, CompressionState(), 1.0, [ONE], R), TypeError, "start: must be an int, got float"),
+        (
+            lambda: prefill_chunk(L2, CompressionState(), 1, [ONE], R),
+            ValueError,
+            "start: a chunk must start where the state ends (0), got 1",
+        ),
+        (
+            lambda: prefill_chunk(L2, CompressionState(), 0, [], R),
+            ValueError,
+            "positions: a chunk or step must hold at least one position",
+        ),
+        (
+            lambda: decode_step(L2, CompressionState(), 0, [ONE], R, accepted=1.0),
+            TypeError,
+            "accepted: must be an int, got float",
+        ),
+        (
+            lambda: decode_step(L2, CompressionState(), 0, [ONE], R, accepted=0),
+            ValueError,
+            "accepted: must be between 1 and the step's 1 positions, got 0",
+        ),
+        (
+            lambda: decode_step(L2, CompressionState(), 0, [ONE, ONE], R, accepted=3),
+            ValueError,
+            "accepted: must be between 1 and the step's 2 positions, got 3",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [0, 0], [[ONE]], R),
+            ValueError,
+            "starts: must have one entry per state (1), got 2",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [0], [[ONE], [ONE]], R),
+            ValueError,
+            "chunks: must have one entry per state (1), got 2",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [0.0], [[ONE]], R),
+            TypeError,
+            "starts[0]: must be an int, got float",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [2], [[ONE]], R),
+            ValueError,
+            "starts[0]: must equal request 0's state end 0, got 2",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState(), CompressionState()], [0, 0], [[ONE], []], R),
+            ValueError,
+            "chunks[1]: a prefill chunk must hold at least one position",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [0], [["x"]], R),
+            TypeError,
+            "chunks[0][0]: must be a (scores, latents) pair, got str",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()

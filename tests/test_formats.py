@@ -4,6 +4,9 @@ the kernels quantize."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Callable
 from fractions import Fraction
 
 import ml_dtypes
@@ -268,3 +271,148 @@ def test_seed_000_table_row_and_block_bytes() -> None:
     assert block_payload_bytes(V41_MAIN_FP8, 128, 2) == 33_792
     assert block_payload_bytes(V41_MAIN_FP4, 128, 2) == 18_432
     assert block_payload_bytes(INDEX_FP4, 128, 2) == 4_352
+
+
+# --- every refusal worded exactly, and the paths no other test reaches (docs/mutation.md) ----------------------
+
+L = public_layout(V41_MAIN_FP8, 2)
+UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: BlockLayout(V41_MAIN_FP8, 0, "interleaved"), ValueError, "rows: must be a positive integer, got 0"),
+        (
+            lambda: BlockLayout(V41_MAIN_FP8, 2, "interleaved", 0),
+            ValueError,
+            "alignment: must be a positive integer, got 0",
+        ),
+        (
+            lambda: BlockLayout(V41_MAIN_FP8, 2, "zigzag"),
+            ValueError,
+            "arrangement: must be 'sectioned' or 'interleaved', got 'zigzag'",
+        ),
+        (lambda: public_layout(UNKNOWN, 2), ValueError, "fmt: no public layout is recorded for 'custom'"),
+        (lambda: pack_block(L, [None, None, None]), ValueError, "rows: at most 2 rows fit one block, got 3"),
+        (
+            lambda: pack_block(L, [QuantizedRow(bytes(512), bytes(15))]),
+            ValueError,
+            "rows[0]: must have 512 data and 16 scale bytes",
+        ),
+        (
+            lambda: pack_block(L, [None, QuantizedRow(bytes(511), bytes(16))]),
+            ValueError,
+            "rows[1]: must have 512 data and 16 scale bytes",
+        ),
+        (lambda: unpack_block(L, bytes(10)), ValueError, "block: must be 1056 bytes, got 10"),
+        (lambda: slot_byte_offsets(L, -1), ValueError, "slot: must be an int >= 0, got -1"),
+        (lambda: slot_byte_offsets(L, 1.5), ValueError, "slot: must be an int >= 0, got 1.5"),
+        (lambda: L.data_offset(2), ValueError, "row: must be in [0, 2), got 2"),
+        (lambda: L.scale_offset(-1), ValueError, "row: must be in [0, 2), got -1"),
+        (
+            lambda: row_format("v9"),
+            ValueError,
+            "name: unknown row format 'v9'; known: index-fp4, index-fp8, v4-main-fp8, v41-main-fp4, v41-main-fp8",
+        ),
+        (
+            lambda: quantize_row(V41_MAIN_FP8, [0] * 3),
+            ValueError,
+            "values: must have length 512 (v41-main-fp8 rows have 512 values), got 3",
+        ),
+        (
+            lambda: quantize_row(V41_MAIN_FP8, [0.5] * 512),
+            TypeError,
+            "values[0]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: quantize_row(V4_MAIN_FP8, [0] * 448 + [2**200] + [0] * 63),
+            ValueError,
+            "values[448]: 1606938044258990275541962092341162602522202993782792835301376 overflows bf16",
+        ),
+        (
+            lambda: quantize_row(V41_MAIN_FP8, [448 * 2**128] + [0] * 511),
+            ValueError,
+            f"values: group 0 (amax {448 * 2**128}) needs scale 2**128, outside the ue8m0 range [-127, 127]",
+        ),
+        (
+            lambda: quantize_row(INDEX_FP4, [6 * 2**128] + [0] * 127),
+            ValueError,
+            f"values: group 0 (amax {6 * 2**128}) needs scale 2**128, outside the ue8m0 range [-127, 127]",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP8, QuantizedRow(bytes(511), bytes(16))),
+            ValueError,
+            "row.data: must be 512 bytes, got 511",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP8, QuantizedRow(bytes(512), bytes(17))),
+            ValueError,
+            "row.scales: must be 16 bytes, got 17",
+        ),
+        (
+            lambda: dequantize_row(INDEX_FP8, QuantizedRow(bytes(128), (0x7F800000).to_bytes(4, "little"))),
+            ValueError,
+            "scales: group 0 holds the fp32 bit pattern 0x7f800000, not a finite scale",
+        ),
+        (
+            lambda: dequantize_row(INDEX_FP4, QuantizedRow(bytes(64), bytes([0xFF, 0, 0, 0]))),
+            ValueError,
+            "scales: group 0 holds the ue8m0 NaN code 0xff",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP4, QuantizedRow(bytes(256), bytes([0x7F]) + bytes(31))),
+            ValueError,
+            "scales: group 0 holds the e4m3 NaN code 0x7f",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP4, QuantizedRow(bytes(256), bytes(31) + bytes([0xFF]))),
+            ValueError,
+            "scales: group 31 holds the e4m3 NaN code 0xff",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP8, QuantizedRow(bytes([0x7F]) + bytes(511), bytes(16))),
+            ValueError,
+            "row.data: element 0 holds the e4m3 NaN code 0x7f",
+        ),
+        (
+            lambda: dequantize_row(V4_MAIN_FP8, QuantizedRow(bytes(448) + bytes(126) + bytes([0x80, 0x7F]), bytes(8))),
+            ValueError,
+            "row.data: bf16 value 511 is not finite (0x7f80)",
+        ),
+        (
+            lambda: dequantize_row(V4_MAIN_FP8, QuantizedRow(bytes(448) + bytes([0x80, 0x7F]) + bytes(126), bytes(8))),
+            ValueError,
+            "row.data: bf16 value 448 is not finite (0x7f80)",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_public_layouts_exactly() -> None:
+    assert public_layout(V41_MAIN_FP4, 3) == BlockLayout(V41_MAIN_FP4, 3, "interleaved", 1)
+    assert public_layout(INDEX_FP4, 3) == BlockLayout(INDEX_FP4, 3, "sectioned", 1)
+    assert public_layout(V4_MAIN_FP8, 3) == BlockLayout(V4_MAIN_FP8, 3, "sectioned", 576)
+    assert slot_byte_offsets(L, 0) == (0, 512) and slot_byte_offsets(L, 3) == (1056 + 528, 1056 + 528 + 512)
+    row = QuantizedRow(b"\x01\x02", b"\x03")
+    assert row.joined() == b"\x01\x02\x03"
+
+
+def test_scale_exponent_127_is_the_largest_stored() -> None:
+    """A group whose scale is 2**127 is stored (ue8m0 byte 254; fp32 2**127); 2**128 is refused (above)."""
+    for fmt, top in ((V41_MAIN_FP8, 448), (INDEX_FP4, 6), (INDEX_FP8, 448)):
+        values = [top * 2**127] + [0] * (fmt.dims - 1)
+        assert dequantize_row(fmt, quantize_row(fmt, values)) == tuple(Fraction(v) for v in values)
+
+
+def test_several_fp32_scales_in_one_row() -> None:
+    """A format with several fp32 power-of-two scales (none public has two): each group reads its own four
+    bytes."""
+    fmt = RowFormat("two-fp32-groups", 8, 8, "e4m3", 4, "fp32_pow2", 0)
+    values = [448, 1, 2, 3, Fraction(7, 2**20), 0, 0, 0]
+    row = quantize_row(fmt, values)
+    assert len(row.scales) == 8 and row.scales[:4] != row.scales[4:]
+    assert dequantize_row(fmt, row) == tuple(Fraction(v) for v in values)
