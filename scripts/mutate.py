@@ -38,7 +38,7 @@ MUTMUT_VERSION = "3.8.1"
 MODULES: dict[str, tuple[str, ...]] = {
     "accounting": ("tests/test_accounting.py",),
     "addressing": ("tests/test_addressing.py",),
-    "attention": ("tests/test_attention.py",),
+    "attention": ("tests/test_attention.py", "tests/test_attention_edges.py"),
     "cache_blocks": ("tests/test_formats.py",),
     "candidates": ("tests/test_candidates.py",),
     "checks": ("tests/test_checks.py",),

@@ -159,14 +159,14 @@ def test_bad_input_names_the_argument(call: Callable[[], object], argument: str)
             ValueError,
             "block_table: too short for row 9: it needs entry 2 but has 1 entries",
         ),
-        (lambda: row_to_slot(1.0, [1], 8, 2), TypeError, "row: must be an int, got float"),
+        (lambda: row_to_slot(1.0, [1], 8, 2), TypeError, "row: must be an int, got float"),  # type: ignore[arg-type]
         (lambda: rows_to_slots([0], [1], 8, 2, valid_lanes=-1), ValueError, "valid_lanes: must be >= 0, got -1"),
         (
             lambda: rows_to_slots([0], [1], 8, 2, valid_lanes=2),
             ValueError,
             "valid_lanes: must be <= len(rows) = 1, got 2",
         ),
-        (lambda: rows_to_slots([0.5], [1], 8, 2), TypeError, "rows[0]: must be an int, got float"),
+        (lambda: rows_to_slots([0.5], [1], 8, 2), TypeError, "rows[0]: must be an int, got float"),  # type: ignore[list-item]
         (
             lambda: rows_to_slots([-1, 0], [1], 8, 2, valid_lanes=1),
             ValueError,
@@ -177,14 +177,14 @@ def test_bad_input_names_the_argument(call: Callable[[], object], argument: str)
             ValueError,
             "rows[1]: lane 1 < valid_lanes = 2 must hold a row >= 0, got -1",
         ),
-        (lambda: slot_to_row(1.0, [1], 8, 2), TypeError, "slot: must be an int, got float"),
+        (lambda: slot_to_row(1.0, [1], 8, 2), TypeError, "slot: must be an int, got float"),  # type: ignore[arg-type]
         (lambda: slot_to_row(-2, [1], 8, 2), ValueError, "slot: must be a slot >= 0 or -1 (no row), got -2"),
         (
             lambda: slot_to_row(0, [1], 8, 2),
             ValueError,
             "slot: lies in physical block 0, which block_table does not name",
         ),
-        (lambda: gathered_rows([0.5], 1), TypeError, "rows[0]: must be an int, got float"),
+        (lambda: gathered_rows([0.5], 1), TypeError, "rows[0]: must be an int, got float"),  # type: ignore[list-item]
         (lambda: gathered_rows([-2], 1), ValueError, "rows[0]: must be a row index >= 0 or -1 (no row), got -2"),
         (lambda: gathered_rows([0], -1), ValueError, "offset: must be >= 0, got -1"),
         (lambda: store_row(-1, 2), ValueError, "position: must be >= 0, got -1"),

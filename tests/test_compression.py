@@ -24,7 +24,7 @@ from reference.compression import (
     state_after,
 )
 from reference.gated_mean import Weighting, evaluate, gated_mean
-from reference.layer import V4_RATIOS, V41_RATIOS, CompressedLayer, v4_layer, v41_layer
+from reference.layer import V4_RATIOS, V41_RATIOS, CompressedLayer, v4_layer, v41_layer, window_positions
 from tests.compression_oracles import (
     compositions,
     oracle_rows,
@@ -410,7 +410,7 @@ ONE = ((1,), (1,))
             "positions[0].latents: must have length 1 (layer.channels = coff * dim), got 2",
         ),
         (lambda: row_window(L2, -1), ValueError, "index: must be >= 0, got -1"),
-        (lambda: check_state(L2, "state"), TypeError, "state: must be a CompressionState, got str"),
+        (lambda: check_state(L2, "state"), TypeError, "state: must be a CompressionState, got str"),  # type: ignore[arg-type]
         (lambda: check_state(L2, CompressionState(end=-1)), ValueError, "state.end: must be >= 0, got -1"),
         (
             lambda: check_state(L2, CompressionState(end=3)),
@@ -422,7 +422,7 @@ ONE = ((1,), (1,))
             ValueError,
             "state.previous: must have length 4 (the previous window (overlap, end >= ratio)), got 0",
         ),
-        (lambda: prefill_chunk(L2, CompressionState(), 1.0, [ONE], R), TypeError, "start: must be an int, got float"),
+        (lambda: prefill_chunk(L2, CompressionState(), 1.0, [ONE], R), TypeError, "start: must be an int, got float"),  # type: ignore[arg-type]
         (
             lambda: prefill_chunk(L2, CompressionState(), 1, [ONE], R),
             ValueError,
@@ -434,7 +434,7 @@ ONE = ((1,), (1,))
             "positions: a chunk or step must hold at least one position",
         ),
         (
-            lambda: decode_step(L2, CompressionState(), 0, [ONE], R, accepted=1.0),
+            lambda: decode_step(L2, CompressionState(), 0, [ONE], R, accepted=1.0),  # type: ignore[arg-type]
             TypeError,
             "accepted: must be an int, got float",
         ),
@@ -459,7 +459,7 @@ ONE = ((1,), (1,))
             "chunks: must have one entry per state (1), got 2",
         ),
         (
-            lambda: prefill_batch(L2, [CompressionState()], [0.0], [[ONE]], R),
+            lambda: prefill_batch(L2, [CompressionState()], [0.0], [[ONE]], R),  # type: ignore[list-item]
             TypeError,
             "starts[0]: must be an int, got float",
         ),
@@ -481,5 +481,69 @@ ONE = ((1,), (1,))
     ],
 )
 def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: window_positions(0, False), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: window_positions(4, 1), TypeError, "overlap: must be a bool, got int"),  # type: ignore[arg-type]
+        (
+            lambda: window_positions(2, True),
+            ValueError,
+            "overlap: overlapping windows exist only for ratio 4, got ratio 2",
+        ),
+        (lambda: CompressedLayer(0, 1), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: CompressedLayer(2, 0), ValueError, "dim: must be a positive integer, got 0"),
+        (lambda: CompressedLayer(2, 1, overlap=None), TypeError, "overlap: must be a bool, got NoneType"),  # type: ignore[arg-type]
+        (
+            lambda: CompressedLayer(2, 1, overlap=True),
+            ValueError,
+            "overlap: overlapping windows exist only for ratio 4, got ratio 2",
+        ),
+        (lambda: CompressedLayer(2, 1, ape="ab"), TypeError, "ape: must be a sequence of 2 rows, got str"),  # type: ignore[arg-type]
+        (lambda: CompressedLayer(2, 1, ape=5), TypeError, "ape: must be a sequence of 2 rows, got int"),  # type: ignore[arg-type]
+        (
+            lambda: CompressedLayer(2, 1, ape=[[1]]),  # type: ignore[arg-type]
+            ValueError,
+            "ape: must have length 2 (one row per offset within the group), got 1",
+        ),
+        (lambda: CompressedLayer(2, 1, ape=[[1], "a"]), TypeError, "ape[1]: must be a sequence of 1 entries, got str"),  # type: ignore[arg-type]
+        (lambda: CompressedLayer(2, 1, ape=[[1], 7]), TypeError, "ape[1]: must be a sequence of 1 entries, got int"),  # type: ignore[arg-type]
+        (
+            lambda: CompressedLayer(2, 1, ape=[[1], [1, 2]]),  # type: ignore[arg-type]
+            ValueError,
+            "ape[1]: must have length 1 (one entry per projected channel), got 2",
+        ),
+        (
+            lambda: CompressedLayer(2, 1, ape=[[1], [0.5]]),  # type: ignore[arg-type]
+            TypeError,
+            "ape[1][0]: must be an int, Fraction or sympy number, got float",
+        ),
+        (
+            lambda: CompressedLayer(2, 1, ape=[[1], [True]]),  # type: ignore[arg-type]
+            TypeError,
+            "ape[1][0]: must be an int, Fraction or sympy number, got bool",
+        ),
+        (lambda: v4_layer(0, 1), ValueError, "ratio: must be a positive integer, got 0"),
+        (
+            lambda: v4_layer(2, 1),
+            ValueError,
+            "ratio: V4 compresses with ratio 4 or 128 (0 is an uncompressed layer with no compressor), got 2",
+        ),
+        (lambda: v4_layer(4, 1.0), TypeError, "dim: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: v41_layer(-1, 1), ValueError, "ratio: must be a positive integer, got -1"),
+        (
+            lambda: v41_layer(4, 1),
+            ValueError,
+            "ratio: V4.1 compresses with ratio 1 or 2 (0 is an uncompressed layer with no compressor), got 4",
+        ),
+    ],
+)
+def test_every_layer_refusal_is_worded_exactly(
+    call: Callable[[], object], error: type[Exception], message: str
+) -> None:
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()

@@ -289,7 +289,7 @@ UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
             "alignment: must be a positive integer, got 0",
         ),
         (
-            lambda: BlockLayout(V41_MAIN_FP8, 2, "zigzag"),
+            lambda: BlockLayout(V41_MAIN_FP8, 2, "zigzag"),  # type: ignore[arg-type]
             ValueError,
             "arrangement: must be 'sectioned' or 'interleaved', got 'zigzag'",
         ),
@@ -307,7 +307,7 @@ UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
         ),
         (lambda: unpack_block(L, bytes(10)), ValueError, "block: must be 1056 bytes, got 10"),
         (lambda: slot_byte_offsets(L, -1), ValueError, "slot: must be an int >= 0, got -1"),
-        (lambda: slot_byte_offsets(L, 1.5), ValueError, "slot: must be an int >= 0, got 1.5"),
+        (lambda: slot_byte_offsets(L, 1.5), ValueError, "slot: must be an int >= 0, got 1.5"),  # type: ignore[arg-type]
         (lambda: L.data_offset(2), ValueError, "row: must be in [0, 2), got 2"),
         (lambda: L.scale_offset(-1), ValueError, "row: must be in [0, 2), got -1"),
         (
@@ -321,7 +321,7 @@ UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
             "values: must have length 512 (v41-main-fp8 rows have 512 values), got 3",
         ),
         (
-            lambda: quantize_row(V41_MAIN_FP8, [0.5] * 512),
+            lambda: quantize_row(V41_MAIN_FP8, [0.5] * 512),  # type: ignore[list-item]
             TypeError,
             "values[0]: must be an int or Fraction, got float",
         ),
@@ -413,6 +413,6 @@ def test_several_fp32_scales_in_one_row() -> None:
     bytes."""
     fmt = RowFormat("two-fp32-groups", 8, 8, "e4m3", 4, "fp32_pow2", 0)
     values = [448, 1, 2, 3, Fraction(7, 2**20), 0, 0, 0]
-    row = quantize_row(fmt, values)
+    row = quantize_row(fmt, values)  # type: ignore[arg-type]
     assert len(row.scales) == 8 and row.scales[:4] != row.scales[4:]
-    assert dequantize_row(fmt, row) == tuple(Fraction(v) for v in values)
+    assert dequantize_row(fmt, row) == tuple(Fraction(v) for v in values)  # type: ignore[call-overload]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import TypeAlias
@@ -177,4 +178,62 @@ def test_deepinfer_metadata_formula() -> None:
 )
 def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Exception], argument: str) -> None:
     with pytest.raises(error, match=f"^{argument}"):
+        call()
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: index_scores([], [], []), ValueError, "queries: must hold at least one head"),
+        (
+            lambda: index_scores([[1, 2], [1]], [1, 1], [[1, 2]]),
+            ValueError,
+            "queries[1]: must have length 2 (the index head dimension), got 1",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1, 1], [[1, 2]]),
+            ValueError,
+            "weights: must have length 1 (one weight per query head), got 2",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [0.5], [[1, 2]]),
+            TypeError,
+            "weights[0]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1], [[1]]),
+            ValueError,
+            "keys[0]: must have length 2 (the index head dimension), got 1",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1], [[1, 0.5]]),
+            TypeError,
+            "keys[0][1]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1], [[1, 2]], scale=0),
+            ValueError,
+            "scale: must be positive (a positive factor keeps the ranking), got 0",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1], [[1, 2]], scale=0.5),
+            TypeError,
+            "scale: must be an int or Fraction, got float",
+        ),
+        (lambda: public_weight_scale(0, 64), ValueError, "index_head_dim: must be a positive integer, got 0"),
+        (lambda: public_weight_scale(128, 0), ValueError, "n_heads: must be a positive integer, got 0"),
+        (lambda: visible_rows(-1, 2), ValueError, "position: must be >= 0, got -1"),
+        (lambda: visible_rows(1, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: prefill_visible_rows(-1, 2, 2), ValueError, "start_pos: must be >= 0, got -1"),
+        (lambda: prefill_visible_rows(0, -1, 2), ValueError, "seqlen: must be >= 0, got -1"),
+        (lambda: prefill_visible_rows(0, 2, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: decode_visible_rows([1], 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: decode_visible_rows([1, -1], 2), ValueError, "positions[1]: must be >= 0, got -1"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()

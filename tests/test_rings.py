@@ -4,6 +4,8 @@ bounds of docs/ring-safety.md with their counterexamples."""
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -288,3 +290,99 @@ def test_bad_ring_input(call: object, argument: str, error: type[Exception]) -> 
     with pytest.raises(error) as caught:
         call()  # type: ignore[operator]
     assert str(caught.value).startswith(f"{argument}:")
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+L2 = CompressedLayer(2, 1)
+ONE = ((1,), (1,))
+RING = new_ring(L2, 4, WRITE_THEN_READ)
+STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: min_safe_ring_size(0, False, 1, WRITE_THEN_READ, False),
+            ValueError,
+            "ratio: must be a positive integer, got 0",
+        ),
+        (lambda: min_safe_ring_size(2, 1, 1, WRITE_THEN_READ, False), TypeError, "overlap: must be a bool, got int"),  # type: ignore[arg-type]
+        (
+            lambda: min_safe_ring_size(2, False, 0, WRITE_THEN_READ, False),
+            ValueError,
+            "qmax: must be a positive integer, got 0",
+        ),
+        (
+            lambda: min_safe_ring_size(2, False, 1, "write-first", False),
+            ValueError,
+            "discipline: must be one of write-then-read, read-then-write, got 'write-first'",
+        ),
+        (
+            lambda: min_safe_ring_size(2, False, 1, 7, False),  # type: ignore[arg-type]
+            ValueError,
+            "discipline: must be one of write-then-read, read-then-write, got 7",
+        ),
+        (lambda: min_safe_ring_size(2, False, 1, WRITE_THEN_READ, 0), TypeError, "rollback: must be a bool, got int"),  # type: ignore[arg-type]
+        (lambda: state_payload_bytes(-1, 2), ValueError, "slots: must be >= 0, got -1"),
+        (lambda: state_payload_bytes(1, 0), ValueError, "channels: must be a positive integer, got 0"),
+        (lambda: new_ring("layer", 4, WRITE_THEN_READ), TypeError, "layer: must be a CompressedLayer, got str"),  # type: ignore[arg-type]
+        (lambda: new_ring(L2, 0, WRITE_THEN_READ), ValueError, "size: must be a positive integer, got 0"),
+        (
+            lambda: new_ring(L2, 4, "x"),
+            ValueError,
+            "discipline: must be one of write-then-read, read-then-write, got 'x'",
+        ),
+        (lambda: new_ring(L2, 4, WRITE_THEN_READ, rollback=None), TypeError, "rollback: must be a bool, got NoneType"),  # type: ignore[arg-type]
+        (lambda: new_ring(L2, 4, WRITE_THEN_READ, strict=1), TypeError, "strict: must be a bool, got int"),  # type: ignore[arg-type]
+        (lambda: new_ring(L2, 4, WRITE_THEN_READ, qmax=0), ValueError, "qmax: must be a positive integer, got 0"),
+        (
+            lambda: new_ring(L2, 4, WRITE_THEN_READ, strict=True),
+            ValueError,
+            "qmax: strict mode needs the largest step size qmax",
+        ),
+        (
+            lambda: new_ring(L2, 2, WRITE_THEN_READ, qmax=2, strict=True),
+            ValueError,
+            "size: a write-then-read ring for ratio 2, qmax 2 needs at least 3 slots, got 2",
+        ),
+        (
+            lambda: new_ring(CompressedLayer(4, 1, overlap=True), 10, WRITE_THEN_READ, qmax=4, strict=True),
+            ValueError,
+            "size: a write-then-read ring for ratio 4 with overlap, qmax 4 needs at least 11 slots, got 10",
+        ),
+        (lambda: ring_prefill("ring", 0, [ONE], R), TypeError, "ring: must be a Ring, got str"),  # type: ignore[arg-type]
+        (lambda: ring_prefill(RING, 0.0, [ONE], R), TypeError, "start: must be an int, got float"),  # type: ignore[arg-type]
+        (
+            lambda: ring_prefill(RING, 1, [ONE], R),
+            ValueError,
+            "start: a step must start where the ring ends (0), got 1",
+        ),
+        (lambda: ring_prefill(RING, 0, [], R), ValueError, "positions: a step must hold at least one position"),
+        (lambda: ring_step(RING, 0, [ONE], R, accepted=1.0), TypeError, "accepted: must be an int, got float"),  # type: ignore[arg-type]
+        (
+            lambda: ring_step(RING, 0, [ONE], R, accepted=2),
+            ValueError,
+            "accepted: must be between 1 and the step's 1 positions, got 2",
+        ),
+        (
+            lambda: ring_step(STRICT, 0, [ONE] * 3, R),
+            ValueError,
+            "positions: a strict ring takes at most qmax = 2 per step, got 3",
+        ),
+        (
+            lambda: ring_step(STRICT, 0, [ONE] * 2, R, accepted=1),
+            ValueError,
+            "accepted: a strict ring without rollback keeps all 2 positions",
+        ),
+        (
+            lambda: new_ring(L2, 1, READ_THEN_WRITE, qmax=2, rollback=True, strict=True),
+            ValueError,
+            "size: a read-then-write ring for ratio 2, qmax 2 and rollback needs at least 2 slots, got 1",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()

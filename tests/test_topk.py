@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reference.checks import INT32_MAX, INT32_MIN
-from reference.score_values import NAN, NEG_INF, POS_INF, Special
+from reference.score_values import NAN, NEG_INF, POS_INF, Special, require_score
 from reference.topk import (
+    LaneLayout,
     MaskedLanes,
     Phase,
     SelectTopK,
@@ -23,8 +24,10 @@ from reference.topk import (
     V41TopK,
     Width,
     chosen_rows,
+    lane_layout,
     ranked_rows,
     topk,
+    valid_prefix,
 )
 from tests.indexing_oracles import Poison, chosen_set, in_rank_order
 
@@ -305,3 +308,47 @@ def test_nan_in_the_valid_prefix_ranks_first() -> None:
 def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Exception], argument: str) -> None:
     with pytest.raises(error, match=f"^{argument}"):
         call()
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: lane_layout(SelectTopK(fill=1.5)), TypeError, "fill: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: lane_layout("v4.1"), ValueError, "convention: must be V41TopK, V4TopK or SelectTopK, got str"),  # type: ignore[arg-type]
+        (
+            lambda: topk([1, 2], 3, 1, V41TopK()),
+            ValueError,
+            "valid: must be <= len(scores) = 2 (the row length), got 3",
+        ),
+        (
+            lambda: topk([1, 2, 3], 2, 1, V4TopK(Phase.DECODE)),
+            ValueError,
+            "valid: V4 decode scores exactly the visible rows, so valid must equal len(scores) = 3, got 2",
+        ),
+        (lambda: valid_prefix([1, 2], -1), ValueError, "valid: must be >= 0, got -1"),
+        (lambda: chosen_rows([1, 2], 2, -1), ValueError, "k: must be >= 0, got -1"),
+        (lambda: topk([1, 2], 2, 1, V41TopK(), offset=-1), ValueError, "offset: must be >= 0, got -1"),
+        (lambda: require_score(0.5, "s"), TypeError, "s: must be an int, Fraction, NEG_INF, POS_INF or NAN, got float"),
+        (lambda: require_score(True, "s"), TypeError, "s: must be an int, Fraction, NEG_INF, POS_INF or NAN, got bool"),
+        (
+            lambda: require_score(None, "s"),
+            TypeError,
+            "s: must be an int, Fraction, NEG_INF, POS_INF or NAN, got NoneType",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_lane_layouts_exactly() -> None:
+    assert lane_layout(V4TopK()) == LaneLayout(False, False, -1, False)
+    assert lane_layout(V4TopK(Phase.DECODE)) == LaneLayout(False, False, -1, True)
+    assert lane_layout(V41TopK()) == LaneLayout(True, False, -1) and lane_layout(V41TopK(Width.FIXED)).fixed is True
+    assert lane_layout(SelectTopK(fill=-7, sorted_index=False)) == LaneLayout(False, True, -7)
+    layout = lane_layout(V4TopK())
+    assert layout.index_order is False and layout.fixed is False and layout.whole_row is False

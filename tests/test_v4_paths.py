@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Callable
 
 import pytest
 import sympy
@@ -133,3 +135,37 @@ def test_bad_inputs() -> None:
         v4_prefill(layer, [], R)
     with pytest.raises(ValueError, match=r"^position\[0\].scores:"):
         v4_decode(layer, state, 3, ((1,), (1, 1)), R)
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+L = v4_layer(4, 1)
+S = v4_prefill(L, [((1, 1), (1, 1))] * 3, R)[1]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: v4_prefill(L, [], R), ValueError, "positions: a prefill holds at least one position"),
+        (lambda: v4_decode(L, S, 3.0, ((1, 1), (1, 1)), R), TypeError, "start_pos: must be an int, got float"),  # type: ignore[arg-type]
+        (
+            lambda: v4_decode(L, S, 0, ((1, 1), (1, 1)), R),
+            ValueError,
+            "start_pos: the decode path runs at start_pos > 0 (position 0 is prefill)",
+        ),
+        (
+            lambda: v4_decode(L, S, 4, ((1, 1), (1, 1)), R),
+            ValueError,
+            "start_pos: must be where the state ends (3), got 4",
+        ),
+        (
+            lambda: v4_decode(L, S, 3, ((1,), (1, 1)), R),
+            ValueError,
+            "position[0].scores: must have length 2 (layer.channels = coff * dim), got 1",
+        ),
+        (lambda: v4_decode(L, S, 3, "ab", R), TypeError, "position[0]: must be a (scores, latents) pair, got str"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
