@@ -547,3 +547,15 @@ def test_every_layer_refusal_is_worded_exactly(
 ) -> None:
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()
+
+
+def test_layer_shapes_and_ape_lookup() -> None:
+    assert (window_positions(4, True), window_positions(4, False), window_positions(128, False)) == (8, 4, 128)
+    layer = CompressedLayer(2, 1, ape=[[Fraction(1, 2)], [3]])  # type: ignore[arg-type]
+    assert layer.ape == ((Fraction(1, 2),), (3,))  # normalized to tuples: the layer stays hashable
+    assert hash(layer) == hash(CompressedLayer(2, 1, ape=((Fraction(1, 2),), (3,))))
+    assert [layer.ape_at(p, 0) for p in range(5)] == [Fraction(1, 2), 3, Fraction(1, 2), 3, Fraction(1, 2)]
+    assert CompressedLayer(2, 1).ape_at(3, 0) is None
+    v4 = v4_layer(4, 1, ape=[[1, 2], [3, 4], [5, 6], [7, 8]])
+    assert v4.ape == ((1, 2), (3, 4), (5, 6), (7, 8)) and v4.overlap and v4.ape_at(6, 1) == 6
+    assert v4_layer(128, 2).ape is None and not v4_layer(128, 2).overlap
