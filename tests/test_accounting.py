@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from reference import models
 from reference.accounting import (
     Formats,
     block_payload_bytes,
@@ -251,3 +252,46 @@ def test_the_grouping_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     message = "model: layers of kind 'one kind' differ in bytes; the grouping is wrong"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         model_bytes(V4_PRO, 1024)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: model_preset("v5"), ValueError, "model: unknown model 'v5'; known: v4-flash, v4-pro, v4.1-flash"),
+        (
+            lambda: replace(V4_PRO, num_layers=60),
+            ValueError,
+            "compress_ratios: must have num_layers + mtp_layers = 61 entries, got 62",
+        ),
+        (
+            lambda: replace(V41_FLASH, kv_source_layers=None),
+            ValueError,
+            "kv_source_layers: a V4.1 preset must list its KV and index source layers",
+        ),
+        (
+            lambda: replace(V41_FLASH, index_source_layers=None),
+            ValueError,
+            "kv_source_layers: a V4.1 preset must list its KV and index source layers",
+        ),
+        (lambda: replace(V4_PRO, window_format="fp16"), ValueError, "format: unknown row format 'fp16'"),
+        (lambda: replace(V4_PRO, index_format="index-fp2"), ValueError, "format: unknown row format 'index-fp2'"),
+    ],
+)
+def test_every_preset_refusal_is_worded_exactly(
+    call: Callable[[], object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_layer_ownership() -> None:
+    """Computed when a test asks, not at import: the presets' tuples are built once, when the module loads."""
+    assert models._alternating(2, 7) == [4, 128, 4, 128, 4, 128]
+    assert models._alternating(3, 3) == [128]
+    compressing_mtp = replace(V4_PRO, compress_ratios=(*V4_PRO.compress_ratios[:-1], 4))
+    assert compressing_mtp.is_mtp(61) and not compressing_mtp.is_mtp(60)
+    assert not compressing_mtp.owns_compressed_kv(61) and not compressing_mtp.owns_index_keys(61)
+    assert V4_PRO.owns_compressed_kv(60) and V4_PRO.owns_index_keys(60) and not V4_PRO.owns_index_keys(59)
+    assert not V4_FLASH.owns_compressed_kv(0) and not V4_FLASH.owns_index_keys(1)
+    assert [V41_FLASH.owns_compressed_kv(layer) for layer in (0, 2, 3, 20, 24)] == [False, True, False, True, False]
+    assert [V41_FLASH.owns_index_keys(layer) for layer in (2, 24, 25)] == [True, False, False]
