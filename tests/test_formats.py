@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from reference import scales
 from reference.accounting import block_payload_bytes
 from reference.cache_blocks import BlockLayout, pack_block, public_layout, slot_byte_offsets, unpack_block
 from reference.formats import (
@@ -416,3 +417,32 @@ def test_several_fp32_scales_in_one_row() -> None:
     row = quantize_row(fmt, values)  # type: ignore[arg-type]
     assert len(row.scales) == 8 and row.scales[:4] != row.scales[4:]
     assert dequantize_row(fmt, row) == tuple(Fraction(v) for v in values)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: scales.amax([]), ValueError, "values: must be a non-empty group"),
+        (lambda: scales.amax([1, 0.5]), TypeError, "values[1]: must be an int or Fraction, got float"),  # type: ignore[list-item]
+        (lambda: fp8_scale_exponent(0.5), TypeError, "group_amax: must be an int or Fraction, got float"),  # type: ignore[arg-type]
+        (lambda: fp8_scale_exponent(-1), ValueError, "group_amax: must be >= 0, got -1"),
+        (
+            lambda: fp8_scale_exponent(1, floor_applies_to="group"),  # type: ignore[arg-type]
+            ValueError,
+            "floor_applies_to: must be 'amax' or 'quotient', got 'group'",
+        ),
+        (lambda: fp4_e4m3_scale_code(0.5), TypeError, "group_amax: must be an int or Fraction, got float"),  # type: ignore[arg-type]
+        (lambda: fp4_e4m3_scale_code(Fraction(-1, 2)), ValueError, "group_amax: must be >= 0, got -1/2"),
+        (lambda: fp4_ue8m0_scale_exponent(True), TypeError, "group_amax: must be an int or Fraction, got bool"),
+        (lambda: fp4_ue8m0_scale_exponent(-6), ValueError, "group_amax: must be >= 0, got -6"),
+    ],
+)
+def test_every_scale_refusal_is_worded_exactly(
+    call: Callable[[], object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_amax_of_one_value() -> None:
+    assert scales.amax([-3]) == 3 and scales.amax([Fraction(1, 2), -2, 1]) == 2

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reference.checks import INT32_MAX, INT32_MIN
-from reference.score_values import NAN, NEG_INF, POS_INF, Special, require_score
+from reference.score_values import NAN, NEG_INF, POS_INF, Special, format_score, format_scores, require_score, score_max
 from reference.topk import (
     LaneLayout,
     MaskedLanes,
@@ -352,3 +352,11 @@ def test_lane_layouts_exactly() -> None:
     assert lane_layout(SelectTopK(fill=-7, sorted_index=False)) == LaneLayout(False, True, -7)
     layout = lane_layout(V4TopK())
     assert layout.index_order is False and layout.fixed is False and layout.whole_row is False
+
+
+def test_scores_are_written_like_python_numbers() -> None:
+    assert [format_score(v) for v in (Fraction(6), Fraction(3, 2), Fraction(-1, 4))] == ["6", "3/2", "-1/4"]
+    assert [format_score(v) for v in (NEG_INF, POS_INF, NAN)] == ["-inf", "+inf", "nan"]
+    assert format_scores([Fraction(2), Fraction(6), POS_INF]) == "[2, 6, +inf]" and format_scores([]) == "[]"
+    assert score_max([]) is NEG_INF and score_max([Fraction(1), NAN, POS_INF]) is NAN
+    assert score_max([Fraction(1), POS_INF, Fraction(7)]) is POS_INF and score_max([Fraction(1), Fraction(3)]) == 3
