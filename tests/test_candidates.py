@@ -352,3 +352,33 @@ def test_candidate_mask_and_restriction_take_real_blocks_only() -> None:
 def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Exception], argument: str) -> None:
     with pytest.raises(error, match=f"^{argument}"):
         call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: candidate_mask((0,), 0, 4), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: candidate_mask((0.5,), 2, 4), TypeError, "kept[0]: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: restrict_to_blocks([1, 2], 2, (0,), 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: candidate_rows([0], 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: candidate_rows([0, 1.5], 2), TypeError, "candidate_blocks[1]: must be an int, got float"),  # type: ignore[list-item]
+        (lambda: restore_offsets([0], [1], 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: restore_offsets([0, 1.5], [1], 4), TypeError, "offsets[1]: must be an int, got float"),  # type: ignore[list-item]
+        (
+            lambda: restore_offsets([0, 4], [1], 4),
+            ValueError,
+            "offsets[1]: must be -1 or in [0, 4) (len(candidate_blocks) * block_size), got 4",
+        ),
+        (
+            lambda: restore_offsets([-2], [1], 4),
+            ValueError,
+            "offsets[0]: must be -1 or in [0, 4) (len(candidate_blocks) * block_size), got -2",
+        ),
+        (lambda: restore_offsets([0], [1], 4, visible=-1), ValueError, "visible: must be >= 0, got -1"),
+        (lambda: block_scores([1, 2], 2, 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: kept_blocks([1, 2], 2, -1, 2), ValueError, "topk_blocks: must be >= 0, got -1"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -386,3 +386,10 @@ STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
 def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()
+
+
+def test_a_ring_whose_end_outruns_its_slots_is_caught() -> None:
+    """A ring built by hand with an end past what was written: the read of a never-written slot raises."""
+    ring = replace(new_ring(L2, 4, READ_THEN_WRITE), end=3)
+    with pytest.raises(RuntimeError, match=r"^position 2: its ring slot was never written \(end 3\)$"):
+        ring_step(ring, 3, [ONE], R)

@@ -169,3 +169,11 @@ S = v4_prefill(L, [((1, 1), (1, 1))] * 3, R)[1]
 def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()
+
+
+def test_initial_state_and_ape_refusals_name_the_offset() -> None:
+    assert v4_initial_state(L, R).end == 0 and v4_initial_state(L, Weighting.EXP).end == 0
+    zero_factor = v4_layer(4, 1, ape=[[1, 1], [0, 1], [1, 1], [1, 1]])
+    message = "ape[1][0]: a rational APE factor must be > 0, got 0"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        v4_prefill(zero_factor, [((1, 1), (1, 1))] * 6, R)  # position 1 is the first at offset 1
