@@ -60,6 +60,11 @@ def test_no_rows_and_no_valid_lane() -> None:
             "q[0][0]: must be an int or Fraction, got float",
         ),
         (
+            lambda: sparse_attention([[1]], [[1]], [0], scale=1, sinks=[None], values=[[Fraction(1, 2), 0.5]]),  # type: ignore[list-item]
+            TypeError,
+            "values[0][1]: must be an int or Fraction, got float",
+        ),
+        (
             lambda: sparse_attention([[1]], [[1]], [0], scale=1, sinks=[None], values=[[1], [2]]),
             ValueError,
             "values: must have 1 rows, got 2",

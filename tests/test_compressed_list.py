@@ -44,6 +44,7 @@ def test_ratio_128_by_hand() -> None:
     assert compressed_indices(128, 1, 127, offset=128) == ((128,),)
     assert compressed_indices(128, 1, 1000, offset=128) == (tuple(range(128, 135)),)  # 1001 // 128 = 7 rows
     assert compressed_indices(128, 0, 0) == () and compressed_indices(128, 0, 500) == ()
+    assert compressed_indices(2, 3, 0) == ((-1,), (0,), (0,))  # offset 0 by default
 
 
 def test_a_verify_step_counts_per_query() -> None:

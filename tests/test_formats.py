@@ -410,13 +410,14 @@ def test_scale_exponent_127_is_the_largest_stored() -> None:
 
 
 def test_several_fp32_scales_in_one_row() -> None:
-    """A format with several fp32 power-of-two scales (none public has two): each group reads its own four
-    bytes."""
-    fmt = RowFormat("two-fp32-groups", 8, 8, "e4m3", 4, "fp32_pow2", 0)
-    values = [448, 1, 2, 3, Fraction(7, 2**20), 0, 0, 0]
-    row = quantize_row(fmt, values)  # type: ignore[arg-type]
-    assert len(row.scales) == 8 and row.scales[:4] != row.scales[4:]
-    assert dequantize_row(fmt, row) == tuple(Fraction(v) for v in values)  # type: ignore[call-overload]
+    """A format with several fp32 power-of-two scales (none public has more than one): each group reads its own
+    four bytes, the middle one included."""
+    fmt = RowFormat("three-fp32-groups", 12, 12, "e4m3", 4, "fp32_pow2", 0)
+    values = [Fraction(v) for v in (448, 1, 2, 3, 0, 0, 0, 0, 2**40, 0, 0, -(2**41))]
+    values[4] = Fraction(7, 2**20)
+    row = quantize_row(fmt, values)
+    assert len(row.scales) == 12 and len({row.scales[0:4], row.scales[4:8], row.scales[8:12]}) == 3
+    assert dequantize_row(fmt, row) == tuple(Fraction(v) for v in values)
 
 
 @pytest.mark.parametrize(
