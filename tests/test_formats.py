@@ -30,6 +30,7 @@ from reference.formats import (
     quantize_row,
     row_format,
 )
+from reference.grids import FP32, decode
 from reference.scales import fp4_e4m3_scale_code, fp4_ue8m0_scale_exponent, fp8_scale_exponent
 
 RNG = np.random.default_rng(7)
@@ -418,6 +419,14 @@ def test_several_fp32_scales_in_one_row() -> None:
     row = quantize_row(fmt, values)
     assert len(row.scales) == 12 and len({row.scales[0:4], row.scales[4:8], row.scales[8:12]}) == 3
     assert dequantize_row(fmt, row) == tuple(Fraction(v) for v in values)
+    # a stored scale need not be a power of two: the third group's 1 + 2**-23 has a nonzero low byte, next to the
+    # second group's four bytes
+    odd = row.scales[:8] + (0x3F800001).to_bytes(4, "little")
+    got = dequantize_row(fmt, QuantizedRow(row.data, odd))
+    assert got[:8] == tuple(Fraction(v) for v in values[:8])
+    old_scale = decode(FP32, int.from_bytes(row.scales[8:12], "little"))
+    new_scale = decode(FP32, 0x3F800001)
+    assert got[8:] == tuple(Fraction(v) / old_scale * new_scale for v in values[8:])
 
 
 @pytest.mark.parametrize(
