@@ -62,7 +62,7 @@ fuzz: $(SETUP)
 fuzz-campaign: $(SETUP)
 	$(PY) -m csa.campaign $(CAMPAIGN_ARGS)
 
-# Mutation testing of reference/ with mutmut (docs/mutation.md): about an hour on two cores, so not part of check.
+# Mutation testing of reference/ with mutmut (docs/mutation.md): about 25 minutes on two cores, so not part of check.
 # One module: make mutate MUTATE_ARGS="--module topk". The table goes to results/mutation.md.
 MUTMUT_VERSION := 3.8.1
 mutate: $(SETUP)
