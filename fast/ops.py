@@ -224,6 +224,34 @@ def _(positions, window, order="v4.1", validate=True):  # type: ignore[no-untype
     return positions.new_empty(positions.shape[0], window, dtype=torch.int32)
 
 
+@custom_op(f"{NAMESPACE}::compressed_indices", mutates_args=())
+def compressed_indices(ratio: int, seqlen: int, start_pos: int, offset: int, device: torch.device) -> torch.Tensor:
+    """i32[seqlen, (start_pos + seqlen) // ratio]: every compressed row each query sees, plus ``offset``, then -1
+    (the index list of a V4 layer without an indexer)."""
+    call = {"ratio": ratio, "seqlen": seqlen, "start_pos": start_pos, "offset": offset, "device": device}
+    return _indexing(torch.device(device)).compressed_indices(**call)
+
+
+@register_fake(f"{NAMESPACE}::compressed_indices")
+def _(ratio, seqlen, start_pos, offset, device):  # type: ignore[no-untyped-def]
+    return torch.empty(seqlen, (start_pos + seqlen) // ratio, dtype=torch.int32, device=device)
+
+
+@custom_op(f"{NAMESPACE}::window_release", mutates_args=())
+def window_release(
+    seq_lens: torch.Tensor, step_lens: torch.Tensor, window: int, block_size: int, validate: bool = True
+) -> torch.Tensor:
+    """i32[B]: the leading sliding-window blocks each request may release once a step is scheduled (torch)."""
+    from fast.indexing.window import window_release as release
+
+    return release(seq_lens, step_lens, window=window, block_size=block_size, validate=validate)
+
+
+@register_fake(f"{NAMESPACE}::window_release")
+def _(seq_lens, step_lens, window, block_size, validate=True):  # type: ignore[no-untyped-def]
+    return torch.empty_like(seq_lens, dtype=torch.int32)
+
+
 # --- cache ---------------------------------------------------------------------------------------------------
 
 
@@ -307,6 +335,8 @@ OPERATORS = (
     "slot_translation",
     "gathered_rows",
     "decode_window_indices",
+    "compressed_indices",
+    "window_release",
     "quantize_store",
     "gather_dequantize",
     "sparse_attention",

@@ -151,7 +151,8 @@ OPERATIONS: dict[str, Operation] = {
             "offsets, candidate_blocks; block_size",
             """fn(offsets: i32[M, k], candidate_blocks: i32[M, nb], *, block_size: int) -> i32[M, k];
             o -> candidate_blocks[m, o // block_size] * block_size + o % block_size; -1 stays -1, and an
-            offset into a padding block (-1) restores to -1""",
+            offset into a padding block (-1) restores to -1; padding is exactly -1: a candidate block below -1
+            raises ValueError""",
             "exact",
         ),
         _op(
@@ -193,6 +194,17 @@ OPERATIONS: dict[str, Operation] = {
             step's first query reads, which is older than anything the next step reads after any acceptance (the
             newest window + D - 1 positions stay reserved until verification; one rule for both window conventions,
             which read the same positions)""",
+            "exact",
+        ),
+        _op(
+            "compressed_indices",
+            "every compressed row each query sees: the index list of a V4 layer without an indexer (ratio 128)",
+            "; ratio, seqlen, start_pos, offset",
+            """fn(*, ratio: int, seqlen: int, start_pos: int, offset: int) -> i32[seqlen, W],
+            W = (start_pos + seqlen) // ratio; the query at position p = start_pos + i lists rows
+            0 .. (p + 1) // ratio - 1 ascending, each plus offset, then -1 (prefill from 0 and one-token decode:
+            the public V4 get_compress_topk_idxs; a step of several queries counts per query, never
+            end_pos // ratio for all)""",
             "exact",
         ),
         _op(

@@ -8,8 +8,8 @@ to its module). A module keeps its own name: the top-k function is ``reference.t
   ``ring_step`` and ``min_safe_ring_size``.
 - Indexing (docs/indexing.md): ``index_scores``, ``visible_rows``, the top-k conventions (``V41TopK``,
   ``V4TopK``, ``SelectTopK``, ``lane_layout``), candidate blocks (``kept_blocks``, ``restore_offsets``),
-  addresses (``rows_to_slots``, ``gathered_rows``) and sliding-window indices (``prefill_window``,
-  ``decode_window``).
+  addresses (``rows_to_slots``, ``gathered_rows``), sliding-window indices (``prefill_window``,
+  ``decode_window``) and the compressed index list of a layer without an indexer (``compressed_indices``).
 - The cache (docs/formats.md, docs/attention.md): row formats (``quantize_row``, ``dequantize_row``), block
   layouts (``public_layout``, ``pack_block``, ``unpack_block``) and ``sparse_attention`` with a sink.
 - Accounting (docs/accounting.md, docs/models.md, docs/sharing.md): ``model_bytes``, ``model_preset``,
@@ -22,6 +22,7 @@ from reference.addressing import LaneGuard, gathered_rows, row_to_slot, rows_per
 from reference.attention import LaneRules, sparse_attention, valid_lanes
 from reference.cache_blocks import BlockLayout, pack_block, public_layout, unpack_block
 from reference.candidates import CandidateRule, NanPolicy, kept_blocks, restore_offsets, topk_within_blocks
+from reference.compressed_list import compressed_indices
 from reference.compression import compress_row, decode_step, prefill_batch, prefill_chunk
 from reference.conventions import CONVENTIONS, Convention
 from reference.formats import RowFormat, dequantize_row, quantize_row, row_format
@@ -52,6 +53,7 @@ __all__ = [
     "Weighting",
     "WindowOrder",
     "compress_row",
+    "compressed_indices",
     "decode_step",
     "decode_window",
     "dequantize_row",

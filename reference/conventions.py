@@ -110,6 +110,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "gathered_rows": {},
     "window_indices": WINDOW_INDICES,
     "window_release": {},
+    "compressed_indices": {},
     "quantize_store": FORMATS,
     "gather_dequantize": FORMATS,
     "sparse_attention": SPARSE_ATTENTION,

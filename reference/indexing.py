@@ -87,7 +87,9 @@ def visible_rows(position: int, ratio: int) -> int:
 
 
 def prefill_visible_rows(start_pos: int, seqlen: int, ratio: int) -> list[int]:
-    """Per query of a prefill chunk covering positions ``start_pos .. start_pos + seqlen - 1``."""
+    """Per query of a prefill chunk, or of a decode / verify step of several positions, covering positions
+    ``start_pos .. start_pos + seqlen - 1``: each query counts its own rows (never ``end_pos // ratio`` for all,
+    which lets earlier queries see rows completed later in the step; docs/indexing.md, "Visible rows")."""
     s = require_nonnegative_int(start_pos, "start_pos")
     n = require_nonnegative_int(seqlen, "seqlen")
     r = require_positive_int(ratio, "ratio")

@@ -59,14 +59,22 @@ def _reduce(entries: Sequence[tuple[Slot, Slot, int]], layer: CompressedLayer, w
 
 
 def v4_prefill(
-    layer: CompressedLayer, positions: Sequence[object], weighting: Weighting
+    layer: CompressedLayer, positions: Sequence[object], weighting: Weighting, buffers: V4State | None = None
 ) -> tuple[tuple[Row, ...], V4State]:
-    """``Compressor.forward`` with ``start_pos == 0``: the rows of every complete group and the state."""
+    """``Compressor.forward`` with ``start_pos == 0``: the rows of every complete group and the state.
+
+    ``buffers``: the ``kv_state`` / ``score_state`` the prefill writes into. The seed writes them in place and
+    never clears them, so a new request finds what the previous one left; ``None`` (the default, and what the
+    contract assumes: docs/compression.md, "A new request starts fresh") is a fresh state. Only the slots the
+    seed writes are replaced: with overlap and a prompt shorter than ``r`` the previous window keeps the
+    previous request's last window, and its first row then mixes that request in (tests/test_v4_paths.py).
+    """
     inputs = normalize_positions(layer, positions, weighting)
     require(len(inputs) > 0, "positions", "a prefill holds at least one position")
     r, d, n = layer.ratio, layer.dim, len(inputs)
     cutoff = n - n % r
-    state = v4_initial_state(layer, weighting)
+    fresh = v4_initial_state(layer, weighting)
+    state = fresh if buffers is None else _check_buffers(layer, buffers)
     kv, score = list(state.kv), list(state.score)
     scored = [_with_ape(layer, p, s, weighting) for p, (s, _) in enumerate(inputs)]
     if layer.overlap and cutoff >= r:
@@ -76,7 +84,7 @@ def v4_prefill(
     for i, p in enumerate(range(cutoff, n)):
         kv[offset + i], score[offset + i] = inputs[p][1], scored[p]
     rows = []
-    empty = (state.score[0], state.kv[0], 0)
+    empty = (fresh.score[0], fresh.kv[0], 0)
     for g in range(cutoff // r):
         own = [(scored[p], inputs[p][1], d if layer.overlap else 0) for p in range(g * r, (g + 1) * r)]
         if layer.overlap:
@@ -84,6 +92,17 @@ def v4_prefill(
             own = previous + own
         rows.append(_reduce(own, layer, weighting))
     return tuple(rows), V4State(end=n, kv=tuple(kv), score=tuple(score))
+
+
+def _check_buffers(layer: CompressedLayer, buffers: V4State) -> V4State:
+    if not isinstance(buffers, V4State):
+        raise TypeError(f"buffers: must be a V4State, got {type(buffers).__name__}")
+    rows = layer.coff * layer.ratio
+    for name, slots in (("kv", buffers.kv), ("score", buffers.score)):
+        require(len(slots) == rows, f"buffers.{name}", f"must have coff * ratio = {rows} slots, got {len(slots)}")
+        for i, slot in enumerate(slots):
+            require(len(slot) == layer.channels, f"buffers.{name}[{i}]", f"must have {layer.channels} channels")
+    return buffers
 
 
 def v4_decode(

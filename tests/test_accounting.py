@@ -3,14 +3,21 @@ model totals against a second, per-layer formulation written out by hand."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
+from reference import models
 from reference.accounting import (
+    Formats,
     block_payload_bytes,
     compressed_rows,
     dense_bf16_bytes,
+    layer_bytes,
+    layer_kind,
     model_bytes,
     page_bytes,
     paged_bytes,
@@ -19,6 +26,7 @@ from reference.accounting import (
     rows_per_block,
     v4_state_bytes,
     v41_state_bytes,
+    v41_state_ring_entries,
 )
 from reference.formats import INDEX_FP4, INDEX_FP8, V4_MAIN_FP8, V41_MAIN_FP4, V41_MAIN_FP8
 from reference.models import MODELS, V4_FLASH, V4_PRO, V41_FLASH, model_preset
@@ -167,3 +175,123 @@ def test_refusals() -> None:
         compressed_rows(1.5, 4)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^ratio: must be a positive integer"):
         compressed_rows(10, 0)
+
+
+# --- every refusal names its argument, and the small rules behind the totals (docs/mutation.md) ---------------
+
+FMTS = preset_formats(V4_PRO)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: compressed_rows(-1, 4), ValueError, "context: must be >= 0, got -1"),
+        (lambda: compressed_rows(1, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: rows_per_block(0, 4), ValueError, "block_tokens: must be a positive integer, got 0"),
+        (lambda: rows_per_block(64, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: rows_per_block(64, 128), ValueError, "block_tokens: must be a multiple of the ratio 128, got 64"),
+        (lambda: v4_state_bytes(0, 512), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: v4_state_bytes(4, 0), ValueError, "latent_dim: must be a positive integer, got 0"),
+        (lambda: v41_state_ring_entries(0, 1), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: v41_state_ring_entries(2, -1), ValueError, "backtrack_tokens: must be >= 0, got -1"),
+        (lambda: v41_state_bytes(2, 0, 1), ValueError, "latent_dim: must be a positive integer, got 0"),
+        (lambda: reference_cache_slots(10, -1, 4), ValueError, "window: must be >= 0, got -1"),
+        (lambda: reference_cache_slots(10, 128, -1), ValueError, "ratio: must be >= 0, got -1"),
+        (lambda: dense_bf16_bytes(-1, 1, 1), ValueError, "context: must be >= 0, got -1"),
+        (lambda: dense_bf16_bytes(1, 0, 1), ValueError, "layers: must be a positive integer, got 0"),
+        (lambda: dense_bf16_bytes(1, 1, 0), ValueError, "head_dim: must be a positive integer, got 0"),
+        (lambda: layer_bytes(V4_PRO, 62, 10, FMTS), ValueError, "layer: must be in [0, 62), got 62"),
+        (lambda: layer_bytes(V4_PRO, -1, 10, FMTS), ValueError, "layer: must be in [0, 62), got -1"),
+        (lambda: layer_bytes(V4_PRO, 1.0, 10, FMTS), ValueError, "layer: must be in [0, 62), got 1.0"),  # type: ignore[arg-type]
+        (lambda: layer_bytes(V4_PRO, 0, -1, FMTS), ValueError, "context: must be >= 0, got -1"),
+        (lambda: model_bytes(V4_PRO, -1), ValueError, "context: must be >= 0, got -1"),
+        (lambda: model_bytes(V4_PRO, 1, 0), ValueError, "batch: must be a positive integer, got 0"),
+        (lambda: paged_bytes(V4_PRO, -1, 64), ValueError, "context: must be >= 0, got -1"),
+        (lambda: paged_bytes(V4_PRO, 10, 0), ValueError, "page_tokens: must be a positive integer, got 0"),
+    ],
+)
+def test_every_refusal_names_its_argument(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_small_rules() -> None:
+    # one token of backtracking adds no entry: the ring holds the group plus backtrack - 1 older positions
+    assert [v41_state_ring_entries(2, b) for b in (0, 1, 2, 6)] == [2, 2, 3, 7]
+    assert v41_state_ring_entries(1, 6) == 0
+    assert reference_cache_slots(1000, 128, 0) == 128 and reference_cache_slots(1000, 128, 4) == 378
+    named = preset_formats(V4_PRO, window=V41_MAIN_FP8.name, compressed=V41_MAIN_FP4.name, index=INDEX_FP8.name)
+    assert named == Formats(V41_MAIN_FP8, V41_MAIN_FP4, INDEX_FP8)
+    assert preset_formats(V4_PRO) == Formats(*V4_PRO.formats)
+    one = layer_bytes(V4_PRO, 2, 1024, FMTS)
+    assert (one.layer, one.ratio, one.kind) == (2, 4, "C4 (CSA): KV + index keys")
+    totals = model_bytes(V4_PRO, 1024)
+    assert (totals.model, totals.context, totals.batch) == ("v4-pro", 1024, 1)
+
+
+def test_layer_kinds() -> None:
+    assert [layer_kind(V41_FLASH, layer) for layer in (0, 41)] == ["ratio 0, window only", "MTP layer, window only"]
+    kinds = {layer_kind(V41_FLASH, layer) for layer in range(V41_FLASH.total_layers)}
+    assert {k for k in kinds if k.startswith("C")} == {
+        "C2 source: KV + index keys",
+        "C2 consumer: reads its source's rows",
+        "C1 source: KV + index keys",
+        "C1 consumer: reads its source's rows",
+    }
+    no_index = replace(V41_FLASH, index_source_layers=(2, 8, 14))
+    assert layer_kind(no_index, 20) == "C1 source: KV"
+    compressing_mtp = replace(V4_PRO, compress_ratios=(*V4_PRO.compress_ratios[:-1], 128))
+    assert layer_kind(compressing_mtp, 61) == "MTP layer, ratio 128"
+
+
+def test_the_grouping_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Layers of one kind must have equal bytes: with every layer given one kind, model_bytes refuses."""
+    import reference.accounting as accounting
+
+    monkeypatch.setattr(accounting, "layer_kind", lambda model, layer: "one kind")
+    message = "model: layers of kind 'one kind' differ in bytes; the grouping is wrong"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        model_bytes(V4_PRO, 1024)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: model_preset("v5"), ValueError, "model: unknown model 'v5'; known: v4-flash, v4-pro, v4.1-flash"),
+        (
+            lambda: replace(V4_PRO, num_layers=60),
+            ValueError,
+            "compress_ratios: must have num_layers + mtp_layers = 61 entries, got 62",
+        ),
+        (
+            lambda: replace(V41_FLASH, kv_source_layers=None),
+            ValueError,
+            "kv_source_layers: a V4.1 preset must list its KV and index source layers",
+        ),
+        (
+            lambda: replace(V41_FLASH, index_source_layers=None),
+            ValueError,
+            "kv_source_layers: a V4.1 preset must list its KV and index source layers",
+        ),
+        (lambda: replace(V4_PRO, window_format="fp16"), ValueError, "format: unknown row format 'fp16'"),
+        (lambda: replace(V4_PRO, index_format="index-fp2"), ValueError, "format: unknown row format 'index-fp2'"),
+    ],
+)
+def test_every_preset_refusal_is_worded_exactly(
+    call: Callable[[], object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_layer_ownership() -> None:
+    """Computed when a test asks, not at import: the presets' tuples are built once, when the module loads."""
+    assert models._alternating(2, 7) == [4, 128, 4, 128, 4, 128]
+    assert models._alternating(3, 3) == [128]
+    compressing_mtp = replace(V4_PRO, compress_ratios=(*V4_PRO.compress_ratios[:-1], 4))
+    assert compressing_mtp.is_mtp(61) and not compressing_mtp.is_mtp(60)
+    assert not compressing_mtp.owns_compressed_kv(61) and not compressing_mtp.owns_index_keys(61)
+    assert V4_PRO.owns_compressed_kv(60) and V4_PRO.owns_index_keys(60) and not V4_PRO.owns_index_keys(59)
+    assert not V4_FLASH.owns_compressed_kv(0) and not V4_FLASH.owns_index_keys(1)
+    assert [V41_FLASH.owns_compressed_kv(layer) for layer in (0, 2, 3, 20, 24)] == [False, True, False, True, False]
+    assert [V41_FLASH.owns_index_keys(layer) for layer in (2, 24, 25)] == [True, False, False]

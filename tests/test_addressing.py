@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -139,3 +140,61 @@ def test_store_slots_translate_completed_rows() -> None:
 def test_bad_input_names_the_argument(call: Callable[[], object], argument: str) -> None:
     with pytest.raises(ValueError, match=f"^{argument}"):
         call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: rows_per_block(0, 2), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: rows_per_block(8, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (
+            lambda: rows_per_block(8, 3),
+            ValueError,
+            "ratio: must divide block_size = 8 (rows per block = block_size / ratio), got 3",
+        ),
+        (lambda: row_to_slot(0, [1, 1], 8, 2), ValueError, "block_table: must name distinct physical blocks"),
+        (lambda: row_to_slot(-2, [1], 8, 2), ValueError, "row: must be a row index >= 0 or -1 (no row), got -2"),
+        (
+            lambda: row_to_slot(9, [1], 8, 2),
+            ValueError,
+            "block_table: too short for row 9: it needs entry 2 but has 1 entries",
+        ),
+        (lambda: row_to_slot(1.0, [1], 8, 2), TypeError, "row: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: rows_to_slots([0], [1], 8, 2, valid_lanes=-1), ValueError, "valid_lanes: must be >= 0, got -1"),
+        (
+            lambda: rows_to_slots([0], [1], 8, 2, valid_lanes=2),
+            ValueError,
+            "valid_lanes: must be <= len(rows) = 1, got 2",
+        ),
+        (lambda: rows_to_slots([0.5], [1], 8, 2), TypeError, "rows[0]: must be an int, got float"),  # type: ignore[list-item]
+        (
+            lambda: rows_to_slots([-1, 0], [1], 8, 2, valid_lanes=1),
+            ValueError,
+            "rows[0]: lane 0 < valid_lanes = 1 must hold a row >= 0, got -1",
+        ),
+        (
+            lambda: rows_to_slots([0, -1], [1], 8, 2, valid_lanes=2),
+            ValueError,
+            "rows[1]: lane 1 < valid_lanes = 2 must hold a row >= 0, got -1",
+        ),
+        (lambda: slot_to_row(1.0, [1], 8, 2), TypeError, "slot: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: slot_to_row(-2, [1], 8, 2), ValueError, "slot: must be a slot >= 0 or -1 (no row), got -2"),
+        (
+            lambda: slot_to_row(0, [1], 8, 2),
+            ValueError,
+            "slot: lies in physical block 0, which block_table does not name",
+        ),
+        (lambda: gathered_rows([0.5], 1), TypeError, "rows[0]: must be an int, got float"),  # type: ignore[list-item]
+        (lambda: gathered_rows([-2], 1), ValueError, "rows[0]: must be a row index >= 0 or -1 (no row), got -2"),
+        (lambda: gathered_rows([0], -1), ValueError, "offset: must be >= 0, got -1"),
+        (lambda: store_row(-1, 2), ValueError, "position: must be >= 0, got -1"),
+        (lambda: store_row(1, 0), ValueError, "ratio: must be a positive integer, got 0"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_row_zero_is_a_row_under_the_count_guard() -> None:
+    assert rows_to_slots([0, 5, 3], [1, 2], 8, 2, valid_lanes=2) == (4, 9, -1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -300,6 +301,27 @@ def test_consumer_over_the_compact_list_agrees_with_the_masked_row(
     assert restored == topk_within_blocks(values, valid, k, kept, block_size, excluded)
 
 
+def test_padding_is_exactly_minus_one() -> None:
+    """A padding candidate block is -1 and nothing else; -1 may repeat, as a padded list of blocks does."""
+    assert candidate_rows([2, -1, -1], 2) == (4, 5, -1, -1, -1, -1)
+    assert restore_offsets([1, 2, 5, -1], [2, -1, -1], 2) == (5, -1, -1, -1)
+    message = "candidate_blocks[1]: must be a block index or -1 (padding), got -2"
+    for call in (lambda: candidate_rows([2, -2], 2), lambda: restore_offsets([0], [2, -2], 2)):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            call()
+
+
+def test_candidate_mask_and_restriction_take_real_blocks_only() -> None:
+    """The kept blocks of candidate_mask and restrict_to_blocks come from kept_blocks: no padding there."""
+    assert candidate_mask((0, 2), 2, 5) == (True, True, False, False, True)
+    message = "kept[1]: must be a block index >= 0, got -1"
+    for call in (lambda: candidate_mask((0, -1), 2, 5), lambda: restrict_to_blocks([1, 2, 3], 3, (0, -1), 2)):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            call()
+    with pytest.raises(ValueError, match=r"^kept: must not name a block twice$"):
+        candidate_mask((2, 2), 2, 5)
+
+
 # --- bad input --------------------------------------------------------------------------------------------------
 
 
@@ -317,10 +339,46 @@ def test_consumer_over_the_compact_list_agrees_with_the_masked_row(
         (lambda: restore_offsets([-2], [1, 2], 4), ValueError, r"offsets\[0\]"),
         (lambda: restore_offsets([0], [1, 1], 4), ValueError, "candidate_blocks"),
         (lambda: restore_offsets([0], [-3], 4), ValueError, r"candidate_blocks\[0\]"),
+        (lambda: restore_offsets([0], [-2], 4), ValueError, r"candidate_blocks\[0\]"),
+        (lambda: restore_offsets([4], [1, -2], 4), ValueError, r"candidate_blocks\[1\]"),
+        (lambda: candidate_rows([0, -2], 2), ValueError, r"candidate_blocks\[1\]"),
+        (lambda: candidate_mask((-1,), 2, 4), ValueError, r"kept\[0\]"),
+        (lambda: candidate_mask((0, -1), 2, 4), ValueError, r"kept\[1\]"),
+        (lambda: candidate_mask((1, 1), 2, 4), ValueError, "kept"),
         (lambda: restore_offsets([0], [1], 4, visible=-1), ValueError, "visible"),
         (lambda: topk_within_blocks([1, 2], 2, -1, (0,), 2), ValueError, "k"),
     ],
 )
 def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Exception], argument: str) -> None:
     with pytest.raises(error, match=f"^{argument}"):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: candidate_mask((0,), 0, 4), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: candidate_mask((0.5,), 2, 4), TypeError, "kept[0]: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: restrict_to_blocks([1, 2], 2, (0,), 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: candidate_rows([0], 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: candidate_rows([0, 1.5], 2), TypeError, "candidate_blocks[1]: must be an int, got float"),  # type: ignore[list-item]
+        (lambda: restore_offsets([0], [1], 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: restore_offsets([0, 1.5], [1], 4), TypeError, "offsets[1]: must be an int, got float"),  # type: ignore[list-item]
+        (
+            lambda: restore_offsets([0, 4], [1], 4),
+            ValueError,
+            "offsets[1]: must be -1 or in [0, 4) (len(candidate_blocks) * block_size), got 4",
+        ),
+        (
+            lambda: restore_offsets([-2], [1], 4),
+            ValueError,
+            "offsets[0]: must be -1 or in [0, 4) (len(candidate_blocks) * block_size), got -2",
+        ),
+        (lambda: restore_offsets([0], [1], 4, visible=-1), ValueError, "visible: must be >= 0, got -1"),
+        (lambda: block_scores([1, 2], 2, 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (lambda: kept_blocks([1, 2], 2, -1, 2), ValueError, "topk_blocks: must be >= 0, got -1"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()

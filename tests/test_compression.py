@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Callable
 from fractions import Fraction
 
 import mpmath
@@ -11,16 +13,18 @@ import sympy
 
 from reference.compression import (
     CompressionState,
+    check_state,
     completed_count,
     compress,
     decode_step,
+    normalize_positions,
     prefill_batch,
     prefill_chunk,
     row_window,
     state_after,
 )
 from reference.gated_mean import Weighting, evaluate, gated_mean
-from reference.layer import V4_RATIOS, V41_RATIOS, CompressedLayer, v4_layer, v41_layer
+from reference.layer import V4_RATIOS, V41_RATIOS, CompressedLayer, v4_layer, v41_layer, window_positions
 from tests.compression_oracles import (
     compositions,
     oracle_rows,
@@ -146,6 +150,69 @@ def test_bad_positions(position: object, weighting: Weighting, argument: str, er
     with pytest.raises(error) as caught:
         compress(CompressedLayer(1, 1), [position], weighting)
     assert str(caught.value).startswith(f"{argument}:")
+
+
+def _generator() -> object:
+    yield ((1,), (1,))
+
+
+TYPE_LEVELS = {
+    "str": ("ab", "positions", "a sequence of (scores, latents) pairs, got str"),
+    "bytes": (b"ab", "positions", "a sequence of (scores, latents) pairs, got bytes"),
+    "int": (5, "positions", "a sequence of (scores, latents) pairs, got int"),
+    "generator": (_generator(), "positions", "a sequence of (scores, latents) pairs, got generator"),
+    "position str": (["ab"], "positions[0]", "a (scores, latents) pair, got str"),
+    "position bytes": ([b"ab"], "positions[0]", "a (scores, latents) pair, got bytes"),
+    "position int": ([7], "positions[0]", "a (scores, latents) pair, got int"),
+    "position generator": ([iter([(1,), (1,)])], "positions[0]", "a (scores, latents) pair, got list_iterator"),
+    "scores str": ([("a", (1,))], "positions[0].scores", "a sequence, got str"),
+    "scores bytes": ([(b"a", (1,))], "positions[0].scores", "a sequence, got bytes"),
+    "scores int": ([(1, (1,))], "positions[0].scores", "a sequence, got int"),
+    "latents str": ([((1,), "a")], "positions[0].latents", "a sequence, got str"),
+    "latents bytes": ([((1,), b"a")], "positions[0].latents", "a sequence, got bytes"),
+    "latents generator": ([((1,), (x for x in (1,)))], "positions[0].latents", "a sequence, got generator"),
+}
+
+
+@pytest.mark.parametrize("case", TYPE_LEVELS, ids=str)
+def test_positions_must_be_sequences_at_every_level(case: str) -> None:
+    """str and bytes are sequences to Python but never positions; a generator or any other iterable that is not
+    a sequence is refused rather than consumed (the reference indexes positions and reads them more than once).
+    One channel per part, so a one-character str or bytes would otherwise pass the length check."""
+    positions, argument, rule = TYPE_LEVELS[case]
+    message = f"{argument}: must be {rule}"
+    for weighting in Weighting:
+        with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+            normalize_positions(CompressedLayer(1, 1), positions, weighting)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        compress(CompressedLayer(1, 1), positions, R)  # type: ignore[arg-type]
+
+
+def test_positions_accept_lists_and_tuples_at_every_level() -> None:
+    as_lists = [[[Fraction(1, 2)], [3]]]
+    as_tuples = (((Fraction(1, 2),), (3,)),)
+    expected = (((Fraction(1, 2),), (Fraction(3),)),)
+    assert normalize_positions(CompressedLayer(1, 1), as_lists, R) == expected
+    assert normalize_positions(CompressedLayer(1, 1), as_tuples, R) == expected
+    assert normalize_positions(CompressedLayer(1, 1), [], R) == ()
+
+
+def test_ratio_one_rows_are_the_latents_and_need_a_positive_weight() -> None:
+    """At ratio 1 (V4.1, no overlap) a row's channel has one entry: any positive weight cancels and the row is
+    the position's latent. Weight 0 (under EXP the score -oo of an unwritten slot) leaves the channel no mean:
+    refused, as the seed's softmax over one -inf entry gives NaN. At ratio 2 a zero weight beside a positive one
+    just drops its entry."""
+    layer = v41_layer(1, 2)
+    assert compress(layer, [((Fraction(1, 7), 5), (3, -2))], R) == ((3, -2),)
+    assert compress(layer, [((-40, 7), (3, -2))], Weighting.EXP) == ((3, -2),)
+    message = "scores: at least one entry of a channel must carry weight (a score above -inf)"
+    for weighting, zero in ((R, 0), (Weighting.EXP, sympy.S.NegativeInfinity)):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            compress(layer, [((1, zero), (3, -2))], weighting)
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            decode_step(layer, CompressionState(), 0, [((zero, 1), (3, -2))], weighting)
+    assert compress(v41_layer(2, 1), [((0,), (100,)), ((2,), (5,))], R) == ((5,),)
+    assert compress(v41_layer(2, 1), [((sympy.S.NegativeInfinity,), (100,)), ((2,), (5,))], Weighting.EXP) == ((5,),)
 
 
 def test_bad_ape_values_named() -> None:
@@ -315,3 +382,180 @@ def test_batch_bad_inputs() -> None:
         prefill_batch(layer, [CompressionState()], [0], [[]], R)
     with pytest.raises(ValueError, match=r"^chunks\[0\]\[0\].scores:"):
         prefill_batch(layer, [CompressionState()], [0], [[((1, 1), (1,))]], R)
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+L2 = CompressedLayer(2, 1)
+L4 = CompressedLayer(4, 1, overlap=True)
+ONE = ((1,), (1,))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: normalize_positions(L2, [((1,),)], R),
+            ValueError,
+            "positions[0]: must have length 2 (a (scores, latents) pair), got 1",
+        ),
+        (
+            lambda: normalize_positions(L2, [((1, 2), (1,))], R),
+            ValueError,
+            "positions[0].scores: must have length 1 (layer.channels = coff * dim), got 2",
+        ),
+        (
+            lambda: normalize_positions(L2, [((1,), (1, 2))], R),
+            ValueError,
+            "positions[0].latents: must have length 1 (layer.channels = coff * dim), got 2",
+        ),
+        (lambda: row_window(L2, -1), ValueError, "index: must be >= 0, got -1"),
+        (lambda: check_state(L2, "state"), TypeError, "state: must be a CompressionState, got str"),  # type: ignore[arg-type]
+        (lambda: check_state(L2, CompressionState(end=-1)), ValueError, "state.end: must be >= 0, got -1"),
+        (
+            lambda: check_state(L2, CompressionState(end=3)),
+            ValueError,
+            "state.pending: must have length 1 (end % ratio inputs of the incomplete group), got 0",
+        ),
+        (
+            lambda: check_state(L4, CompressionState(end=5, pending=(((1, 1), (1, 1)),))),
+            ValueError,
+            "state.previous: must have length 4 (the previous window (overlap, end >= ratio)), got 0",
+        ),
+        (lambda: prefill_chunk(L2, CompressionState(), 1.0, [ONE], R), TypeError, "start: must be an int, got float"),  # type: ignore[arg-type]
+        (
+            lambda: prefill_chunk(L2, CompressionState(), 1, [ONE], R),
+            ValueError,
+            "start: a chunk must start where the state ends (0), got 1",
+        ),
+        (
+            lambda: prefill_chunk(L2, CompressionState(), 0, [], R),
+            ValueError,
+            "positions: a chunk or step must hold at least one position",
+        ),
+        (
+            lambda: decode_step(L2, CompressionState(), 0, [ONE], R, accepted=1.0),  # type: ignore[arg-type]
+            TypeError,
+            "accepted: must be an int, got float",
+        ),
+        (
+            lambda: decode_step(L2, CompressionState(), 0, [ONE], R, accepted=0),
+            ValueError,
+            "accepted: must be between 1 and the step's 1 positions, got 0",
+        ),
+        (
+            lambda: decode_step(L2, CompressionState(), 0, [ONE, ONE], R, accepted=3),
+            ValueError,
+            "accepted: must be between 1 and the step's 2 positions, got 3",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [0, 0], [[ONE]], R),
+            ValueError,
+            "starts: must have one entry per state (1), got 2",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [0], [[ONE], [ONE]], R),
+            ValueError,
+            "chunks: must have one entry per state (1), got 2",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [0.0], [[ONE]], R),  # type: ignore[list-item]
+            TypeError,
+            "starts[0]: must be an int, got float",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [2], [[ONE]], R),
+            ValueError,
+            "starts[0]: must equal request 0's state end 0, got 2",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState(), CompressionState()], [0, 0], [[ONE], []], R),
+            ValueError,
+            "chunks[1]: a prefill chunk must hold at least one position",
+        ),
+        (
+            lambda: prefill_batch(L2, [CompressionState()], [0], [["x"]], R),
+            TypeError,
+            "chunks[0][0]: must be a (scores, latents) pair, got str",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: window_positions(0, False), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: window_positions(4, 1), TypeError, "overlap: must be a bool, got int"),  # type: ignore[arg-type]
+        (
+            lambda: window_positions(2, True),
+            ValueError,
+            "overlap: overlapping windows exist only for ratio 4, got ratio 2",
+        ),
+        (lambda: CompressedLayer(0, 1), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: CompressedLayer(2, 0), ValueError, "dim: must be a positive integer, got 0"),
+        (lambda: CompressedLayer(2, 1, overlap=None), TypeError, "overlap: must be a bool, got NoneType"),  # type: ignore[arg-type]
+        (
+            lambda: CompressedLayer(2, 1, overlap=True),
+            ValueError,
+            "overlap: overlapping windows exist only for ratio 4, got ratio 2",
+        ),
+        (lambda: CompressedLayer(2, 1, ape="ab"), TypeError, "ape: must be a sequence of 2 rows, got str"),  # type: ignore[arg-type]
+        (lambda: CompressedLayer(2, 1, ape=5), TypeError, "ape: must be a sequence of 2 rows, got int"),  # type: ignore[arg-type]
+        (
+            lambda: CompressedLayer(2, 1, ape=[[1]]),  # type: ignore[arg-type]
+            ValueError,
+            "ape: must have length 2 (one row per offset within the group), got 1",
+        ),
+        (lambda: CompressedLayer(2, 1, ape=[[1], "a"]), TypeError, "ape[1]: must be a sequence of 1 entries, got str"),  # type: ignore[arg-type]
+        (lambda: CompressedLayer(2, 1, ape=[[1], 7]), TypeError, "ape[1]: must be a sequence of 1 entries, got int"),  # type: ignore[arg-type]
+        (
+            lambda: CompressedLayer(2, 1, ape=[[1], [1, 2]]),  # type: ignore[arg-type]
+            ValueError,
+            "ape[1]: must have length 1 (one entry per projected channel), got 2",
+        ),
+        (
+            lambda: CompressedLayer(2, 1, ape=[[1], [0.5]]),  # type: ignore[arg-type]
+            TypeError,
+            "ape[1][0]: must be an int, Fraction or sympy number, got float",
+        ),
+        (
+            lambda: CompressedLayer(2, 1, ape=[[1], [True]]),  # type: ignore[arg-type]
+            TypeError,
+            "ape[1][0]: must be an int, Fraction or sympy number, got bool",
+        ),
+        (lambda: v4_layer(0, 1), ValueError, "ratio: must be a positive integer, got 0"),
+        (
+            lambda: v4_layer(2, 1),
+            ValueError,
+            "ratio: V4 compresses with ratio 4 or 128 (0 is an uncompressed layer with no compressor), got 2",
+        ),
+        (lambda: v4_layer(4, 1.0), TypeError, "dim: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: v41_layer(-1, 1), ValueError, "ratio: must be a positive integer, got -1"),
+        (
+            lambda: v41_layer(4, 1),
+            ValueError,
+            "ratio: V4.1 compresses with ratio 1 or 2 (0 is an uncompressed layer with no compressor), got 4",
+        ),
+    ],
+)
+def test_every_layer_refusal_is_worded_exactly(
+    call: Callable[[], object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_layer_shapes_and_ape_lookup() -> None:
+    assert (window_positions(4, True), window_positions(4, False), window_positions(128, False)) == (8, 4, 128)
+    layer = CompressedLayer(2, 1, ape=[[Fraction(1, 2)], [3]])  # type: ignore[arg-type]
+    assert layer.ape == ((Fraction(1, 2),), (3,))  # normalized to tuples: the layer stays hashable
+    assert hash(layer) == hash(CompressedLayer(2, 1, ape=((Fraction(1, 2),), (3,))))
+    assert [layer.ape_at(p, 0) for p in range(5)] == [Fraction(1, 2), 3, Fraction(1, 2), 3, Fraction(1, 2)]
+    assert CompressedLayer(2, 1).ape_at(3, 0) is None
+    v4 = v4_layer(4, 1, ape=[[1, 2], [3, 4], [5, 6], [7, 8]])
+    assert v4.ape == ((1, 2), (3, 4), (5, 6), (7, 8)) and v4.overlap and v4.ape_at(6, 1) == 6
+    assert v4_layer(128, 2).ape is None and not v4_layer(128, 2).overlap

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 import torch
 
-from fast.indexing import addressing, candidates, logits, naive, window
+from fast.indexing import addressing, candidates, compressed, logits, naive, window
 from fast.indexing import topk as tk
 from reference import addressing as ref_addr
 from reference import candidates as ref_cand
+from reference import compressed_list as ref_compressed
 from reference import indexing as ref_index
 from reference import topk as ref_topk
 from reference import window as ref_window
@@ -66,6 +67,10 @@ class K:
     @staticmethod
     def window_indices(**kwargs: Any) -> torch.Tensor:
         return window.window_indices(device=DEVICE, **kwargs).cpu()
+
+    @staticmethod
+    def compressed_indices(**kwargs: Any) -> torch.Tensor:
+        return compressed.compressed_indices(device=DEVICE, **kwargs).cpu()
 
 
 REF_CONVENTIONS: dict[str, ref_topk.TopKConvention] = {
@@ -426,6 +431,47 @@ def test_window_indices_equal_reference() -> None:
         assert one.tolist() == [list(ref_window.decode_window(4, 2, ref_order))]
 
 
+def test_compressed_indices_equal_reference() -> None:
+    """Prefill from 0, one-token decode and verify steps of up to 16, at ratios 128, 1, 2 and 3."""
+    cases = [(128, n, 0) for n in (0, 1, 127, 128, 129, 257)] + [(128, 1, p) for p in (1, 126, 127, 128, 1000)]
+    cases += [(128, q, p) for q in (2, 5, 16) for p in (112, 126, 127, 250)]
+    cases += [(r, q, p) for r in (1, 2, 3) for q in (1, 4, 16) for p in (0, 1, 2, 5)]
+    for ratio, seqlen, start in cases:
+        for offset in (0, 128, 2**31 - 1 - (start + seqlen) // ratio):
+            expected = [list(row) for row in ref_compressed.compressed_indices(ratio, seqlen, start, offset)]
+            shape = [seqlen, (start + seqlen) // ratio]
+            for fn in (K.compressed_indices, naive.compressed_indices):
+                got = fn(ratio=ratio, seqlen=seqlen, start_pos=start, offset=offset)
+                assert got.dtype == torch.int32 and list(got.shape) == shape
+                assert got.tolist() == expected, (fn, ratio, seqlen, start, offset)
+
+
+def test_select_fill_bounds_match_the_reference() -> None:
+    """A fill equal to the largest offset + row width is the smallest the kernels take; one less, or 0 with any
+    row lane possible, is refused (as reference.topk.topk refuses it)."""
+    s = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    lens = torch.tensor([3, 2], dtype=torch.int32)
+    offsets = torch.tensor([0, 5], dtype=torch.int32)
+    for fn in (K.topk, naive.topk):
+        assert fn(s, lens, k=4, convention="select", fill=3).tolist() == [[0, 1, 2, 3], [0, 1, 3, 3]]
+        assert fn(s, lens, k=4, convention="select", offsets=offsets, fill=8).tolist() == [[0, 1, 2, 8], [5, 6, 8, 8]]
+        assert fn(s[:, :0], lens * 0, k=2, convention="select", fill=0).tolist() == [[0, 0], [0, 0]]
+        for fill, shift in ((2, None), (0, None), (7, offsets), (5, offsets)):
+            with pytest.raises(ValueError, match=r"^fill: must be negative or >= "):
+                fn(s, lens, k=4, convention="select", fill=fill, offsets=shift)
+
+
+def test_candidate_restore_refuses_padding_other_than_minus_one() -> None:
+    offsets = torch.tensor([[0, 3]], dtype=torch.int32)
+    for blocks, expected in (([[2, -1]], [[4, -1]]), ([[-1, 2]], [[-1, 5]])):
+        for fn in (K.candidate_restore, naive.candidate_restore):
+            assert fn(offsets, torch.tensor(blocks, dtype=torch.int32), block_size=2).tolist() == expected
+    for bad in (-2, -(2**31)):
+        for fn in (K.candidate_restore, naive.candidate_restore):
+            with pytest.raises(ValueError, match=r"^candidate_blocks: must hold block ids >= 0 or -1 \(padding\)$"):
+                fn(offsets, torch.tensor([[2, bad]], dtype=torch.int32), block_size=2)
+
+
 # --- index logits ---------------------------------------------------------------------------------------------
 
 
@@ -639,6 +685,13 @@ def _bad_calls():  # type: ignore[no-untyped-def]
         ("seqlen", ValueError, lambda: K.window_indices(window=4, seqlen=2, start_pos=3, order="v4")),
         ("order", ValueError, lambda: K.window_indices(window=4, seqlen=2, start_pos=0, order="v5")),
         ("positions", ValueError, lambda: K.decode_window_indices(torch.tensor([-2]), window=4, order="v4")),
+        ("ratio", ValueError, lambda: K.compressed_indices(ratio=0, seqlen=2, start_pos=0)),
+        ("seqlen", ValueError, lambda: K.compressed_indices(ratio=4, seqlen=-1, start_pos=0)),
+        ("start_pos", ValueError, lambda: K.compressed_indices(ratio=4, seqlen=1, start_pos=-1)),
+        ("offset", ValueError, lambda: K.compressed_indices(ratio=4, seqlen=1, start_pos=0, offset=-1)),
+        ("offset", ValueError, lambda: K.compressed_indices(ratio=1, seqlen=2, start_pos=0, offset=2**31 - 2)),
+        ("seqlen", ValueError, lambda: K.compressed_indices(ratio=128, seqlen=2, start_pos=2**31 - 2)),
+        ("ratio", TypeError, lambda: K.compressed_indices(ratio=4.0, seqlen=1, start_pos=0)),
     ]
 
 

@@ -4,6 +4,9 @@ the kernels quantize."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Callable
 from fractions import Fraction
 
 import ml_dtypes
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from reference import scales
 from reference.accounting import block_payload_bytes
 from reference.cache_blocks import (
     BlockLayout,
@@ -33,6 +37,7 @@ from reference.formats import (
     quantize_row,
     row_format,
 )
+from reference.grids import FP32, decode
 from reference.scales import fp4_e4m3_scale_code, fp4_ue8m0_scale_exponent, fp8_scale_exponent
 
 RNG = np.random.default_rng(7)
@@ -298,3 +303,186 @@ def test_seed_000_table_row_and_block_bytes() -> None:
     assert block_payload_bytes(V41_MAIN_FP8, 128, 2) == 33_792
     assert block_payload_bytes(V41_MAIN_FP4, 128, 2) == 18_432
     assert block_payload_bytes(INDEX_FP4, 128, 2) == 4_352
+
+
+# --- every refusal worded exactly, and the paths no other test reaches (docs/mutation.md) ----------------------
+
+L = public_layout(V41_MAIN_FP8, 2)
+UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: BlockLayout(V41_MAIN_FP8, 0, "interleaved"), ValueError, "rows: must be a positive integer, got 0"),
+        (
+            lambda: BlockLayout(V41_MAIN_FP8, 2, "interleaved", 0),
+            ValueError,
+            "alignment: must be a positive integer, got 0",
+        ),
+        (
+            lambda: BlockLayout(V41_MAIN_FP8, 2, "zigzag"),  # type: ignore[arg-type]
+            ValueError,
+            "arrangement: must be 'sectioned' or 'interleaved', got 'zigzag'",
+        ),
+        (lambda: public_layout(UNKNOWN, 2), ValueError, "fmt: no public layout is recorded for 'custom'"),
+        (lambda: pack_block(L, [None, None, None]), ValueError, "rows: at most 2 rows fit one block, got 3"),
+        (
+            lambda: pack_block(L, [QuantizedRow(bytes(512), bytes(15))]),
+            ValueError,
+            "rows[0]: must have 512 data and 16 scale bytes",
+        ),
+        (
+            lambda: pack_block(L, [None, QuantizedRow(bytes(511), bytes(16))]),
+            ValueError,
+            "rows[1]: must have 512 data and 16 scale bytes",
+        ),
+        (lambda: unpack_block(L, bytes(10)), ValueError, "block: must be 1056 bytes, got 10"),
+        (lambda: slot_byte_offsets(L, -1), ValueError, "slot: must be an int >= 0, got -1"),
+        (lambda: slot_byte_offsets(L, 1.5), ValueError, "slot: must be an int >= 0, got 1.5"),  # type: ignore[arg-type]
+        (lambda: L.data_offset(2), ValueError, "row: must be in [0, 2), got 2"),
+        (lambda: L.scale_offset(-1), ValueError, "row: must be in [0, 2), got -1"),
+        (
+            lambda: row_format("v9"),
+            ValueError,
+            "name: unknown row format 'v9'; known: index-fp4, index-fp8, v4-main-fp8, v41-main-fp4, v41-main-fp8",
+        ),
+        (
+            lambda: quantize_row(V41_MAIN_FP8, [0] * 3),
+            ValueError,
+            "values: must have length 512 (v41-main-fp8 rows have 512 values), got 3",
+        ),
+        (
+            lambda: quantize_row(V41_MAIN_FP8, [0.5] * 512),  # type: ignore[list-item]
+            TypeError,
+            "values[0]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: quantize_row(V4_MAIN_FP8, [0] * 448 + [2**200] + [0] * 63),
+            ValueError,
+            "values[448]: 1606938044258990275541962092341162602522202993782792835301376 overflows bf16",
+        ),
+        (
+            lambda: quantize_row(V41_MAIN_FP8, [448 * 2**128] + [0] * 511),
+            ValueError,
+            f"values: group 0 (amax {448 * 2**128}) needs scale 2**128, outside the ue8m0 range [-127, 127]",
+        ),
+        (
+            lambda: quantize_row(INDEX_FP4, [6 * 2**128] + [0] * 127),
+            ValueError,
+            f"values: group 0 (amax {6 * 2**128}) needs scale 2**128, outside the ue8m0 range [-127, 127]",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP8, QuantizedRow(bytes(511), bytes(16))),
+            ValueError,
+            "row.data: must be 512 bytes, got 511",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP8, QuantizedRow(bytes(512), bytes(17))),
+            ValueError,
+            "row.scales: must be 16 bytes, got 17",
+        ),
+        (
+            lambda: dequantize_row(INDEX_FP8, QuantizedRow(bytes(128), (0x7F800000).to_bytes(4, "little"))),
+            ValueError,
+            "scales: group 0 holds the fp32 bit pattern 0x7f800000, not a finite scale",
+        ),
+        (
+            lambda: dequantize_row(INDEX_FP4, QuantizedRow(bytes(64), bytes([0xFF, 0, 0, 0]))),
+            ValueError,
+            "scales: group 0 holds the ue8m0 NaN code 0xff",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP4, QuantizedRow(bytes(256), bytes([0x7F]) + bytes(31))),
+            ValueError,
+            "scales: group 0 holds the e4m3 NaN code 0x7f",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP4, QuantizedRow(bytes(256), bytes(31) + bytes([0xFF]))),
+            ValueError,
+            "scales: group 31 holds the e4m3 NaN code 0xff",
+        ),
+        (
+            lambda: dequantize_row(V41_MAIN_FP8, QuantizedRow(bytes([0x7F]) + bytes(511), bytes(16))),
+            ValueError,
+            "row.data: element 0 holds the e4m3 NaN code 0x7f",
+        ),
+        (
+            lambda: dequantize_row(V4_MAIN_FP8, QuantizedRow(bytes(448) + bytes(126) + bytes([0x80, 0x7F]), bytes(8))),
+            ValueError,
+            "row.data: bf16 value 511 is not finite (0x7f80)",
+        ),
+        (
+            lambda: dequantize_row(V4_MAIN_FP8, QuantizedRow(bytes(448) + bytes([0x80, 0x7F]) + bytes(126), bytes(8))),
+            ValueError,
+            "row.data: bf16 value 448 is not finite (0x7f80)",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_public_layouts_exactly() -> None:
+    assert public_layout(V41_MAIN_FP4, 3) == BlockLayout(V41_MAIN_FP4, 3, "interleaved", 1)
+    assert public_layout(INDEX_FP4, 3) == BlockLayout(INDEX_FP4, 3, "sectioned", 1)
+    assert public_layout(V4_MAIN_FP8, 3) == BlockLayout(V4_MAIN_FP8, 3, "sectioned", 576)
+    assert slot_byte_offsets(L, 0) == (0, 512) and slot_byte_offsets(L, 3) == (1056 + 528, 1056 + 528 + 512)
+    row = QuantizedRow(b"\x01\x02", b"\x03")
+    assert row.joined() == b"\x01\x02\x03"
+
+
+def test_scale_exponent_127_is_the_largest_stored() -> None:
+    """A group whose scale is 2**127 is stored (ue8m0 byte 254; fp32 2**127); 2**128 is refused (above)."""
+    for fmt, top in ((V41_MAIN_FP8, 448), (INDEX_FP4, 6), (INDEX_FP8, 448)):
+        values = [top * 2**127] + [0] * (fmt.dims - 1)
+        assert dequantize_row(fmt, quantize_row(fmt, values)) == tuple(Fraction(v) for v in values)
+
+
+def test_several_fp32_scales_in_one_row() -> None:
+    """A format with several fp32 power-of-two scales (none public has more than one): each group reads its own
+    four bytes, the middle one included."""
+    fmt = RowFormat("three-fp32-groups", 12, 12, "e4m3", 4, "fp32_pow2", 0)
+    values = [Fraction(v) for v in (448, 1, 2, 3, 0, 0, 0, 0, 2**40, 0, 0, -(2**41))]
+    values[4] = Fraction(7, 2**20)
+    row = quantize_row(fmt, values)
+    assert len(row.scales) == 12 and len({row.scales[0:4], row.scales[4:8], row.scales[8:12]}) == 3
+    assert dequantize_row(fmt, row) == tuple(Fraction(v) for v in values)
+    # a stored scale need not be a power of two: the third group's 1 + 2**-23 has a nonzero low byte, next to the
+    # second group's four bytes
+    odd = row.scales[:8] + (0x3F800001).to_bytes(4, "little")
+    got = dequantize_row(fmt, QuantizedRow(row.data, odd))
+    assert got[:8] == tuple(Fraction(v) for v in values[:8])
+    old_scale = decode(FP32, int.from_bytes(row.scales[8:12], "little"))
+    new_scale = decode(FP32, 0x3F800001)
+    assert got[8:] == tuple(Fraction(v) / old_scale * new_scale for v in values[8:])
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: scales.amax([]), ValueError, "values: must be a non-empty group"),
+        (lambda: scales.amax([1, 0.5]), TypeError, "values[1]: must be an int or Fraction, got float"),  # type: ignore[list-item]
+        (lambda: fp8_scale_exponent(0.5), TypeError, "group_amax: must be an int or Fraction, got float"),  # type: ignore[arg-type]
+        (lambda: fp8_scale_exponent(-1), ValueError, "group_amax: must be >= 0, got -1"),
+        (
+            lambda: fp8_scale_exponent(1, floor_applies_to="group"),  # type: ignore[arg-type]
+            ValueError,
+            "floor_applies_to: must be 'amax' or 'quotient', got 'group'",
+        ),
+        (lambda: fp4_e4m3_scale_code(0.5), TypeError, "group_amax: must be an int or Fraction, got float"),  # type: ignore[arg-type]
+        (lambda: fp4_e4m3_scale_code(Fraction(-1, 2)), ValueError, "group_amax: must be >= 0, got -1/2"),
+        (lambda: fp4_ue8m0_scale_exponent(True), TypeError, "group_amax: must be an int or Fraction, got bool"),
+        (lambda: fp4_ue8m0_scale_exponent(-6), ValueError, "group_amax: must be >= 0, got -6"),
+    ],
+)
+def test_every_scale_refusal_is_worded_exactly(
+    call: Callable[[], object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_amax_of_one_value() -> None:
+    assert scales.amax([-3]) == 3 and scales.amax([Fraction(1, 2), -2, 1]) == 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -21,6 +23,10 @@ from reference.grids import (
     ceil_log2,
     classify,
     decode,
+    e2m1_decode,
+    e2m1_encode,
+    e4m3_decode,
+    e4m3_encode,
     encode,
     finite_values,
     floor_log2,
@@ -225,3 +231,73 @@ def test_refusals_name_the_argument() -> None:
         ue8m0_encode(power_of_two(128))
     with pytest.raises(ValueError, match=r"^x: must be > 0"):
         ceil_log2(0)
+
+
+# --- the named helpers, the top of each range, and every refusal worded exactly (docs/mutation.md) -------------
+
+
+def test_named_helpers_and_whole_grids() -> None:
+    assert e4m3_encode(448) == 0x7E and e4m3_decode(0x7E) == 448 and e4m3_encode(-Fraction(1, 512)) == 0x81
+    assert e2m1_encode(6) == 0x7 and e2m1_decode(0xF) == -6 and e2m1_encode(Fraction(1, 2)) == 0x1
+    grid = [
+        Fraction(0),
+        Fraction(1, 2),
+        Fraction(1),
+        Fraction(3, 2),
+        Fraction(2),
+        Fraction(3),
+        Fraction(4),
+        Fraction(6),
+    ]
+    assert finite_values(E2M1) == tuple(sorted({Fraction(s * v) for v in grid for s in (1, -1)}))
+    assert len(finite_values(E4M3FN)) == 253 and finite_values(E4M3FN)[-1] == 448
+
+
+def test_the_largest_finite_value_rounds_to_itself() -> None:
+    for fmt in (BF16, FP32, E4M3FN, E2M1):
+        assert round_to(fmt, fmt.max_finite) == fmt.max_finite and round_to(fmt, -fmt.max_finite) == -fmt.max_finite
+    assert ue8m0_decode(254) == 2**127 and ue8m0_decode(0) == Fraction(1, 2**127)
+    assert ue8m0_encode(2**127) == 254 and ue8m0_encode(Fraction(1, 2**127)) == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: floor_log2(0.5), TypeError, "x: must be an int or Fraction, got float"),  # type: ignore[arg-type]
+        (lambda: floor_log2(0), ValueError, "x: must be > 0, got 0"),
+        (lambda: floor_log2(Fraction(-1, 2)), ValueError, "x: must be > 0, got -1/2"),
+        (lambda: ceil_log2(0), ValueError, "x: must be > 0, got 0"),
+        (lambda: classify(E4M3FN, 1.5), TypeError, "code: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: classify(E4M3FN, 256), ValueError, "code: must be in [0, 255] for e4m3fn, got 256"),
+        (lambda: classify(BF16, -1), ValueError, "code: must be in [0, 65535] for bf16, got -1"),
+        (lambda: decode(E4M3FN, 0x7F), ValueError, "code: 0x7f is a nan code of e4m3fn, which has no rational value"),
+        (lambda: decode(BF16, 0x7F80), ValueError, "code: 0x7f80 is a +inf code of bf16, which has no rational value"),
+        (lambda: round_to(BF16, 0.5), TypeError, "x: must be an int or Fraction, got float"),  # type: ignore[arg-type]
+        (
+            lambda: round_to(BF16, 2**200),
+            ValueError,
+            f"x: {2**200} overflows bf16 (rounds beyond {BF16.max_finite}); encode gives inf",
+        ),
+        (lambda: encode(FP32, 0.5), TypeError, "x: must be an int or Fraction, got float"),  # type: ignore[arg-type]
+        (lambda: ue8m0_decode(1.0), TypeError, "code: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: ue8m0_decode(256), ValueError, "code: must be in [0, 255] for ue8m0, got 256"),
+        (lambda: ue8m0_decode(-1), ValueError, "code: must be in [0, 255] for ue8m0, got -1"),
+        (lambda: ue8m0_decode(255), ValueError, "code: 0xff is the NaN code of ue8m0, which has no rational value"),
+        (lambda: ue8m0_encode(0.5), TypeError, "scale: must be an int or Fraction, got float"),  # type: ignore[arg-type]
+        (lambda: ue8m0_encode(0), ValueError, "scale: must be a positive power of two, got 0"),
+        (lambda: ue8m0_encode(-2), ValueError, "scale: must be a positive power of two, got -2"),
+        (lambda: ue8m0_encode(3), ValueError, "scale: must be an exact power of two, got 3"),
+        (
+            lambda: ue8m0_encode(Fraction(1, 2**128)),
+            ValueError,
+            "scale: exponent -128 is outside the ue8m0 range [-127, 127]",
+        ),
+        (lambda: ue8m0_encode(2**128), ValueError, "scale: exponent 128 is outside the ue8m0 range [-127, 127]"),
+        (lambda: power_of_two(1.5), TypeError, "exponent: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: e4m3_decode(0xFF), ValueError, "code: 0xff is a nan code of e4m3fn, which has no rational value"),
+        (lambda: e2m1_decode(16), ValueError, "code: must be in [0, 15] for e2m1, got 16"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()

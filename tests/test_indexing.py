@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import TypeAlias
@@ -126,6 +127,29 @@ def test_prefill_and_decode_counts_agree_per_position() -> None:
         assert decode_visible_rows([0, 1, 7, 8], ratio) == [visible_rows(p, ratio) for p in (0, 1, 7, 8)]
 
 
+@pytest.mark.parametrize("ratio", [1, 2, 3, 4, 128])
+def test_one_visible_count_per_step_is_not_the_per_query_count(ratio: int) -> None:
+    """The public V4.1 decode gives every query of a step of q positions ``end_pos // ratio`` rows; the contract
+    counts per query (a verify step counts like a prefill chunk). For q = 1 they agree at every position; for
+    every q >= 2 they disagree exactly where a position of the step after its first completes a row (at
+    ratio 1: always), and every row the step-wide count adds for a query was completed by a later position of
+    that same step."""
+    for q in range(1, 17):
+        disagreements = 0
+        for start in range(0, 3 * ratio + 17):
+            per_query = prefill_visible_rows(start, q, ratio)
+            public = (start + q) // ratio
+            completes_inside = any((p + 1) % ratio == 0 for p in range(start + 1, start + q))
+            assert (per_query == [public] * q) is not completes_inside
+            disagreements += completes_inside
+            for p, seen in zip(range(start, start + q), per_query, strict=True):
+                assert seen <= public
+                assert all(p < (j + 1) * ratio - 1 < start + q for j in range(seen, public))
+        assert (disagreements == 0) is (q == 1)
+        if ratio == 1 and q > 1:
+            assert disagreements == 3 * ratio + 17  # every start
+
+
 def test_deepinfer_metadata_formula() -> None:
     # prepare_tensor_input_v4.cpp: for j in [seqlen_k - seqlen_q, seqlen_k): klen = (j + 1) / r.
     for seqlen_k, seqlen_q in [(5, 5), (9, 2), (16, 1)]:
@@ -154,4 +178,62 @@ def test_deepinfer_metadata_formula() -> None:
 )
 def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Exception], argument: str) -> None:
     with pytest.raises(error, match=f"^{argument}"):
+        call()
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: index_scores([], [], []), ValueError, "queries: must hold at least one head"),
+        (
+            lambda: index_scores([[1, 2], [1]], [1, 1], [[1, 2]]),
+            ValueError,
+            "queries[1]: must have length 2 (the index head dimension), got 1",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1, 1], [[1, 2]]),
+            ValueError,
+            "weights: must have length 1 (one weight per query head), got 2",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [0.5], [[1, 2]]),
+            TypeError,
+            "weights[0]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1], [[1]]),
+            ValueError,
+            "keys[0]: must have length 2 (the index head dimension), got 1",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1], [[1, 0.5]]),
+            TypeError,
+            "keys[0][1]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1], [[1, 2]], scale=0),
+            ValueError,
+            "scale: must be positive (a positive factor keeps the ranking), got 0",
+        ),
+        (
+            lambda: index_scores([[1, 2]], [1], [[1, 2]], scale=0.5),
+            TypeError,
+            "scale: must be an int or Fraction, got float",
+        ),
+        (lambda: public_weight_scale(0, 64), ValueError, "index_head_dim: must be a positive integer, got 0"),
+        (lambda: public_weight_scale(128, 0), ValueError, "n_heads: must be a positive integer, got 0"),
+        (lambda: visible_rows(-1, 2), ValueError, "position: must be >= 0, got -1"),
+        (lambda: visible_rows(1, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: prefill_visible_rows(-1, 2, 2), ValueError, "start_pos: must be >= 0, got -1"),
+        (lambda: prefill_visible_rows(0, -1, 2), ValueError, "seqlen: must be >= 0, got -1"),
+        (lambda: prefill_visible_rows(0, 2, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: decode_visible_rows([1], 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: decode_visible_rows([1, -1], 2), ValueError, "positions[1]: must be >= 0, got -1"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()

@@ -60,6 +60,11 @@ def samples(device: str) -> dict[str, tuple[tuple[Any, ...], dict[str, Any]]]:
         "slot_translation": ((*on(rows, table, torch.tensor([2, 1], dtype=torch.int32)), 4, "count"), {}),
         "gathered_rows": (on(rows, torch.tensor([10, 0], dtype=torch.int64)), {}),
         "decode_window_indices": ((*on(torch.tensor([0, 3, 9], dtype=torch.int32)), 4, "v4.1"), {}),
+        "compressed_indices": ((128, 3, 254, 5, torch.device(device)), {}),
+        "window_release": (
+            (*on(torch.tensor([300, 9, 130], dtype=torch.int32), torch.tensor([2, 1, 8], dtype=torch.int32)), 128, 64),
+            {},
+        ),
         "quantize_store": ((*on(torch.randn(3, 512, generator=g), slots, cache), "v41_fp8_528", 4), {}),
         "gather_dequantize": ((*on(cache, torch.tensor([3, 6], dtype=torch.int64)), "v41_fp8_528", 4), {}),
         "sparse_attention": ((*on(torch.randn(3, 2, 16, generator=g), kv, indices, sink), 0.25, 8), {}),

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import types
 
+import pytest
+
 import reference
+from reference import conventions
 from reference.conventions import CONVENTIONS
 
 
@@ -51,3 +55,21 @@ def test_one_spelling_the_earlier_ones_refused_naming_the_new() -> None:
         min_safe_ring_size(2, False, 1, "write-then-read", False)
     assert set(CONVENTIONS["quantize_store"]) == {row_format(n).name for n in CONVENTIONS["quantize_store"]}
     assert set(CONVENTIONS["compression_decode"]) == {"write_then_read", "read_then_write"}
+
+
+def test_rules_are_looked_up_by_name() -> None:
+    assert conventions.rule("topk", "v4.1") is conventions.TOPK["v4.1"].rule
+    assert conventions.rule("window_indices", "v4") is conventions.WINDOW_INDICES["v4"].rule
+    assert conventions.lookup(conventions.TOPK, "select", "convention") is conventions.TOPK["select"].rule
+    refusals = [
+        (lambda: conventions.rule("top-k", "v4.1"), f"op: unknown operation 'top-k'; known: {', '.join(CONVENTIONS)}"),
+        (
+            lambda: conventions.rule("topk", "v5"),
+            f"convention: unknown convention 'v5'; known: {', '.join(conventions.TOPK)}",
+        ),
+        (lambda: conventions.rule("index_scores", "x"), "convention: unknown convention 'x'; known: none"),
+        (lambda: conventions.lookup({}, "x", "what"), "what: unknown convention 'x'; known: none"),
+    ]
+    for call, message in refusals:
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            call()

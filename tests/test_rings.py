@@ -4,7 +4,9 @@ bounds of docs/ring-safety.md with their counterexamples."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -206,6 +208,30 @@ def test_ring_keeps_rejected_writes() -> None:
     assert [slot[1][0] if slot else None for slot in after.slots] == [0, 1, 2, 3]
 
 
+def test_ring_reads_are_the_positions_read_from_slots() -> None:
+    """``ring_reads`` lists exactly the positions whose inputs came from ring slots, ascending: under
+    read-then-write only old positions (< start), under write-then-read every position a completed row reads."""
+    one = ((1,), (1,))
+    c2 = CompressedLayer(2, 1)
+    for discipline in DISCIPLINES:
+        ring = new_ring(c2, 4, discipline)
+        first = ring_prefill(ring, 0, [one] * 3, R)  # row 0 from the chunk itself
+        assert first.ring_reads == ()
+        second = ring_prefill(first.ring, 3, [one] * 2, R)  # row 1 = positions 2 (ring) and 3 (chunk)
+        assert second.ring_reads == (2,)
+        nothing = ring_step(second.ring, 5, [one], R)  # position 5 completes row 2 = positions 4, 5
+        assert nothing.ring_reads == ((4, 5) if discipline == WRITE_THEN_READ else (4,))
+        idle = ring_step(nothing.ring, 6, [one], R)  # completes nothing, reads nothing
+        assert idle.ring_reads == ()
+    c4 = CompressedLayer(4, 1, overlap=True)  # row 1 reads positions 0 .. 7
+    for discipline, reads in ((READ_THEN_WRITE, tuple(range(7))), (WRITE_THEN_READ, tuple(range(8)))):
+        ring = ring_prefill(new_ring(c4, 8, discipline), 0, [((1, 1), (1, 1))] * 7, R).ring
+        assert ring_step(ring, 7, [((1, 1), (1, 1))], R).ring_reads == reads
+    verify = ring_prefill(new_ring(c2, 6, WRITE_THEN_READ), 0, [one], R).ring
+    # a verify step of 4 (positions 1 .. 4) reads rows 0 and 1 whole from the ring, then keeps 2 positions
+    assert ring_step(verify, 1, [one] * 4, R, accepted=2).ring_reads == (0, 1, 2, 3)
+
+
 # --- strict mode, payload and bad input ----------------------------------------------------------------------
 
 
@@ -264,3 +290,106 @@ def test_bad_ring_input(call: object, argument: str, error: type[Exception]) -> 
     with pytest.raises(error) as caught:
         call()  # type: ignore[operator]
     assert str(caught.value).startswith(f"{argument}:")
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+L2 = CompressedLayer(2, 1)
+ONE = ((1,), (1,))
+RING = new_ring(L2, 4, WRITE_THEN_READ)
+STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: min_safe_ring_size(0, False, 1, WRITE_THEN_READ, False),
+            ValueError,
+            "ratio: must be a positive integer, got 0",
+        ),
+        (lambda: min_safe_ring_size(2, 1, 1, WRITE_THEN_READ, False), TypeError, "overlap: must be a bool, got int"),  # type: ignore[arg-type]
+        (
+            lambda: min_safe_ring_size(2, False, 0, WRITE_THEN_READ, False),
+            ValueError,
+            "qmax: must be a positive integer, got 0",
+        ),
+        (
+            lambda: min_safe_ring_size(2, False, 1, "write-first", False),
+            ValueError,
+            "discipline: must be one of write-then-read, read-then-write, got 'write-first'",
+        ),
+        (
+            lambda: min_safe_ring_size(2, False, 1, 7, False),  # type: ignore[arg-type]
+            ValueError,
+            "discipline: must be one of write-then-read, read-then-write, got 7",
+        ),
+        (lambda: min_safe_ring_size(2, False, 1, WRITE_THEN_READ, 0), TypeError, "rollback: must be a bool, got int"),  # type: ignore[arg-type]
+        (lambda: state_payload_bytes(-1, 2), ValueError, "slots: must be >= 0, got -1"),
+        (lambda: state_payload_bytes(1, 0), ValueError, "channels: must be a positive integer, got 0"),
+        (lambda: new_ring("layer", 4, WRITE_THEN_READ), TypeError, "layer: must be a CompressedLayer, got str"),  # type: ignore[arg-type]
+        (lambda: new_ring(L2, 0, WRITE_THEN_READ), ValueError, "size: must be a positive integer, got 0"),
+        (
+            lambda: new_ring(L2, 4, "x"),
+            ValueError,
+            "discipline: must be one of write-then-read, read-then-write, got 'x'",
+        ),
+        (lambda: new_ring(L2, 4, WRITE_THEN_READ, rollback=None), TypeError, "rollback: must be a bool, got NoneType"),  # type: ignore[arg-type]
+        (lambda: new_ring(L2, 4, WRITE_THEN_READ, strict=1), TypeError, "strict: must be a bool, got int"),  # type: ignore[arg-type]
+        (lambda: new_ring(L2, 4, WRITE_THEN_READ, qmax=0), ValueError, "qmax: must be a positive integer, got 0"),
+        (
+            lambda: new_ring(L2, 4, WRITE_THEN_READ, strict=True),
+            ValueError,
+            "qmax: strict mode needs the largest step size qmax",
+        ),
+        (
+            lambda: new_ring(L2, 2, WRITE_THEN_READ, qmax=2, strict=True),
+            ValueError,
+            "size: a write-then-read ring for ratio 2, qmax 2 needs at least 3 slots, got 2",
+        ),
+        (
+            lambda: new_ring(CompressedLayer(4, 1, overlap=True), 10, WRITE_THEN_READ, qmax=4, strict=True),
+            ValueError,
+            "size: a write-then-read ring for ratio 4 with overlap, qmax 4 needs at least 11 slots, got 10",
+        ),
+        (lambda: ring_prefill("ring", 0, [ONE], R), TypeError, "ring: must be a Ring, got str"),  # type: ignore[arg-type]
+        (lambda: ring_prefill(RING, 0.0, [ONE], R), TypeError, "start: must be an int, got float"),  # type: ignore[arg-type]
+        (
+            lambda: ring_prefill(RING, 1, [ONE], R),
+            ValueError,
+            "start: a step must start where the ring ends (0), got 1",
+        ),
+        (lambda: ring_prefill(RING, 0, [], R), ValueError, "positions: a step must hold at least one position"),
+        (lambda: ring_step(RING, 0, [ONE], R, accepted=1.0), TypeError, "accepted: must be an int, got float"),  # type: ignore[arg-type]
+        (
+            lambda: ring_step(RING, 0, [ONE], R, accepted=2),
+            ValueError,
+            "accepted: must be between 1 and the step's 1 positions, got 2",
+        ),
+        (
+            lambda: ring_step(STRICT, 0, [ONE] * 3, R),
+            ValueError,
+            "positions: a strict ring takes at most qmax = 2 per step, got 3",
+        ),
+        (
+            lambda: ring_step(STRICT, 0, [ONE] * 2, R, accepted=1),
+            ValueError,
+            "accepted: a strict ring without rollback keeps all 2 positions",
+        ),
+        (
+            lambda: new_ring(L2, 1, READ_THEN_WRITE, qmax=2, rollback=True, strict=True),
+            ValueError,
+            "size: a read-then-write ring for ratio 2, qmax 2 and rollback needs at least 2 slots, got 1",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_a_ring_whose_end_outruns_its_slots_is_caught() -> None:
+    """A ring built by hand with an end past what was written: the read of a never-written slot raises."""
+    ring = replace(new_ring(L2, 4, READ_THEN_WRITE), end=3)
+    with pytest.raises(RuntimeError, match=r"^position 2: its ring slot was never written \(end 3\)$"):
+        ring_step(ring, 3, [ONE], R)

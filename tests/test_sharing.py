@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import pytest
 
 from reference.models import MODELS, V41_FLASH
@@ -126,3 +129,43 @@ def test_v4_layers_share_nothing() -> None:
 def test_a_compressing_layer_needs_a_source() -> None:
     with pytest.raises(ValueError, match=r"^kv_source_layers: layer 2 has ratio 2 but no KV source"):
         maps_from_sources((0, 0, 2, 2), 4, (3,), (3,), None)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: validate_sharing(SharingMaps((0, 0.5), (0, 1), (0, 1), (0, 1)), (2, 2)),  # type: ignore[arg-type]
+            TypeError,
+            "layer_kv_map[1]: must be an int, got float",
+        ),
+        (
+            lambda: validate_sharing(SharingMaps((0, 2), (0, 1), (0, 1), (0, 1)), (2, 2)),
+            ValueError,
+            "layer_kv_map[1]: source 2 is not a layer in [0, 2)",
+        ),
+        (
+            lambda: validate_sharing(SharingMaps((0, 1), (0, 1), (0, 1), (0, 1)), (2, -1)),
+            ValueError,
+            "ratios[1]: must be >= 0, got -1",
+        ),
+        (
+            lambda: validate_sharing(SharingMaps((0, 1), (0, 1), (0, 1), (0, 1)), (2, 1.0)),  # type: ignore[arg-type]
+            TypeError,
+            "ratios[1]: must be an int, got float",
+        ),
+        (lambda: check_refines("fine", [0], "coarse", [0, 1]), ValueError, "fine: has 1 entries but coarse has 2"),
+        (
+            lambda: maps_from_sources((0, 2, 2), 3, (2,), (), None),
+            ValueError,
+            "kv_source_layers: layer 1 has ratio 2 but no KV source at or before it",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_layers_before_the_first_index_source_index_for_themselves() -> None:
+    assert maps_from_sources((2, 2), 2, (0,), (1,), None) == SharingMaps((0, 0), (0, 0), (0, 1), (0, 1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -11,9 +12,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.checks import INT32_MAX
-from reference.score_values import NAN, NEG_INF, POS_INF, Special
+from reference.checks import INT32_MAX, INT32_MIN
+from reference.score_values import NAN, NEG_INF, POS_INF, Special, format_score, format_scores, require_score, score_max
 from reference.topk import (
+    LaneLayout,
     MaskedLanes,
     Phase,
     SelectTopK,
@@ -22,8 +24,10 @@ from reference.topk import (
     V41TopK,
     Width,
     chosen_rows,
+    lane_layout,
     ranked_rows,
     topk,
+    valid_prefix,
 )
 from tests.indexing_oracles import Poison, chosen_set, in_rank_order
 
@@ -214,6 +218,34 @@ def test_select_defaults() -> None:
     assert topk([2, 6, 3], 1, 3, SelectTopK(), offset=5) == (5, INT32_MAX, INT32_MAX)
 
 
+@pytest.mark.parametrize(
+    ("scores", "offset", "fill", "lanes"),
+    [
+        ([1, 2, 3], 0, 3, (1, 0, 3)),  # fill = offset + len(scores): the first value no row lane can take
+        ([4, 9], 5, 7, (6, 5, 7)),
+        ([], 0, 0, (0, 0, 0)),  # no row at all: even 0 cannot be mistaken for one
+        ([1, 2, 3], 0, -1, (1, 0, -1)),
+        ([1, 2, 3], 4, INT32_MIN, (5, 4, INT32_MIN)),
+    ],
+)
+def test_select_fill_at_the_bounds_is_accepted(scores: list[int], offset: int, fill: int, lanes: tuple[int]) -> None:
+    assert topk(scores, min(len(scores), 2), 3, SelectTopK(fill=fill, sorted_index=False), offset) == lanes
+
+
+@pytest.mark.parametrize(
+    ("length", "offset", "fill"),
+    [(3, 0, 0), (3, 0, 2), (2, 5, 6), (2, 5, 0), (2, 5, 5), (1, 0, 0)],
+)
+def test_select_fill_that_a_row_lane_can_hold_is_refused(length: int, offset: int, fill: int) -> None:
+    """``0 <= fill < offset + len(scores)`` could be read as a row: 0, the last row lane and the offset itself."""
+    message = (
+        "fill: must not collide with a row lane: use a negative value or one >= offset + len(scores) = "
+        f"{offset + length}, got {fill}"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        topk(list(range(length)), length, 1, SelectTopK(fill=fill), offset)
+
+
 # --- every convention: past-the-end storage, empty ranges, k = 0 ----------------------------------------------
 
 
@@ -276,3 +308,55 @@ def test_nan_in_the_valid_prefix_ranks_first() -> None:
 def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Exception], argument: str) -> None:
     with pytest.raises(error, match=f"^{argument}"):
         call()
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: lane_layout(SelectTopK(fill=1.5)), TypeError, "fill: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: lane_layout("v4.1"), ValueError, "convention: must be V41TopK, V4TopK or SelectTopK, got str"),  # type: ignore[arg-type]
+        (
+            lambda: topk([1, 2], 3, 1, V41TopK()),
+            ValueError,
+            "valid: must be <= len(scores) = 2 (the row length), got 3",
+        ),
+        (
+            lambda: topk([1, 2, 3], 2, 1, V4TopK(Phase.DECODE)),
+            ValueError,
+            "valid: V4 decode scores exactly the visible rows, so valid must equal len(scores) = 3, got 2",
+        ),
+        (lambda: valid_prefix([1, 2], -1), ValueError, "valid: must be >= 0, got -1"),
+        (lambda: chosen_rows([1, 2], 2, -1), ValueError, "k: must be >= 0, got -1"),
+        (lambda: topk([1, 2], 2, 1, V41TopK(), offset=-1), ValueError, "offset: must be >= 0, got -1"),
+        (lambda: require_score(0.5, "s"), TypeError, "s: must be an int, Fraction, NEG_INF, POS_INF or NAN, got float"),
+        (lambda: require_score(True, "s"), TypeError, "s: must be an int, Fraction, NEG_INF, POS_INF or NAN, got bool"),
+        (
+            lambda: require_score(None, "s"),
+            TypeError,
+            "s: must be an int, Fraction, NEG_INF, POS_INF or NAN, got NoneType",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_lane_layouts_exactly() -> None:
+    assert lane_layout(V4TopK()) == LaneLayout(False, False, -1, False)
+    assert lane_layout(V4TopK(Phase.DECODE)) == LaneLayout(False, False, -1, True)
+    assert lane_layout(V41TopK()) == LaneLayout(True, False, -1) and lane_layout(V41TopK(Width.FIXED)).fixed is True
+    assert lane_layout(SelectTopK(fill=-7, sorted_index=False)) == LaneLayout(False, True, -7)
+    layout = lane_layout(V4TopK())
+    assert layout.index_order is False and layout.fixed is False and layout.whole_row is False
+
+
+def test_scores_are_written_like_python_numbers() -> None:
+    assert [format_score(v) for v in (Fraction(6), Fraction(3, 2), Fraction(-1, 4))] == ["6", "3/2", "-1/4"]
+    assert [format_score(v) for v in (NEG_INF, POS_INF, NAN)] == ["-inf", "+inf", "nan"]
+    assert format_scores([Fraction(2), Fraction(6), POS_INF]) == "[2, 6, +inf]" and format_scores([]) == "[]"
+    assert score_max([]) is NEG_INF and score_max([Fraction(1), NAN, POS_INF]) is NAN
+    assert score_max([Fraction(1), POS_INF, Fraction(7)]) is POS_INF and score_max([Fraction(1), Fraction(3)]) == 3

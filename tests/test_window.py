@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -111,4 +112,22 @@ def test_prefill_matches_seed_and_brute_force(w: int) -> None:
 )
 def test_bad_input_names_the_argument(call: Callable[[], object], argument: str) -> None:
     with pytest.raises(ValueError, match=f"^{argument}"):
+        call()
+
+
+# --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: prefill_window(0, 3), ValueError, "window_size: must be a positive integer, got 0"),
+        (lambda: prefill_window(2, -1), ValueError, "seqlen: must be >= 0, got -1"),
+        (lambda: decode_window(0, 3, WindowOrder.V4), ValueError, "window_size: must be a positive integer, got 0"),
+        (lambda: decode_window(2, -1, WindowOrder.V4), ValueError, "position: must be >= 0, got -1"),
+        (lambda: decode_window(2, 3, "v4"), ValueError, "order: must be WindowOrder.V4 or WindowOrder.V41, got 'v4'"),  # type: ignore[arg-type]
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()

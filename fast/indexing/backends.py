@@ -1,7 +1,7 @@
 """The two implementations of the indexing operations under one set of names: ``naive`` (torch) and the Triton
 modules, so a caller picks a backend once and calls ``index_logits``, ``topk``, ``candidate_select``,
 ``candidate_restore``, ``slot_translation``, ``gathered_rows``, ``window_indices`` and
-``decode_window_indices`` on it."""
+``decode_window_indices`` and ``compressed_indices`` on it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ NAMES = (
     "gathered_rows",
     "window_indices",
     "decode_window_indices",
+    "compressed_indices",
 )
 
 
@@ -27,7 +28,7 @@ def torch_backend() -> ModuleType:
 
 def triton_backend() -> SimpleNamespace:
     """The Triton functions under the torch twins' names (imports Triton)."""
-    from fast.indexing import addressing, candidates, logits, topk, window
+    from fast.indexing import addressing, candidates, compressed, logits, topk, window
 
     return SimpleNamespace(
         index_logits=logits.index_logits,
@@ -38,4 +39,5 @@ def triton_backend() -> SimpleNamespace:
         gathered_rows=addressing.gathered_rows,
         window_indices=window.window_indices,
         decode_window_indices=window.decode_window_indices,
+        compressed_indices=compressed.compressed_indices,
     )

@@ -11,6 +11,7 @@
     gathered_rows(rows, offsets)                                                        -> i64[M, K]
     window_indices(*, window, seqlen, start_pos, order)                                 -> i32[R, W]
     decode_window_indices(positions, *, window, order)                                  -> i32[B, window]
+    compressed_indices(*, ratio, seqlen, start_pos, offset=0)                           -> i32[seqlen, W]
 
 Every function runs the same host checks as its Triton twin (``fast.indexing.validate``). The twins of the long
 signatures (``index_logits``, ``paged_index_logits``, ``topk``, ``candidate_select``, ``candidate_restore``,
@@ -303,3 +304,17 @@ def decode_window_indices(positions: torch.Tensor, *, window: int, order: str, v
         t = p - filled + 1 + (c - empty)
         live = c >= empty
     return torch.where(live, t % window, -1).to(torch.int32)
+
+
+# --- compressed index list of a layer without an indexer ------------------------------------------------------
+
+
+def compressed_indices(
+    *, ratio: int, seqlen: int, start_pos: int, offset: int = 0, device: str | torch.device = "cpu"
+) -> torch.Tensor:
+    """Every compressed row each query sees (V4 ratio 128): i32[seqlen, (start_pos + seqlen) // ratio]; the query
+    at position p lists rows ``0 .. (p + 1) // ratio - 1`` plus ``offset``, then -1."""
+    r, n, p, o = v.check_compressed(ratio, seqlen, start_pos, offset)
+    seen = (torch.arange(p, p + n, device=device, dtype=torch.int64) + 1) // r
+    lane = torch.arange((p + n) // r, device=device, dtype=torch.int64)
+    return torch.where(lane < seen.unsqueeze(1), lane + o, -1).to(torch.int32)

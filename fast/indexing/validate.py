@@ -504,6 +504,19 @@ def check_release(
     return ReleaseArgs(seq, step, w, b)
 
 
+def check_compressed(ratio: object, seqlen: object, start_pos: object, offset: object) -> tuple[int, int, int, int]:
+    """Checks of :func:`fast.indexing.compressed.compressed_indices`; returns ``(ratio, seqlen, start_pos,
+    offset)``. Positions and lanes must fit int32."""
+    r = int_arg(ratio, "ratio", 1)
+    n = int_arg(seqlen, "seqlen", 0)
+    p = int_arg(start_pos, "start_pos", 0)
+    o = int_arg(offset, "offset", 0)
+    require(p + n <= INT32_MAX, "seqlen", f"start_pos + seqlen must fit int32, got {p + n}")
+    width = (p + n) // r
+    require(o + width <= INT32_MAX, "offset", f"offset + the {width} rows must stay <= {INT32_MAX} (int32 lanes)")
+    return r, n, p, o
+
+
 def output(out: torch.Tensor | None, shape_: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``out`` checked to be a contiguous ``dtype`` tensor of ``shape_`` on ``device``, or a new empty one."""
     if out is None:

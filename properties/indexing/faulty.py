@@ -32,6 +32,7 @@ class Faults:
     whole_blocks_only: bool = False  # block count floor(length / bs): the partial newest block is lost
     block_max_past_end: bool = False  # the block maximum reads rows past the valid end
     restore_unscaled: bool = False  # restored row = block + o % bs (block id not multiplied by bs)
+    any_negative_padding: bool = False  # every negative candidate block is padding (-2 accepted, not refused)
     rows_per_block_is_block_size: bool = False  # Bc = block_size, the ratio forgotten
     int32_slots: bool = False  # slots computed in int32 (wrap past 2**31 - 1)
     slot_unscaled: bool = False  # slot = block id + j % Bc (block id not multiplied by Bc)
@@ -45,6 +46,8 @@ class Faults:
     float16_keys: bool = False  # scores ranked (top-k) or block maxima taken (candidates) on a float16 copy
     release_keeps: str = "window_plus_step"  # window release keeps window + D - 1 ("window": only the window
     # counted back from the tentative length; "window_plus_step_minus_2": one position fewer; "all": never releases)
+    count_per_step: bool = False  # every query of a step sees end_pos // ratio rows (the public V4.1 decode)
+    compressed_floor_p: bool = False  # the query at p sees p // ratio rows: the row p completes is left out
 
 
 NO_FAULTS = Faults()
@@ -198,7 +201,10 @@ def candidate_select(
 def candidate_restore(
     offsets: torch.Tensor, candidate_blocks: torch.Tensor, *, block_size: int, faults: Faults = NO_FAULTS
 ) -> torch.Tensor:
-    """``o -> candidate_blocks[o // bs] * bs + o % bs``; -1 and offsets into padding blocks give -1."""
+    """``o -> candidate_blocks[o // bs] * bs + o % bs``; -1 and offsets into padding blocks give -1. A candidate
+    block below -1 raises ValueError (padding is exactly -1)."""
+    if not faults.any_negative_padding and candidate_blocks.numel() and int(candidate_blocks.min()) < -1:
+        raise ValueError("candidate_blocks: must hold block ids >= 0 or -1 (padding)")
     o = offsets.to(torch.int64)
     if candidate_blocks.shape[1] == 0:
         return torch.full_like(offsets, -1)
@@ -275,3 +281,16 @@ def window_release(
         "all": seq,
     }[faults.release_keeps]
     return ((seq - kept).clamp_min(0) // block_size).to(torch.int32)
+
+
+def compressed_indices(
+    *, ratio: int, seqlen: int, start_pos: int, offset: int, faults: Faults = NO_FAULTS
+) -> torch.Tensor:
+    """Every compressed row each query sees: the query at p lists rows ``0 .. (p + 1) // ratio - 1`` plus
+    ``offset``, then -1, over ``(start_pos + seqlen) // ratio`` lanes (int32)."""
+    p = torch.arange(start_pos, start_pos + seqlen, dtype=torch.int64)
+    seen = p // ratio if faults.compressed_floor_p else (p + 1) // ratio
+    if faults.count_per_step:
+        seen = torch.full_like(seen, (start_pos + seqlen) // ratio)
+    lane = torch.arange((start_pos + seqlen) // ratio, dtype=torch.int64)
+    return torch.where(lane < seen.unsqueeze(1), lane + offset, -1).to(torch.int32)

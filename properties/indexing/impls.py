@@ -15,7 +15,7 @@ import torch
 
 from properties.indexing.values import exact_score, index_tensor, nearest_float32
 from properties.registry import Implementation, collect
-from reference import addressing, candidates, conventions, indexing, padding, window_release
+from reference import addressing, candidates, compressed_list, conventions, indexing, padding, window_release
 from reference import window as indexing_window
 from reference.score_values import Score
 
@@ -124,6 +124,12 @@ def reference_window_release(
         for s, d in zip(seq_lens.tolist(), step_lens.tolist(), strict=True)
     ]
     return torch.tensor(counts, dtype=torch.int32, device=seq_lens.device)
+
+
+@collect(IMPLEMENTATIONS, "compressed_indices", "reference", origin="reference")
+def reference_compressed_indices(*, ratio: int, seqlen: int, start_pos: int, offset: int) -> torch.Tensor:
+    rows = [list(r) for r in compressed_list.compressed_indices(ratio, seqlen, start_pos, offset)]
+    return torch.tensor(rows, dtype=torch.int32).reshape(seqlen, (start_pos + seqlen) // ratio)
 
 
 for _name in conventions.TOPK:

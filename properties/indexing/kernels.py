@@ -92,6 +92,14 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
 
     for order in conventions.WINDOW_INDICES:
         out[("window_indices", order)] = window_for(order)
+
+    def compressed(*, ratio: int, seqlen: int, start_pos: int, offset: int) -> torch.Tensor:
+        device = kernel_device("triton") or torch.device("cpu")
+        return mod.compressed_indices(
+            ratio=ratio, seqlen=seqlen, start_pos=start_pos, offset=offset, device=device
+        ).cpu()
+
+    out[("compressed_indices", None)] = compressed
     return out
 
 

@@ -56,6 +56,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
         return lambda seq_lens, step_lens, *, window, block_size: ti.window_release(
             seq_lens, step_lens, window=window, block_size=block_size, faults=faults
         )
+    if op == "compressed_indices":
+        return lambda *, ratio, seqlen, start_pos, offset: ti.compressed_indices(
+            ratio=ratio, seqlen=seqlen, start_pos=start_pos, offset=offset, faults=faults
+        )
     raise ValueError(f"op: no torch implementation of {op!r}")
 
 
@@ -120,6 +124,13 @@ MUTANTS = [
         block_max_past_end=True,
     ),
     mutant("candidate_restore", "restore_block_id_not_scaled", None, "row = block + o % bs", restore_unscaled=True),
+    mutant(
+        "candidate_restore",
+        "restore_accepts_minus_two_padding",
+        None,
+        "any negative candidate block is padding: -2 restores to -1 instead of raising",
+        any_negative_padding=True,
+    ),
     mutant(
         "slot_translation",
         "slots_wrong_rows_per_block",
@@ -192,4 +203,18 @@ MUTANTS = [
     mutant("window_release", "release_never", None, "never releases a block (a leak)", release_keeps="all"),
     mutant("window_indices", "window_order_swapped", "v4.1", "v4.1 decode pads -1 at the end", window_order="v4"),
     mutant("window_indices", "window_off_by_one", "v4", "prefill starts one position early", window_first_shift=1),
+    mutant(
+        "compressed_indices",
+        "compressed_one_count_per_step",
+        None,
+        "every query of a step sees end_pos // ratio rows (the public V4.1 decode's count)",
+        count_per_step=True,
+    ),
+    mutant(
+        "compressed_indices",
+        "compressed_not_all_visible_rows",
+        None,
+        "the query at p sees p // ratio rows, not (p + 1) // ratio: the row its position completes is missing",
+        compressed_floor_p=True,
+    ),
 ]

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from hypothesis import strategies as st
 
 from properties.compare import Mismatch, assert_exact
 from properties.indexing.impls import visible_prefix
@@ -229,6 +230,34 @@ def check_restored_rows_in_blocks(impl: Implementation, case: dict[str, Any]) ->
             raise Mismatch(f"candidate_restore row {m}: two offsets restore to one row", detail=f"{offsets} -> {rows}")
 
 
+BAD_PADDING = (-2, -3, -129, -(2**31))
+
+
+@st.composite
+def bad_padding_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """A restore case with one candidate block below -1 (padding is exactly -1)."""
+    case = draw(restore_cases())
+    blocks = [list(b) for b in case["candidate_blocks"]]
+    if not blocks[0]:
+        blocks = [[*b, -1] for b in blocks]
+    m = draw(st.integers(0, len(blocks) - 1))
+    blocks[m][draw(st.integers(0, len(blocks[m]) - 1))] = draw(st.sampled_from(BAD_PADDING))
+    return {**case, "candidate_blocks": blocks}
+
+
+def check_restore_refuses_bad_padding(impl: Implementation, case: dict[str, Any]) -> None:
+    """A candidate block below -1 is no block and no padding: the call raises ValueError."""
+    try:
+        got = run_restore(impl, case["offsets"], case["candidate_blocks"], case["block_size"])
+    except ValueError:
+        return
+    bad = sorted({b for row in case["candidate_blocks"] for b in row if b < -1})
+    raise Mismatch(
+        f"candidate_restore accepted candidate block(s) {bad}: padding is exactly -1, anything lower must raise",
+        detail=f"candidate_blocks {case['candidate_blocks']} -> {got}",
+    )
+
+
 def check_round_trip(impl: Implementation, case: dict[str, Any]) -> None:
     """Every block a candidate (ascending, then padding): top-k over the compact candidate list, restored, equals
     top-k over the whole valid prefix."""
@@ -300,6 +329,14 @@ PROPERTIES = [
         restore_cases(),
         check_restored_rows_in_blocks,
         doc="each restored row lies in a candidate block, at its offset's place; distinct offsets, distinct rows",
+    ),
+    Property(
+        "candidate_restore_refuses_bad_padding",
+        "candidate_restore",
+        bad_padding_cases(),
+        check_restore_refuses_bad_padding,
+        examples=({"offsets": [[0, 2]], "candidate_blocks": [[3, -2]], "block_size": 2},),
+        doc="a candidate block below -1 (padding is exactly -1) raises ValueError",
     ),
     Property(
         "candidate_round_trip_every_block",

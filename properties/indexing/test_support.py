@@ -30,6 +30,7 @@ OPS = (
     "gathered_rows",
     "window_indices",
     "window_release",
+    "compressed_indices",
 )
 TWINS = [
     Implementation(op, "torch", bound(op, convention, NO_FAULTS), convention, origin="fast")

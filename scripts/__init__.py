@@ -1,0 +1,1 @@
+"""Development scripts (``mutate``: mutation testing of the reference, ``make mutate``)."""
