@@ -345,12 +345,12 @@ UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
         (
             lambda: row_format("v9"),
             ValueError,
-            "name: unknown row format 'v9'; known: index-fp4, index-fp8, v4-main-fp8, v41-main-fp4, v41-main-fp8",
+            "name: unknown row format 'v9'; known: index_fp4_68, index_fp8_132, v41_fp4_288, v41_fp8_528, v4_584",
         ),
         (
             lambda: quantize_row(V41_MAIN_FP8, [0] * 3),
             ValueError,
-            "values: must have length 512 (v41-main-fp8 rows have 512 values), got 3",
+            "values: must have length 512 (v41_fp8_528 rows have 512 values), got 3",
         ),
         (
             lambda: quantize_row(V41_MAIN_FP8, [0.5] * 512),  # type: ignore[list-item]

@@ -317,12 +317,12 @@ STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
         (
             lambda: min_safe_ring_size(2, False, 1, "write-first", False),
             ValueError,
-            "discipline: must be one of write-then-read, read-then-write, got 'write-first'",
+            "discipline: must be one of write_then_read, read_then_write, got 'write-first'",
         ),
         (
             lambda: min_safe_ring_size(2, False, 1, 7, False),  # type: ignore[arg-type]
             ValueError,
-            "discipline: must be one of write-then-read, read-then-write, got 7",
+            "discipline: must be one of write_then_read, read_then_write, got 7",
         ),
         (lambda: min_safe_ring_size(2, False, 1, WRITE_THEN_READ, 0), TypeError, "rollback: must be a bool, got int"),  # type: ignore[arg-type]
         (lambda: state_payload_bytes(-1, 2), ValueError, "slots: must be >= 0, got -1"),
@@ -332,7 +332,7 @@ STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
         (
             lambda: new_ring(L2, 4, "x"),
             ValueError,
-            "discipline: must be one of write-then-read, read-then-write, got 'x'",
+            "discipline: must be one of write_then_read, read_then_write, got 'x'",
         ),
         (lambda: new_ring(L2, 4, WRITE_THEN_READ, rollback=None), TypeError, "rollback: must be a bool, got NoneType"),  # type: ignore[arg-type]
         (lambda: new_ring(L2, 4, WRITE_THEN_READ, strict=1), TypeError, "strict: must be a bool, got int"),  # type: ignore[arg-type]
@@ -345,12 +345,12 @@ STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
         (
             lambda: new_ring(L2, 2, WRITE_THEN_READ, qmax=2, strict=True),
             ValueError,
-            "size: a write-then-read ring for ratio 2, qmax 2 needs at least 3 slots, got 2",
+            "size: a write_then_read ring for ratio 2, qmax 2 needs at least 3 slots, got 2",
         ),
         (
             lambda: new_ring(CompressedLayer(4, 1, overlap=True), 10, WRITE_THEN_READ, qmax=4, strict=True),
             ValueError,
-            "size: a write-then-read ring for ratio 4 with overlap, qmax 4 needs at least 11 slots, got 10",
+            "size: a write_then_read ring for ratio 4 with overlap, qmax 4 needs at least 11 slots, got 10",
         ),
         (lambda: ring_prefill("ring", 0, [ONE], R), TypeError, "ring: must be a Ring, got str"),  # type: ignore[arg-type]
         (lambda: ring_prefill(RING, 0.0, [ONE], R), TypeError, "start: must be an int, got float"),  # type: ignore[arg-type]
@@ -379,7 +379,7 @@ STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
         (
             lambda: new_ring(L2, 1, READ_THEN_WRITE, qmax=2, rollback=True, strict=True),
             ValueError,
-            "size: a read-then-write ring for ratio 2, qmax 2 and rollback needs at least 2 slots, got 1",
+            "size: a read_then_write ring for ratio 2, qmax 2 and rollback needs at least 2 slots, got 1",
         ),
     ],
 )
