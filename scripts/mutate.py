@@ -51,6 +51,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "indexing": ("tests/test_indexing.py",),
     "layer": ("tests/test_compression.py",),
     "models": ("tests/test_accounting.py", "tests/test_sharing.py"),
+    "padding": ("tests/test_padding.py",),
+    "rope": ("tests/test_rope.py",),
     "scales": ("tests/test_formats.py",),
     "score_values": ("tests/test_topk.py", "tests/test_candidates.py"),
     "sharing": ("tests/test_sharing.py",),
@@ -58,6 +60,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "topk": ("tests/test_topk.py", "tests/test_reference_api.py"),
     "v4_paths": ("tests/test_v4_paths.py",),
     "window": ("tests/test_window.py",),
+    "window_release": ("tests/test_window_release.py",),
 }
 """Each mutated module of reference/ and the test files that cover it (``reference/__init__.py`` only imports)."""
 

@@ -74,7 +74,7 @@ def test_a_kernel_writing_one_byte_past_its_output_fails() -> None:
             misbehaving().store_past_end,
             "quantize_store",
             (rows, torch.tensor([0]), cache),
-            {"fmt": "v41_fp8_528", "rows_per_block": 1},
+            {"fmt": "v41_fp8_528", "rows_per_block": 1, "layer": 0},
             COMPILED,
         )
     text = str(caught.value)
