@@ -14,6 +14,7 @@
 # present; with pytest-xdist the suite runs on all cores but two (16 cores: about 4 minutes on an H200).
 # Environment: PYTHON (default python3), BENCH_BUDGET_S (seconds after which the benchmark skips further
 # torch.compile baselines except those of the cases with targets, default 300), BENCH_ARGS (extra fast.bench arguments, e.g. "--only compression/"),
+# TESTS_TIMEOUT_S (seconds after which the test run is stopped, its log kept; default 3600),
 # PYTEST_ARGS (extra pytest arguments, e.g. "tests/test_fast_compression.py properties/test_suite.py -k compression").
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -65,7 +66,7 @@ if [ "$PHASE" != bench ]; then
     # shellcheck disable=SC2086
     workers=()
     "$PY" -c "import xdist" 2>/dev/null && workers=(-n "$(($(nproc) > 2 ? $(nproc) - 2 : 1))")
-    "$PY" -m pytest -q -p no:cacheprovider --maxfail=30 ${workers[@]+"${workers[@]}"} ${PYTEST_ARGS:-} >"$OUT/tests.full" 2>&1
+    timeout "${TESTS_TIMEOUT_S:-3600}" "$PY" -m pytest -q -p no:cacheprovider --maxfail=30 ${workers[@]+"${workers[@]}"} ${PYTEST_ARGS:-} >"$OUT/tests.full" 2>&1
     status=$?
     echo "pytest exit status $status after $((SECONDS - start)) s" >>"$OUT/tests.full"
     tail -n 300 "$OUT/tests.full" >"$OUT/tests.log"
