@@ -2,343 +2,261 @@
 
 A model that calls these compiles with ``torch.compile(fullgraph=True)``: each operator is one opaque node with a
 fake (meta) implementation that gives its outputs' shapes and dtypes, and declares the arguments it changes in
-place (``state``, ``cache``). Every operator runs the Triton kernel where Triton can run it (CUDA tensors, or CPU
-tensors under ``TRITON_INTERPRET=1``) and the torch twin otherwise.
+place (``Tensor(a!)`` in its schema: ``state``, ``cache``). Every operator runs the Triton kernel where Triton can
+run it (CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``) and the torch twin otherwise.
 
 ``validate=False`` skips the checks that read tensor values back to the host (ranges, block ids), so a call
 makes no host synchronisation and can be captured in a CUDA graph; shapes, dtypes and devices are always checked.
 ``compress_decode`` then needs ``max_new``, the most new positions of any request (an engine's speculative step
 size), instead of reading the per-request counts: its kernel reads them on the device.
+
+Each operator is one :class:`Operator` record: its schema (the one place its arguments are spelled out), the
+call into ``fast`` and the fake. The schema's leading ``Tensor`` arguments reach the ``fast`` function
+positionally, the rest by name, with the schema's defaults filled in.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
-from torch.library import custom_op, register_fake
 
-from reference.conventions import TOPK
+from reference.conventions import FORMATS, TOPK
 from reference.topk import lane_layout
 
 NAMESPACE = "csa"
+_LIBRARY = torch.library.Library(NAMESPACE, "DEF")
 
 
 def _backend(device: torch.device) -> str:
     return "triton" if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1" else "torch"
 
 
-def _indexing(device: torch.device):  # type: ignore[no-untyped-def]
-    """The indexing functions of ``device``'s backend (``fast.indexing.backends``)."""
-    from fast.indexing import backends
+def _indexing(name: str) -> Callable[..., Any]:
+    """``name`` of the indexing backend of the first tensor's device (``fast.indexing.backends``)."""
 
-    return backends.torch_backend() if _backend(device) == "torch" else backends.triton_backend()
+    def call(*tensors: torch.Tensor, **options: Any) -> Any:
+        from fast.indexing import backends
+
+        device = tensors[0].device if tensors else torch.device(options["device"])
+        backend = backends.torch_backend() if _backend(device) == "torch" else backends.triton_backend()
+        return getattr(backend, name)(*tensors, **options)
+
+    return call
 
 
-# --- compression ---------------------------------------------------------------------------------------------
+def _with_backend(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, told the backend of the first tensor's device."""
+
+    def call(*tensors: torch.Tensor, **options: Any) -> Any:
+        fn = getattr(importlib.import_module(module), name)
+        return fn(*tensors, backend=_backend(tensors[0].device), **options)
+
+    return call
 
 
-@custom_op(f"{NAMESPACE}::compress_prefill", mutates_args=("state",))
-def compress_prefill(
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state: torch.Tensor,
-    state_index: torch.Tensor,
-    ratio: int,
-    overlap: bool,
-    ape: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(rows f32[R, d], store rows i64[R], RoPE positions i64[R]); R = sum over requests of max(1, completed
-    rows)."""
-    from fast import compression
-
-    call = (score, latent, cu_seqlens, start_pos, state, state_index)
-    result = compression.compress_prefill(*call, ratio=ratio, overlap=overlap, ape=ape, backend=_backend(score.device))
+def _compressed(result: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return result.rows, result.store_slots, result.positions
 
 
-@register_fake(f"{NAMESPACE}::compress_prefill")
-def _(score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape):  # type: ignore[no-untyped-def]
-    rows = torch.library.get_ctx().new_dynamic_size()
+def _compress_prefill(*tensors: torch.Tensor, **options: Any) -> tuple[torch.Tensor, ...]:
+    from fast import compression
+
+    return _compressed(compression.compress_prefill(*tensors, backend=_backend(tensors[0].device), **options))
+
+
+def _compress_decode(*tensors: torch.Tensor, max_new: int, validate: bool, **options: Any) -> tuple[torch.Tensor, ...]:
+    from fast import compression
+
+    backend = _backend(tensors[0].device)
+    if validate:
+        return _compressed(compression.compress_decode(*tensors, backend=backend, **options))
+    plan = compression.bounded_decode_plan(*tensors, max_new=max_new, **options)
+    return _compressed(compression.launch(plan, backend))
+
+
+def _store(*tensors: torch.Tensor, **options: Any) -> None:
+    _with_backend("fast.cache", "quantize_store")(*tensors, **options)
+
+
+def _compressed_rows(score: torch.Tensor, overlap: bool, rows: Any) -> tuple[torch.Tensor, ...]:
     d = score.shape[1] // (2 if overlap else 1)
     return score.new_empty(rows, d), score.new_empty(rows, dtype=torch.int64), score.new_empty(rows, dtype=torch.int64)
 
 
-@custom_op(f"{NAMESPACE}::compress_decode", mutates_args=("state",))
-def compress_decode(
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state: torch.Tensor,
-    state_index: torch.Tensor,
-    ratio: int,
-    overlap: bool,
-    ape: torch.Tensor | None,
-    max_new: int = 0,
-    validate: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(rows f32[T, d], store rows i64[T], RoPE positions i64[T]): one row per new position."""
-    from fast import compression
-
-    call = (score, latent, cu_seqlens, start_pos, state, state_index)
-    backend = _backend(score.device)
-    if validate:
-        result = compression.compress_decode(*call, ratio=ratio, overlap=overlap, ape=ape, backend=backend)
-    else:
-        plan = compression.bounded_decode_plan(*call, ratio=ratio, overlap=overlap, ape=ape, max_new=max_new)
-        result = compression.launch(plan, backend)
-    return result.rows, result.store_slots, result.positions
-
-
-@register_fake(f"{NAMESPACE}::compress_decode")
-def _(score, latent, cu_seqlens, start_pos, state, state_index, ratio, overlap, ape, max_new=0, validate=True):  # type: ignore[no-untyped-def]
-    d, t = score.shape[1] // (2 if overlap else 1), score.shape[0]
-    return score.new_empty(t, d), score.new_empty(t, dtype=torch.int64), score.new_empty(t, dtype=torch.int64)
-
-
-# --- indexing ------------------------------------------------------------------------------------------------
-
-
-@custom_op(f"{NAMESPACE}::index_logits", mutates_args=())
-def index_logits(
-    q: torch.Tensor,
-    weights: torch.Tensor,
-    k: torch.Tensor,
-    lengths: torch.Tensor,
-    k_scale: torch.Tensor | None = None,
-    validate: bool = True,
-) -> torch.Tensor:
-    """f32[M, N]: sum_h w[m, h] relu(q[m, h] . k[j]) for j < lengths[m], -inf past it."""
-    return _indexing(q.device).index_logits(q, weights, k, lengths, k_scale=k_scale, validate=validate)
-
-
-@register_fake(f"{NAMESPACE}::index_logits")
-def _(q, weights, k, lengths, k_scale=None, validate=True):  # type: ignore[no-untyped-def]
-    return q.new_empty(q.shape[0], k.shape[0], dtype=torch.float32)
-
-
-@custom_op(f"{NAMESPACE}::topk", mutates_args=())
-def topk(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    offsets: torch.Tensor | None,
-    k: int,
-    convention: str = "v4.1",
-    validate: bool = True,
-) -> torch.Tensor:
-    """i32[M, lanes]: the valid-prefix top-k of each row under ``convention`` (reference.conventions.TOPK)."""
-    return _indexing(scores.device).topk(
-        scores, lengths, k=k, convention=convention, offsets=offsets, validate=validate
-    )
-
-
-@register_fake(f"{NAMESPACE}::topk")
-def _(scores, lengths, offsets, k, convention="v4.1", validate=True):  # type: ignore[no-untyped-def]
+def _topk_fake(scores: torch.Tensor, k: int, convention: str, **_: Any) -> torch.Tensor:
     if convention not in TOPK:
         raise ValueError(f"convention: must be one of {', '.join(TOPK)}, got {convention!r}")
     lanes = lane_layout(TOPK[convention].rule).lanes(k, scores.shape[1])
     return scores.new_empty(scores.shape[0], lanes, dtype=torch.int32)
 
 
-@custom_op(f"{NAMESPACE}::candidate_select", mutates_args=())
-def candidate_select(
-    scores: torch.Tensor,
-    lengths: torch.Tensor,
-    block_size: int,
-    topk_blocks: int,
-    pin_newest: bool = True,
-    drop_nan: bool = True,
-    validate: bool = True,
-) -> torch.Tensor:
-    """i32[M, topk_blocks]: the kept candidate blocks, ascending, -1 fill."""
-    return _indexing(scores.device).candidate_select(
-        scores, lengths, block_size=block_size, topk_blocks=topk_blocks, pin_newest=pin_newest, drop_nan=drop_nan,
-        validate=validate,
-    )  # fmt: skip
+@dataclass(frozen=True)
+class Operator:
+    """One ``torch.ops.csa`` operator: ``schema`` names its arguments and results (torch's schema language),
+    ``run`` calls ``fast`` with the leading tensor arguments positionally and the rest by name, ``fake`` gives
+    the outputs' shapes from every argument by name."""
+
+    name: str
+    schema: str
+    run: Callable[..., Any]
+    fake: Callable[..., Any]
+    doc: str
 
 
-@register_fake(f"{NAMESPACE}::candidate_select")
-def _(scores, lengths, block_size, topk_blocks, pin_newest=True, drop_nan=True, validate=True):  # type: ignore[no-untyped-def]
-    return scores.new_empty(scores.shape[0], topk_blocks, dtype=torch.int32)
-
-
-@custom_op(f"{NAMESPACE}::candidate_restore", mutates_args=())
-def candidate_restore(
-    offsets: torch.Tensor, candidate_blocks: torch.Tensor, block_size: int, validate: bool = True
-) -> torch.Tensor:
-    """i32 like ``offsets``: candidate-relative offsets restored to logical rows (-1 stays -1)."""
-    return _indexing(offsets.device).candidate_restore(
-        offsets, candidate_blocks, block_size=block_size, validate=validate
-    )
-
-
-@register_fake(f"{NAMESPACE}::candidate_restore")
-def _(offsets, candidate_blocks, block_size, validate=True):  # type: ignore[no-untyped-def]
-    return torch.empty_like(offsets, dtype=torch.int32)
-
-
-@custom_op(f"{NAMESPACE}::slot_translation", mutates_args=())
-def slot_translation(
-    rows: torch.Tensor,
-    block_table: torch.Tensor,
-    lengths: torch.Tensor,
-    rows_per_block: int,
-    guard: str = "count",
-    validate: bool = True,
-) -> torch.Tensor:
-    """i64 like ``rows``: logical compressed rows to paged slots (reference.conventions.SLOT_TRANSLATION)."""
-    return _indexing(rows.device).slot_translation(
-        rows, block_table, lengths, rows_per_block=rows_per_block, guard=guard, validate=validate
-    )
-
-
-@register_fake(f"{NAMESPACE}::slot_translation")
-def _(rows, block_table, lengths, rows_per_block, guard="count", validate=True):  # type: ignore[no-untyped-def]
-    return torch.empty_like(rows, dtype=torch.int64)
-
-
-@custom_op(f"{NAMESPACE}::gathered_rows", mutates_args=())
-def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, validate: bool = True) -> torch.Tensor:
-    """i64 like ``rows``: each request's offset added to its row lanes, -1 kept."""
-    return _indexing(rows.device).gathered_rows(rows, offsets, validate=validate)
-
-
-@register_fake(f"{NAMESPACE}::gathered_rows")
-def _(rows, offsets, validate=True):  # type: ignore[no-untyped-def]
-    return torch.empty_like(rows, dtype=torch.int64)
-
-
-@custom_op(f"{NAMESPACE}::decode_window_indices", mutates_args=())
-def decode_window_indices(
-    positions: torch.Tensor, window: int, order: str = "v4.1", validate: bool = True
-) -> torch.Tensor:
-    """i32[B, window]: the ring slots the decode query at each position attends to (reference.window)."""
-    return _indexing(positions.device).decode_window_indices(positions, window=window, order=order, validate=validate)
-
-
-@register_fake(f"{NAMESPACE}::decode_window_indices")
-def _(positions, window, order="v4.1", validate=True):  # type: ignore[no-untyped-def]
-    return positions.new_empty(positions.shape[0], window, dtype=torch.int32)
-
-
-@custom_op(f"{NAMESPACE}::compressed_indices", mutates_args=())
-def compressed_indices(ratio: int, seqlen: int, start_pos: int, offset: int, device: torch.device) -> torch.Tensor:
-    """i32[seqlen, (start_pos + seqlen) // ratio]: every compressed row each query sees, plus ``offset``, then -1
-    (the index list of a V4 layer without an indexer)."""
-    call = {"ratio": ratio, "seqlen": seqlen, "start_pos": start_pos, "offset": offset, "device": device}
-    return _indexing(torch.device(device)).compressed_indices(**call)
-
-
-@register_fake(f"{NAMESPACE}::compressed_indices")
-def _(ratio, seqlen, start_pos, offset, device):  # type: ignore[no-untyped-def]
-    return torch.empty(seqlen, (start_pos + seqlen) // ratio, dtype=torch.int32, device=device)
-
-
-@custom_op(f"{NAMESPACE}::window_release", mutates_args=())
-def window_release(
-    seq_lens: torch.Tensor, step_lens: torch.Tensor, window: int, block_size: int, validate: bool = True
-) -> torch.Tensor:
-    """i32[B]: the leading sliding-window blocks each request may release once a step is scheduled (torch)."""
-    from fast.indexing.window import window_release as release
-
-    return release(seq_lens, step_lens, window=window, block_size=block_size, validate=validate)
-
-
-@register_fake(f"{NAMESPACE}::window_release")
-def _(seq_lens, step_lens, window, block_size, validate=True):  # type: ignore[no-untyped-def]
-    return torch.empty_like(seq_lens, dtype=torch.int32)
-
-
-# --- cache ---------------------------------------------------------------------------------------------------
-
-
-@custom_op(f"{NAMESPACE}::quantize_store", mutates_args=("cache",))
-def quantize_store(
-    rows: torch.Tensor,
-    slots: torch.Tensor,
-    cache: torch.Tensor,
-    fmt: str,
-    rows_per_block: int,
-    layers: int = 1,
-    layer: int = 0,
-) -> None:
-    """Quantize ``rows`` into layer ``layer``'s pages of the paged ``cache`` at ``slots`` (-1 skipped), in the
-    format's block layout."""
-    from fast import cache as kernels
-
-    kernels.quantize_store(
-        rows, slots, cache, fmt=fmt, rows_per_block=rows_per_block, layers=layers, layer=layer,
-        backend=_backend(rows.device),
-    )  # fmt: skip
-
-
-@register_fake(f"{NAMESPACE}::quantize_store")
-def _(rows, slots, cache, fmt, rows_per_block, layers=1, layer=0):  # type: ignore[no-untyped-def]
-    return None
-
-
-@custom_op(f"{NAMESPACE}::gather_dequantize", mutates_args=())
-def gather_dequantize(
-    cache: torch.Tensor, slots: torch.Tensor, fmt: str, rows_per_block: int, layers: int = 1, layer: int = 0
-) -> torch.Tensor:
-    """f32[R, d]: the rows stored at ``slots`` of layer ``layer``, dequantized."""
-    from fast import cache as kernels
-
-    return kernels.gather_dequantize(
-        cache, slots, fmt=fmt, rows_per_block=rows_per_block, layers=layers, layer=layer,
-        backend=_backend(cache.device),
-    )  # fmt: skip
-
-
-@register_fake(f"{NAMESPACE}::gather_dequantize")
-def _(cache, slots, fmt, rows_per_block, layers=1, layer=0):  # type: ignore[no-untyped-def]
-    from reference.conventions import FORMATS
-
-    return cache.new_empty(slots.shape[0], FORMATS[fmt].rule.dims, dtype=torch.float32)
-
-
-@custom_op(f"{NAMESPACE}::sparse_attention", mutates_args=())
-def sparse_attention(
-    q: torch.Tensor,
-    kv: torch.Tensor,
-    indices: torch.Tensor,
-    sink: torch.Tensor | None,
-    scale: float,
-    dv: int,
-    empty_row: str = "zero",
-    invalid: str = "out_of_range",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out f32[M, H, dv], lse f32[M, H]): sparse MQA attention with a sink over the lanes ``indices``."""
-    from fast import cache as kernels
-
-    return kernels.sparse_attention(
-        q, kv, indices, sink, scale=scale, dv=dv, empty_row=empty_row, invalid=invalid, backend=_backend(q.device)
-    )
-
-
-@register_fake(f"{NAMESPACE}::sparse_attention")
-def _(q, kv, indices, sink, scale, dv, empty_row="zero", invalid="out_of_range"):  # type: ignore[no-untyped-def]
-    m, h = q.shape[0], q.shape[1]
-    return q.new_empty(m, h, dv, dtype=torch.float32), q.new_empty(m, h, dtype=torch.float32)
-
-
-OPERATORS = (
-    "compress_prefill",
-    "compress_decode",
-    "index_logits",
-    "topk",
-    "candidate_select",
-    "candidate_restore",
-    "slot_translation",
-    "gathered_rows",
-    "decode_window_indices",
-    "compressed_indices",
-    "window_release",
-    "quantize_store",
-    "gather_dequantize",
-    "sparse_attention",
+OPERATOR_RECORDS = (
+    Operator(
+        "compress_prefill",
+        "(Tensor score, Tensor latent, Tensor cu_seqlens, Tensor start_pos, Tensor(a!) state, Tensor state_index, "
+        "int ratio, bool overlap, Tensor? ape) -> (Tensor, Tensor, Tensor)",
+        _compress_prefill,
+        lambda score, overlap, **_: _compressed_rows(score, overlap, torch.library.get_ctx().new_dynamic_size()),
+        "(rows f32[R, d], store rows i64[R], RoPE positions i64[R]); R = sum over requests of max(1, completed rows)",
+    ),
+    Operator(
+        "compress_decode",
+        "(Tensor score, Tensor latent, Tensor cu_seqlens, Tensor start_pos, Tensor(a!) state, Tensor state_index, "
+        "int ratio, bool overlap, Tensor? ape, int max_new=0, bool validate=True) -> (Tensor, Tensor, Tensor)",
+        _compress_decode,
+        lambda score, overlap, **_: _compressed_rows(score, overlap, score.shape[0]),
+        "(rows f32[T, d], store rows i64[T], RoPE positions i64[T]): one row per new position",
+    ),
+    Operator(
+        "index_logits",
+        "(Tensor q, Tensor weights, Tensor k, Tensor lengths, Tensor? k_scale=None, bool validate=True) -> Tensor",
+        _indexing("index_logits"),
+        lambda q, k, **_: q.new_empty(q.shape[0], k.shape[0], dtype=torch.float32),
+        "f32[M, N]: sum_h w[m, h] relu(q[m, h] . k[j]) for j < lengths[m], -inf past it",
+    ),
+    Operator(
+        "topk",
+        "(Tensor scores, Tensor lengths, Tensor? offsets, int k, str convention='v4.1', bool validate=True) -> Tensor",
+        _indexing("topk"),
+        _topk_fake,
+        "i32[M, lanes]: the valid-prefix top-k of each row under convention (reference.conventions.TOPK)",
+    ),
+    Operator(
+        "candidate_select",
+        "(Tensor scores, Tensor lengths, int block_size, int topk_blocks, bool pin_newest=True, bool drop_nan=True, "
+        "bool validate=True) -> Tensor",
+        _indexing("candidate_select"),
+        lambda scores, topk_blocks, **_: scores.new_empty(scores.shape[0], topk_blocks, dtype=torch.int32),
+        "i32[M, topk_blocks]: the kept candidate blocks, ascending, -1 fill",
+    ),
+    Operator(
+        "candidate_restore",
+        "(Tensor offsets, Tensor candidate_blocks, int block_size, bool validate=True) -> Tensor",
+        _indexing("candidate_restore"),
+        lambda offsets, **_: torch.empty_like(offsets, dtype=torch.int32),
+        "i32 like offsets: candidate-relative offsets restored to logical rows (-1 stays -1)",
+    ),
+    Operator(
+        "slot_translation",
+        "(Tensor rows, Tensor block_table, Tensor lengths, int rows_per_block, str guard='count', "
+        "bool validate=True) -> Tensor",
+        _indexing("slot_translation"),
+        lambda rows, **_: torch.empty_like(rows, dtype=torch.int64),
+        "i64 like rows: logical compressed rows to paged slots (reference.conventions.SLOT_TRANSLATION)",
+    ),
+    Operator(
+        "gathered_rows",
+        "(Tensor rows, Tensor offsets, bool validate=True) -> Tensor",
+        _indexing("gathered_rows"),
+        lambda rows, **_: torch.empty_like(rows, dtype=torch.int64),
+        "i64 like rows: each request's offset added to its row lanes, -1 kept",
+    ),
+    Operator(
+        "decode_window_indices",
+        "(Tensor positions, int window, str order='v4.1', bool validate=True) -> Tensor",
+        _indexing("decode_window_indices"),
+        lambda positions, window, **_: positions.new_empty(positions.shape[0], window, dtype=torch.int32),
+        "i32[B, window]: the ring slots the decode query at each position attends to (reference.window)",
+    ),
+    Operator(
+        "compressed_indices",
+        "(int ratio, int seqlen, int start_pos, int offset, Device device) -> Tensor",
+        _indexing("compressed_indices"),
+        lambda ratio, seqlen, start_pos, device, **_: torch.empty(
+            seqlen, (start_pos + seqlen) // ratio, dtype=torch.int32, device=device
+        ),
+        "i32[seqlen, (start_pos + seqlen) // ratio]: every compressed row each query sees, plus offset, then -1 "
+        "(the index list of a V4 layer without an indexer)",
+    ),
+    Operator(
+        "window_release",
+        "(Tensor seq_lens, Tensor step_lens, int window, int block_size, bool validate=True) -> Tensor",
+        lambda *tensors, **options: importlib.import_module("fast.indexing.window").window_release(*tensors, **options),
+        lambda seq_lens, **_: torch.empty_like(seq_lens, dtype=torch.int32),
+        "i32[B]: the leading sliding-window blocks each request may release once a step is scheduled (torch)",
+    ),
+    Operator(
+        "quantize_store",
+        "(Tensor rows, Tensor slots, Tensor(a!) cache, str fmt, int rows_per_block, int layers=1, int layer=0) -> ()",
+        _store,
+        lambda **_: None,
+        "quantize rows into layer layer's pages of the paged cache at slots (-1 skipped), in the format's layout",
+    ),
+    Operator(
+        "gather_dequantize",
+        "(Tensor cache, Tensor slots, str fmt, int rows_per_block, int layers=1, int layer=0) -> Tensor",
+        _with_backend("fast.cache", "gather_dequantize"),
+        lambda cache, slots, fmt, **_: cache.new_empty(slots.shape[0], FORMATS[fmt].rule.dims, dtype=torch.float32),
+        "f32[R, d]: the rows stored at slots of layer layer, dequantized",
+    ),
+    Operator(
+        "sparse_attention",
+        "(Tensor q, Tensor kv, Tensor indices, Tensor? sink, float scale, int dv, str empty_row='zero', "
+        "str invalid='out_of_range') -> (Tensor, Tensor)",
+        _with_backend("fast.cache", "sparse_attention"),
+        lambda q, dv, **_: (
+            q.new_empty(q.shape[0], q.shape[1], dv, dtype=torch.float32),
+            q.new_empty(q.shape[0], q.shape[1], dtype=torch.float32),
+        ),
+        "(out f32[M, H, dv], lse f32[M, H]): sparse MQA attention with a sink over the lanes indices",
+    ),
 )
-"""Every operator this module registers, as ``torch.ops.csa.<name>``."""
+
+
+def _bound(schema: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every argument of a call by name, the schema's defaults where the call left one out."""
+    named = dict(zip((a.name for a in schema.arguments), args, strict=False)) | kwargs
+    return {a.name: named[a.name] if a.name in named else a.default_value for a in schema.arguments}
+
+
+def _leading_tensors(schema: Any) -> int:
+    """How many arguments, from the first, are tensors (``Tensor``; an optional one goes by name)."""
+    count = 0
+    for argument in schema.arguments:
+        if str(argument.type) != "Tensor":
+            break
+        count += 1
+    return count
+
+
+def _register(op: Operator) -> Any:
+    qualname = f"{NAMESPACE}::{op.name}"
+    torch.library.define(qualname, op.schema, lib=_LIBRARY)
+    overload = getattr(torch.ops.csa, op.name).default
+    schema = overload._schema
+    leading = _leading_tensors(schema)
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        values = list(_bound(schema, args, kwargs).items())
+        return op.run(*(v for _, v in values[:leading]), **dict(values[leading:]))
+
+    torch.library.impl(qualname, "default", kernel, lib=_LIBRARY)
+    torch.library.register_fake(qualname, lambda *a, **k: op.fake(**_bound(schema, a, k)), lib=_LIBRARY)
+    packet = getattr(torch.ops.csa, op.name)
+    packet.__doc__ = op.doc
+    return packet
+
+
+for _op in OPERATOR_RECORDS:
+    globals()[_op.name] = _register(_op)
+
+OPERATORS = tuple(op.name for op in OPERATOR_RECORDS)
+"""Every operator this module registers, as ``torch.ops.csa.<name>`` (and ``fast.ops.<name>``)."""
