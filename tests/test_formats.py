@@ -340,12 +340,40 @@ UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
         (lambda: unpack_block(L, bytes(10)), ValueError, "block: must be 1056 bytes, got 10"),
         (lambda: slot_byte_offsets(L, -1), ValueError, "slot: must be an int >= 0, got -1"),
         (lambda: slot_byte_offsets(L, 1.5), ValueError, "slot: must be an int >= 0, got 1.5"),  # type: ignore[arg-type]
+        (lambda: page_offset(L, -1), ValueError, "block: must be an int >= 0, got -1"),
+        (lambda: page_offset(L, 1.5), ValueError, "block: must be an int >= 0, got 1.5"),  # type: ignore[arg-type]
+        (lambda: page_offset(L, 0, 2, 2), ValueError, "layer: must be in [0, 2), got 2"),
         (lambda: L.data_offset(2), ValueError, "row: must be in [0, 2), got 2"),
         (lambda: L.scale_offset(-1), ValueError, "row: must be in [0, 2), got -1"),
         (
             lambda: row_format("v9"),
             ValueError,
             "name: unknown row format 'v9'; known: index_fp4_68, index_fp8_132, v41_fp4_288, v41_fp8_528, v4_584",
+        ),
+        (
+            lambda: row_format("v4-main-fp8"),
+            ValueError,
+            "name: the row format 'v4-main-fp8' is now spelled 'v4_584'",
+        ),
+        (
+            lambda: row_format("v41-main-fp8"),
+            ValueError,
+            "name: the row format 'v41-main-fp8' is now spelled 'v41_fp8_528'",
+        ),
+        (
+            lambda: row_format("v41-main-fp4"),
+            ValueError,
+            "name: the row format 'v41-main-fp4' is now spelled 'v41_fp4_288'",
+        ),
+        (
+            lambda: row_format("index-fp4"),
+            ValueError,
+            "name: the row format 'index-fp4' is now spelled 'index_fp4_68'",
+        ),
+        (
+            lambda: row_format("index-fp8"),
+            ValueError,
+            "name: the row format 'index-fp8' is now spelled 'index_fp8_132'",
         ),
         (
             lambda: quantize_row(V41_MAIN_FP8, [0] * 3),
@@ -422,6 +450,16 @@ UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
 def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()
+
+
+def test_page_offset_defaults_to_a_one_layer_cache() -> None:
+    """Without ``layers`` / ``layer`` the cache has one layer and the page is layer 0's: block b's page starts at
+    ``b * block_bytes`` (1056 B for two 528 B rows); with two layers, layer 0's page of block 3 is the 7th page."""
+    assert L.block_bytes == 2 * 528
+    assert page_offset(L, 0) == 0
+    assert page_offset(L, 3) == 3 * 1056 == page_offset(L, 3, 1, 0)
+    assert page_offset(L, 3, 2) == 6 * 1056 == page_offset(L, 3, 2, 0)
+    assert page_offset(L, 3, 2, 1) == 7 * 1056
 
 
 def test_public_layouts_exactly() -> None:

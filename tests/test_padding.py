@@ -3,6 +3,8 @@ empty lane; any other negative length is refused."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from fractions import Fraction
 
 import pytest
@@ -11,7 +13,7 @@ from reference import padding
 from reference.candidates import CandidateRule
 from reference.conventions import PADDED_OPERATIONS, PADDING_ROWS, TOPK
 from reference.score_values import NAN, POS_INF
-from reference.topk import topk
+from reference.topk import Phase, V4TopK, V41TopK, Width, topk
 
 ROW = [Fraction(3), NAN, POS_INF, Fraction(-1), Fraction(7)]
 
@@ -60,3 +62,54 @@ def test_candidates_slots_and_queries() -> None:
         padding.query_visible_rows(-2, 4)
     with pytest.raises(ValueError, match=r"^ratio"):
         padding.query_visible_rows(-1, 0)
+
+
+def test_a_row_that_is_not_padding_is_the_plain_operation() -> None:
+    """A length >= 0 passes through: top-k of the visible rows 0..2 (scores 3, 1, 7) keeps rows 0 and 2, offset by
+    nothing unless an offset is given; candidate selection takes the rule it is given (blocks [5, 1] and [1, 0]:
+    pinned, the newest block 1 is kept; unpinned, block 0 with the larger maximum); every lane of a row may be
+    live (rows 0, 1, 3 in blocks of 2 rows, table [4, 5]: slots 8, 9 and 5 * 2 + 1 = 11)."""
+    fixed = V41TopK(width=Width.FIXED)
+    scores = [Fraction(3), Fraction(1), Fraction(7), Fraction(5)]
+    assert padding.topk_row(scores, 3, 2, fixed) == (0, 2)
+    assert padding.topk_row(scores, 3, 2, fixed, offset=4) == (4, 6)
+    assert padding.topk_row(scores, 3, 2, fixed, 10) == (10, 12)
+    blocks = [Fraction(5), Fraction(1), Fraction(1), Fraction(0)]
+    assert padding.candidate_row(blocks, 4, 1, 2) == (1,)
+    assert padding.candidate_row(blocks, 4, 1, 2, CandidateRule(pin_newest=True)) == (1,)
+    assert padding.candidate_row(blocks, 4, 1, 2, CandidateRule(pin_newest=False)) == (0,)
+    for count_guard in (True, False):
+        assert padding.slot_row([0, 1, 3], [4, 5], 4, 2, 3, count_guard) == (8, 9, 11)
+
+
+DECODE = V4TopK(Phase.DECODE)
+ANY_NEGATIVE = "lengths: must be >= 0, or -1 for a padding row, got -2"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: padding.topk_row(ROW, -1, 3, DECODE),
+            ValueError,
+            "lengths: a padding row (-1) has no answer under a convention whose every lane holds a row (V4 decode)",
+        ),
+        (lambda: padding.topk_row(ROW, -2, 3, V41TopK()), ValueError, ANY_NEGATIVE),
+        (lambda: padding.topk_row(ROW, 1.0, 3, V41TopK()), TypeError, "lengths: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: padding.candidate_row(ROW, -2, 3, 2), ValueError, ANY_NEGATIVE),
+        (lambda: padding.candidate_row(ROW, None, 3, 2), TypeError, "lengths: must be an int, got NoneType"),  # type: ignore[arg-type]
+        (lambda: padding.slot_row([0, 1, 3], [4, 5], 4, 2, -2, True), ValueError, ANY_NEGATIVE),
+        (lambda: padding.slot_row([0, 1, 3], [4, 5], 4, 2, -3, False), ValueError, ANY_NEGATIVE.replace("-2", "-3")),
+        (
+            lambda: padding.slot_row([0, 1, 3], [4, 5], 4, 2, 4, False),
+            ValueError,
+            "lengths: must be <= the 3 lanes of a row, got 4",
+        ),
+        (lambda: padding.query_visible_rows(1.5, 4), TypeError, "position: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: padding.query_visible_rows(-2, 4), ValueError, "position: must be >= 0, got -2"),
+        (lambda: padding.query_visible_rows(-1, 0), ValueError, "ratio: must be a positive integer, got 0"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()

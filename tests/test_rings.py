@@ -334,6 +334,26 @@ STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
             ValueError,
             "discipline: must be one of write_then_read, read_then_write, got 'x'",
         ),
+        (
+            lambda: new_ring(L2, 4, "write-then-read"),
+            ValueError,
+            "discipline: 'write-then-read' is now spelled 'write_then_read'",
+        ),
+        (
+            lambda: min_safe_ring_size(2, False, 1, "read-then-write", False),
+            ValueError,
+            "discipline: 'read-then-write' is now spelled 'read_then_write'",
+        ),
+        (
+            lambda: new_ring(L2, 4, "write_then-read"),
+            ValueError,
+            "discipline: 'write_then-read' is now spelled 'write_then_read'",
+        ),
+        (
+            lambda: new_ring(L2, 4, "write-then_read-"),
+            ValueError,
+            "discipline: must be one of write_then_read, read_then_write, got 'write-then_read-'",
+        ),
         (lambda: new_ring(L2, 4, WRITE_THEN_READ, rollback=None), TypeError, "rollback: must be a bool, got NoneType"),  # type: ignore[arg-type]
         (lambda: new_ring(L2, 4, WRITE_THEN_READ, strict=1), TypeError, "strict: must be a bool, got int"),  # type: ignore[arg-type]
         (lambda: new_ring(L2, 4, WRITE_THEN_READ, qmax=0), ValueError, "qmax: must be a positive integer, got 0"),

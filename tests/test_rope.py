@@ -5,6 +5,8 @@ reserved row, for every chunking and every verify-step size, with and without ov
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Callable
 
 import pytest
 
@@ -63,3 +65,32 @@ def test_every_reserved_row_of_the_compression_reference(layer: CompressedLayer)
         assert [o.position for o in step.reserved if o.store_row >= 0] == [
             p + 1 - layer.ratio for p in range(prefix, prefix + q) if (p + 1) % layer.ratio == 0
         ]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: row_position(0.5, 4), TypeError, "store_row: must be an int, got float"),  # type: ignore[arg-type]
+        (
+            lambda: row_position(-2, 4),
+            ValueError,
+            "store_row: must be a compressed row index >= 0 or -1 (nothing stored), got -2",
+        ),
+        (lambda: row_position(1, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: seed_prefill_positions(-1, 4), ValueError, "seqlen: must be >= 0, got -1"),
+        (lambda: seed_prefill_positions(8.0, 4), TypeError, "seqlen: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: seed_prefill_positions(8, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: seed_prefill_positions(8, True), TypeError, "ratio: must be an int, got bool"),  # type: ignore[arg-type]
+        (lambda: seed_decode_position(-1, 4), ValueError, "start_pos: must be >= 0, got -1"),
+        (lambda: seed_decode_position(3, 0), ValueError, "ratio: must be a positive integer, got 0"),
+        (lambda: seed_decode_position(3, -4), ValueError, "ratio: must be a positive integer, got -4"),
+        (
+            lambda: seed_decode_position(4, 4),
+            ValueError,
+            "start_pos: must complete a group of 4 ((start_pos + 1) % ratio == 0), got 4",
+        ),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()

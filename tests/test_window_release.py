@@ -4,6 +4,8 @@ the scheduled step, or of the next step after any acceptance, reads; the rule is
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Callable
 
 import pytest
 
@@ -69,3 +71,36 @@ def test_refusals() -> None:
         released_blocks(4, 1, 2, 0)
     with pytest.raises(ValueError, match=r"^window: must be a positive integer"):
         released_blocks(4, 1, 0, 2)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: positions_read(0, 1, 0), ValueError, "window: must be a positive integer, got 0"),
+        (lambda: positions_read(0, 1, 2.0), TypeError, "window: must be an int, got float"),  # type: ignore[arg-type]
+        (lambda: positions_read(0, 0, 2), ValueError, "step: must be a positive integer, got 0"),
+        (lambda: positions_read(0, -1, 2), ValueError, "step: must be a positive integer, got -1"),
+        (lambda: positions_read(-1, 1, 2), ValueError, "start: must be >= 0, got -1"),
+        (lambda: oldest_needed(0, 1, 2), ValueError, "seq_len: must be a positive integer, got 0"),
+        (lambda: oldest_needed(None, 1, 2), TypeError, "seq_len: must be an int, got NoneType"),  # type: ignore[arg-type]
+        (lambda: released_blocks(0, 1, 2, 2), ValueError, "seq_len: must be a positive integer, got 0"),
+        (
+            lambda: released_blocks(4, 5, 2, 2),
+            ValueError,
+            "seq_len: must be >= the step's 5 positions (it counts them), got 4",
+        ),
+        (lambda: released_blocks(4, 1, 0, 2), ValueError, "window: must be a positive integer, got 0"),
+        (lambda: released_blocks(4, 0, 2, 2), ValueError, "step: must be a positive integer, got 0"),
+        (lambda: released_blocks(4, 1, 2, 0), ValueError, "block_size: must be a positive integer, got 0"),
+    ],
+)
+def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_positions_read_at_the_start_of_the_sequence() -> None:
+    """From position 0 nothing before it is read: a step of 3 reads 0..2; from 5 with a window of 4, 2..7."""
+    assert positions_read(0, 3, 4) == range(0, 3)
+    assert positions_read(5, 3, 4) == range(2, 8)
+    assert positions_read(2, 1, 8) == range(0, 3)
