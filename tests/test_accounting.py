@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -30,6 +29,7 @@ from reference.accounting import (
 )
 from reference.formats import INDEX_FP4, INDEX_FP8, V4_MAIN_FP8, V41_MAIN_FP4, V41_MAIN_FP8
 from reference.models import MODELS, V4_FLASH, V4_PRO, V41_FLASH, model_preset
+from tests.refusals import worded_exactly
 
 M = 1 << 20
 CONTEXT = 1_048_576
@@ -182,8 +182,7 @@ def test_refusals() -> None:
 FMTS = preset_formats(V4_PRO)
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_names_its_argument = worded_exactly(
     [
         (lambda: compressed_rows(-1, 4), ValueError, "context: must be >= 0, got -1"),
         (lambda: compressed_rows(1, 0), ValueError, "ratio: must be a positive integer, got 0"),
@@ -208,11 +207,8 @@ FMTS = preset_formats(V4_PRO)
         (lambda: model_bytes(V4_PRO, 1, 0), ValueError, "batch: must be a positive integer, got 0"),
         (lambda: paged_bytes(V4_PRO, -1, 64), ValueError, "context: must be >= 0, got -1"),
         (lambda: paged_bytes(V4_PRO, 10, 0), ValueError, "page_tokens: must be a positive integer, got 0"),
-    ],
+    ]
 )
-def test_every_refusal_names_its_argument(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_small_rules() -> None:
@@ -254,8 +250,7 @@ def test_the_grouping_guard(monkeypatch: pytest.MonkeyPatch) -> None:
         model_bytes(V4_PRO, 1024)
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_preset_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: model_preset("v5"), ValueError, "model: unknown model 'v5'; known: v4-flash, v4-pro, v4.1-flash"),
         (
@@ -275,13 +270,8 @@ def test_the_grouping_guard(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         (lambda: replace(V4_PRO, window_format="fp16"), ValueError, "format: unknown row format 'fp16'"),
         (lambda: replace(V4_PRO, index_format="index-fp2"), ValueError, "format: unknown row format 'index-fp2'"),
-    ],
+    ]
 )
-def test_every_preset_refusal_is_worded_exactly(
-    call: Callable[[], object], error: type[Exception], message: str
-) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_layer_ownership() -> None:

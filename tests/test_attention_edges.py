@@ -5,8 +5,6 @@ which checks the values (docs/mutation.md)."""
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable
 from fractions import Fraction
 
 import pytest
@@ -23,6 +21,7 @@ from reference.attention import (
     sparse_attention,
     valid_lanes,
 )
+from tests.refusals import worded_exactly
 
 
 def test_no_rows_and_no_valid_lane() -> None:
@@ -106,8 +105,7 @@ def test_sink_share_when_every_value_is_zero() -> None:
         assert sink_share(TOP + NEGLIGIBLE, TOP, lanes, Fraction(0)) == "none"
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: valid_lanes([0], -1, "out_of_range"), ValueError, "kv_length: must be >= 0, got -1"),
         (lambda: valid_lanes([0.5], 1, "out_of_range"), TypeError, "lanes[0]: must be an int, got float"),  # type: ignore[list-item]
@@ -192,8 +190,5 @@ def test_sink_share_when_every_value_is_zero() -> None:
             ValueError,
             "sink: must be a Fraction, None or a marker, got 0.5",
         ),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

@@ -24,6 +24,7 @@ from reference.candidates import (
 from reference.score_values import NAN, NEG_INF, POS_INF
 from reference.topk import MaskedLanes, SelectTopK, V41TopK, Width, topk
 from tests.indexing_oracles import Poison, chosen_set, extended
+from tests.refusals import worded_exactly
 
 BOOK_SCORES = [2, 6, 3, 0, 300]
 RULES = [CandidateRule(pin, policy) for pin in (True, False) for policy in NanPolicy]
@@ -354,8 +355,7 @@ def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Ex
         call()
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: candidate_mask((0,), 0, 4), ValueError, "block_size: must be a positive integer, got 0"),
         (lambda: candidate_mask((0.5,), 2, 4), TypeError, "kept[0]: must be an int, got float"),  # type: ignore[arg-type]
@@ -377,8 +377,5 @@ def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Ex
         (lambda: restore_offsets([0], [1], 4, visible=-1), ValueError, "visible: must be >= 0, got -1"),
         (lambda: block_scores([1, 2], 2, 0), ValueError, "block_size: must be a positive integer, got 0"),
         (lambda: kept_blocks([1, 2], 2, -1, 2), ValueError, "topk_blocks: must be >= 0, got -1"),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

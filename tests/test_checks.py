@@ -3,11 +3,7 @@ and the rule it broke, in a message matched here word for word; the limits are t
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from fractions import Fraction
-
-import pytest
 
 from reference.checks import (
     INT32_MAX,
@@ -21,6 +17,7 @@ from reference.checks import (
     require_nonnegative_int,
     require_positive_int,
 )
+from tests.refusals import worded_exactly
 
 
 def test_limits() -> None:
@@ -40,8 +37,7 @@ def test_accepted_values_come_back() -> None:
     assert type(error) is ValueError and str(error) == "arg: the rule"
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: require(False, "arg", "the rule"), ValueError, "arg: the rule"),
         (lambda: require_int(True, "n"), TypeError, "n: must be an int, got bool"),
@@ -59,8 +55,5 @@ def test_accepted_values_come_back() -> None:
         (lambda: require_exact(0.5, "x"), TypeError, "x: must be an int or Fraction, got float"),
         (lambda: require_exact("1/2", "x"), TypeError, "x: must be an int or Fraction, got str"),
         (lambda: require_length([1], 2, "xs", "two things"), ValueError, "xs: must have length 2 (two things), got 1"),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

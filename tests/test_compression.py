@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
 from fractions import Fraction
 
 import mpmath
@@ -33,6 +32,7 @@ from tests.compression_oracles import (
     random_composition,
     random_positions,
 )
+from tests.refusals import worded_exactly
 
 R = Weighting.RATIONAL
 BOOK_PAIR = [((1, 3), (0, 10)), ((3, 1), (8, 2))]
@@ -391,8 +391,7 @@ L4 = CompressedLayer(4, 1, overlap=True)
 ONE = ((1,), (1,))
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (
             lambda: normalize_positions(L2, [((1,),)], R),
@@ -478,15 +477,11 @@ ONE = ((1,), (1,))
             TypeError,
             "chunks[0][0]: must be a (scores, latents) pair, got str",
         ),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_layer_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: window_positions(0, False), ValueError, "ratio: must be a positive integer, got 0"),
         (lambda: window_positions(4, 1), TypeError, "overlap: must be a bool, got int"),  # type: ignore[arg-type]
@@ -540,13 +535,8 @@ def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type
             ValueError,
             "ratio: V4.1 compresses with ratio 1 or 2 (0 is an uncompressed layer with no compressor), got 4",
         ),
-    ],
+    ]
 )
-def test_every_layer_refusal_is_worded_exactly(
-    call: Callable[[], object], error: type[Exception], message: str
-) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_layer_shapes_and_ape_lookup() -> None:

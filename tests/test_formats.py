@@ -5,8 +5,6 @@ the kernels quantize."""
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable
 from fractions import Fraction
 
 import ml_dtypes
@@ -39,6 +37,7 @@ from reference.formats import (
 )
 from reference.grids import FP32, decode
 from reference.scales import fp4_e4m3_scale_code, fp4_ue8m0_scale_exponent, fp8_scale_exponent
+from tests.refusals import worded_exactly
 
 RNG = np.random.default_rng(7)
 
@@ -311,8 +310,7 @@ L = public_layout(V41_MAIN_FP8, 2)
 UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: BlockLayout(V41_MAIN_FP8, 0, "interleaved"), ValueError, "rows: must be a positive integer, got 0"),
         (
@@ -445,11 +443,8 @@ UNKNOWN = dataclasses.replace(INDEX_FP8, name="custom")
             ValueError,
             "row.data: bf16 value 448 is not finite (0x7f80)",
         ),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_page_offset_defaults_to_a_one_layer_cache() -> None:
@@ -497,8 +492,7 @@ def test_several_fp32_scales_in_one_row() -> None:
     assert got[8:] == tuple(Fraction(v) / old_scale * new_scale for v in values[8:])
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_scale_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: scales.amax([]), ValueError, "values: must be a non-empty group"),
         (lambda: scales.amax([1, 0.5]), TypeError, "values[1]: must be an int or Fraction, got float"),  # type: ignore[list-item]
@@ -513,13 +507,8 @@ def test_several_fp32_scales_in_one_row() -> None:
         (lambda: fp4_e4m3_scale_code(Fraction(-1, 2)), ValueError, "group_amax: must be >= 0, got -1/2"),
         (lambda: fp4_ue8m0_scale_exponent(True), TypeError, "group_amax: must be an int or Fraction, got bool"),
         (lambda: fp4_ue8m0_scale_exponent(-6), ValueError, "group_amax: must be >= 0, got -6"),
-    ],
+    ]
 )
-def test_every_scale_refusal_is_worded_exactly(
-    call: Callable[[], object], error: type[Exception], message: str
-) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_amax_of_one_value() -> None:

@@ -3,14 +3,12 @@ tests reach them through whole rows; tests/test_compression.py)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from fractions import Fraction
 
-import pytest
 import sympy
 
 from reference.gated_mean import Weighting, evaluate, gated_mean
+from tests.refusals import worded_exactly
 
 R = Weighting.RATIONAL
 E = Weighting.EXP
@@ -42,8 +40,7 @@ def test_evaluate_gives_the_digits_asked() -> None:
     assert str(evaluate(sympy.E, 10)) == "2.718281828"
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: R.score(0.5, "s"), TypeError, "s: must be an int or Fraction under rational weights, got float"),
         (lambda: R.score(True, "s"), TypeError, "s: must be an int or Fraction under rational weights, got bool"),
@@ -85,8 +82,5 @@ def test_evaluate_gives_the_digits_asked() -> None:
         (lambda: evaluate(1, 0), ValueError, "digits: must be a positive integer, got 0"),
         (lambda: evaluate(0.5), TypeError, "value: must be an int, Fraction or sympy expression, got float"),
         (lambda: evaluate("1"), TypeError, "value: must be an int, Fraction or sympy expression, got str"),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

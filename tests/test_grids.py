@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import re
-from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -35,6 +33,7 @@ from reference.grids import (
     ue8m0_decode,
     ue8m0_encode,
 )
+from tests.refusals import worded_exactly
 
 RNG = random.Random(20260401)
 
@@ -260,8 +259,7 @@ def test_the_largest_finite_value_rounds_to_itself() -> None:
     assert ue8m0_encode(2**127) == 254 and ue8m0_encode(Fraction(1, 2**127)) == 0
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: floor_log2(0.5), TypeError, "x: must be an int or Fraction, got float"),  # type: ignore[arg-type]
         (lambda: floor_log2(0), ValueError, "x: must be > 0, got 0"),
@@ -296,8 +294,5 @@ def test_the_largest_finite_value_rounds_to_itself() -> None:
         (lambda: power_of_two(1.5), TypeError, "exponent: must be an int, got float"),  # type: ignore[arg-type]
         (lambda: e4m3_decode(0xFF), ValueError, "code: 0xff is a nan code of e4m3fn, which has no rational value"),
         (lambda: e2m1_decode(16), ValueError, "code: must be in [0, 15] for e2m1, got 16"),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

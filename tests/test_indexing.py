@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import TypeAlias
@@ -20,6 +19,7 @@ from reference.indexing import (
     visible_rows,
 )
 from reference.topk import SelectTopK, V4TopK, V41TopK, topk
+from tests.refusals import worded_exactly
 
 Problem: TypeAlias = tuple[list[list[Fraction]], list[Fraction], list[list[Fraction]]]
 
@@ -184,8 +184,7 @@ def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Ex
 # --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: index_scores([], [], []), ValueError, "queries: must hold at least one head"),
         (
@@ -232,8 +231,5 @@ def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Ex
         (lambda: prefill_visible_rows(0, 2, 0), ValueError, "ratio: must be a positive integer, got 0"),
         (lambda: decode_visible_rows([1], 0), ValueError, "ratio: must be a positive integer, got 0"),
         (lambda: decode_visible_rows([1, -1], 2), ValueError, "positions[1]: must be >= 0, got -1"),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

@@ -3,8 +3,6 @@ empty lane; any other negative length is refused."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from fractions import Fraction
 
 import pytest
@@ -14,6 +12,7 @@ from reference.candidates import CandidateRule
 from reference.conventions import PADDED_OPERATIONS, PADDING_ROWS, TOPK
 from reference.score_values import NAN, POS_INF
 from reference.topk import Phase, V4TopK, V41TopK, Width, topk
+from tests.refusals import worded_exactly
 
 ROW = [Fraction(3), NAN, POS_INF, Fraction(-1), Fraction(7)]
 
@@ -86,8 +85,7 @@ DECODE = V4TopK(Phase.DECODE)
 ANY_NEGATIVE = "lengths: must be >= 0, or -1 for a padding row, got -2"
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (
             lambda: padding.topk_row(ROW, -1, 3, DECODE),
@@ -108,8 +106,5 @@ ANY_NEGATIVE = "lengths: must be >= 0, or -1 for a padding row, got -2"
         (lambda: padding.query_visible_rows(1.5, 4), TypeError, "position: must be an int, got float"),  # type: ignore[arg-type]
         (lambda: padding.query_visible_rows(-2, 4), ValueError, "position: must be >= 0, got -2"),
         (lambda: padding.query_visible_rows(-1, 0), ValueError, "ratio: must be a positive integer, got 0"),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

@@ -4,8 +4,6 @@ bounds of docs/ring-safety.md with their counterexamples."""
 from __future__ import annotations
 
 import random
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
@@ -25,6 +23,7 @@ from reference.state import (
     state_payload_bytes,
 )
 from tests.compression_oracles import RawPosition, oracle_row, random_ape, random_positions
+from tests.refusals import worded_exactly
 
 R = Weighting.RATIONAL
 
@@ -300,8 +299,7 @@ RING = new_ring(L2, 4, WRITE_THEN_READ)
 STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (
             lambda: min_safe_ring_size(0, False, 1, WRITE_THEN_READ, False),
@@ -401,11 +399,8 @@ STRICT = new_ring(L2, 3, WRITE_THEN_READ, qmax=2, strict=True)
             ValueError,
             "size: a read_then_write ring for ratio 2, qmax 2 and rollback needs at least 2 slots, got 1",
         ),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_a_ring_whose_end_outruns_its_slots_is_caught() -> None:

@@ -5,8 +5,6 @@ reserved row, for every chunking and every verify-step size, with and without ov
 from __future__ import annotations
 
 import itertools
-import re
-from collections.abc import Callable
 
 import pytest
 
@@ -14,6 +12,7 @@ from reference.compression import CompressionState, decode_step, prefill_chunk
 from reference.gated_mean import Weighting
 from reference.layer import CompressedLayer
 from reference.rope import UNSTORED_POSITION, row_position, seed_decode_position, seed_prefill_positions
+from tests.refusals import worded_exactly
 
 R = Weighting.RATIONAL
 LAYERS = [CompressedLayer(1, 1), CompressedLayer(2, 1), CompressedLayer(3, 1), CompressedLayer(4, 1, overlap=True)]
@@ -67,8 +66,7 @@ def test_every_reserved_row_of_the_compression_reference(layer: CompressedLayer)
         ]
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: row_position(0.5, 4), TypeError, "store_row: must be an int, got float"),  # type: ignore[arg-type]
         (
@@ -89,8 +87,5 @@ def test_every_reserved_row_of_the_compression_reference(layer: CompressedLayer)
             ValueError,
             "start_pos: must complete a group of 4 ((start_pos + 1) % ratio == 0), got 4",
         ),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

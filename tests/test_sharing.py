@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-
 import pytest
 
 from reference.models import MODELS, V41_FLASH
@@ -15,6 +12,7 @@ from reference.sharing import (
     maps_from_sources,
     validate_sharing,
 )
+from tests.refusals import worded_exactly
 
 # Appendix A.6: main-KV sources [0,0,0,0], index-K sources [0,0,2,2], index sources [0,1,2,3]
 SEED = SharingMaps(kv=(0, 0, 0, 0), index_k=(0, 0, 2, 2), index_module=(0, 1, 2, 3), candidate=(0, 1, 2, 3))
@@ -131,8 +129,7 @@ def test_a_compressing_layer_needs_a_source() -> None:
         maps_from_sources((0, 0, 2, 2), 4, (3,), (3,), None)
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (
             lambda: validate_sharing(SharingMaps((0, 0.5), (0, 1), (0, 1), (0, 1)), (2, 2)),  # type: ignore[arg-type]
@@ -160,11 +157,8 @@ def test_a_compressing_layer_needs_a_source() -> None:
             ValueError,
             "kv_source_layers: layer 1 has ratio 2 but no KV source at or before it",
         ),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_layers_before_the_first_index_source_index_for_themselves() -> None:

@@ -30,6 +30,7 @@ from reference.topk import (
     valid_prefix,
 )
 from tests.indexing_oracles import Poison, chosen_set, in_rank_order
+from tests.refusals import worded_exactly
 
 finite = st.one_of(st.integers(-3, 3), st.fractions(min_value=-3, max_value=3, max_denominator=2))
 prefix_value = st.one_of(finite, finite, finite, st.just(NEG_INF), st.just(POS_INF), st.just(NAN))
@@ -313,8 +314,7 @@ def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Ex
 # --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: lane_layout(SelectTopK(fill=1.5)), TypeError, "fill: must be an int, got float"),  # type: ignore[arg-type]
         (lambda: lane_layout("v4.1"), ValueError, "convention: must be V41TopK, V4TopK or SelectTopK, got str"),  # type: ignore[arg-type]
@@ -338,11 +338,8 @@ def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Ex
             TypeError,
             "s: must be an int, Fraction, NEG_INF, POS_INF or NAN, got NoneType",
         ),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_lane_layouts_exactly() -> None:

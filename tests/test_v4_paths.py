@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
 
 import pytest
 import sympy
@@ -14,6 +13,7 @@ from reference.gated_mean import Weighting
 from reference.layer import CompressedLayer, v4_layer
 from reference.v4_paths import V4State, v4_decode, v4_initial_state, v4_prefill
 from tests.compression_oracles import RawPosition, oracle_rows, random_ape, random_positions
+from tests.refusals import worded_exactly
 
 R = Weighting.RATIONAL
 
@@ -143,8 +143,7 @@ L = v4_layer(4, 1)
 S = v4_prefill(L, [((1, 1), (1, 1))] * 3, R)[1]
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: v4_prefill(L, [], R), ValueError, "positions: a prefill holds at least one position"),
         (lambda: v4_decode(L, S, 3.0, ((1, 1), (1, 1)), R), TypeError, "start_pos: must be an int, got float"),  # type: ignore[arg-type]
@@ -164,11 +163,8 @@ S = v4_prefill(L, [((1, 1), (1, 1))] * 3, R)[1]
             "position[0].scores: must have length 2 (layer.channels = coff * dim), got 1",
         ),
         (lambda: v4_decode(L, S, 3, "ab", R), TypeError, "position[0]: must be a (scores, latents) pair, got str"),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_initial_state_and_ape_refusals_name_the_offset() -> None:

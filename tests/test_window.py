@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import pytest
 
 from reference.window import WindowOrder, decode_window, prefill_window
+from tests.refusals import worded_exactly
 
 
 def seed_002_decode(window_size: int, start_pos: int) -> tuple[int, ...]:
@@ -118,16 +118,12 @@ def test_bad_input_names_the_argument(call: Callable[[], object], argument: str)
 # --- every refusal worded exactly (docs/mutation.md) ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: prefill_window(0, 3), ValueError, "window_size: must be a positive integer, got 0"),
         (lambda: prefill_window(2, -1), ValueError, "seqlen: must be >= 0, got -1"),
         (lambda: decode_window(0, 3, WindowOrder.V4), ValueError, "window_size: must be a positive integer, got 0"),
         (lambda: decode_window(2, -1, WindowOrder.V4), ValueError, "position: must be >= 0, got -1"),
         (lambda: decode_window(2, 3, "v4"), ValueError, "order: must be WindowOrder.V4 or WindowOrder.V41, got 'v4'"),  # type: ignore[arg-type]
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()

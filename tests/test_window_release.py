@@ -4,12 +4,11 @@ the scheduled step, or of the next step after any acceptance, reads; the rule is
 from __future__ import annotations
 
 import itertools
-import re
-from collections.abc import Callable
 
 import pytest
 
 from reference.window_release import oldest_needed, positions_read, released_blocks
+from tests.refusals import worded_exactly
 
 
 def needed(start: int, step: int, window: int) -> set[int]:
@@ -73,8 +72,7 @@ def test_refusals() -> None:
         released_blocks(4, 1, 0, 2)
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
+test_every_refusal_is_worded_exactly = worded_exactly(
     [
         (lambda: positions_read(0, 1, 0), ValueError, "window: must be a positive integer, got 0"),
         (lambda: positions_read(0, 1, 2.0), TypeError, "window: must be an int, got float"),  # type: ignore[arg-type]
@@ -92,11 +90,8 @@ def test_refusals() -> None:
         (lambda: released_blocks(4, 1, 0, 2), ValueError, "window: must be a positive integer, got 0"),
         (lambda: released_blocks(4, 0, 2, 2), ValueError, "step: must be a positive integer, got 0"),
         (lambda: released_blocks(4, 1, 2, 0), ValueError, "block_size: must be a positive integer, got 0"),
-    ],
+    ]
 )
-def test_every_refusal_is_worded_exactly(call: Callable[[], object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        call()
 
 
 def test_positions_read_at_the_start_of_the_sequence() -> None:
