@@ -25,8 +25,19 @@ if TYPE_CHECKING:
 BACKENDS = ("triton", "torch")
 
 
+class _Paged:
+    """A checked call on a paged cache u8[num_blocks, layers * page_bytes]."""
+
+    cache: torch.Tensor
+    layers: int
+
+    @property
+    def page_bytes(self) -> int:
+        return int(self.cache.shape[1]) // self.layers
+
+
 @dataclass(frozen=True)
-class StoreArgs:
+class StoreArgs(_Paged):
     """A checked ``quantize_store``: rows f32[R, fmt.dims] go to slots i64[R] of layer ``layer`` of cache
     u8[num_blocks, layers * block_bytes] (in place; a slot outside the cache, -1 included, is skipped). Block
     ``b`` holds one page of ``block_bytes`` per layer, in layer order (``reference.cache_blocks.page_offset``)."""
@@ -39,13 +50,9 @@ class StoreArgs:
     layers: int = 1
     layer: int = 0
 
-    @property
-    def page_bytes(self) -> int:
-        return int(self.cache.shape[1]) // self.layers
-
 
 @dataclass(frozen=True)
-class GatherArgs:
+class GatherArgs(_Paged):
     """A checked ``gather_dequantize``: the rows at slots i64[R] of layer ``layer`` of cache (as ``StoreArgs``),
     dequantized into out f32[R, fmt.dims]; ``fill`` where a slot is outside the cache."""
 
@@ -57,10 +64,6 @@ class GatherArgs:
     fill: float = 0.0
     layers: int = 1
     layer: int = 0
-
-    @property
-    def page_bytes(self) -> int:
-        return int(self.cache.shape[1]) // self.layers
 
 
 @dataclass(frozen=True)

@@ -64,13 +64,13 @@ def check_call(
     ring_rule: RingRule,
     empty_requests: bool = True,
     int32_positions: bool = False,
-    requests: tuple[int, ...] | None = None,
+    max_new: int | None = None,
 ) -> CheckedCall:
     """Check one call (shapes in ``fast.compression``'s docstring). ``ring_rule``: the safe ring size the call
     must meet; ``empty_requests``: whether a request may come without new positions (its state slot is then
     not read); otherwise every request needs at least one and there is at least one request;
     ``int32_positions``: every request ends by position 2**31 - 1 (the kernels compute positions in int32);
-    ``requests``: bounds on each request's new positions that stand in for reading the per-request values back
+    ``max_new``: a bound on every request's new positions that stands in for reading the per-request values back
     to the host (``fast.compression.plan.bounded_decode_plan``), which are then not checked."""
     window = window_positions(cast(int, ratio), cast(bool, overlap))  # checks ratio, then overlap
     r = cast(int, ratio)
@@ -80,13 +80,13 @@ def check_call(
     N, S = _check_state(state, C, device)
     if ape is not None:
         ape = _check_ape(ape, r, C, device)
-    if requests is None:
+    if max_new is None:
         firsts, lengths, starts, slots = _read_requests(
             cu_seqlens, start_pos, state_index, T, N, empty_requests, int32_positions
         )
     else:
-        lengths, firsts, slots = requests, (), ()
-        starts = (r - 1,) * len(requests)
+        lengths, firsts, slots = (max_new,) * (int(cu_seqlens.numel()) - 1), (), ()
+        starts = (r - 1,) * len(lengths)
     need, rule = ring_rule(r, overlap, lengths)
     require(
         S >= need,

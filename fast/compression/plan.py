@@ -163,18 +163,7 @@ def prepare(
 
 
 def bounded_decode_plan(
-    score: torch.Tensor,
-    latent: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    start_pos: torch.Tensor,
-    state: torch.Tensor,
-    state_index: torch.Tensor,
-    *,
-    ratio: int,
-    overlap: bool = False,
-    ape: torch.Tensor | None = None,
-    max_new: int,
-    out_dtype: torch.dtype = torch.float32,
+    *tensors: torch.Tensor, max_new: int, out_dtype: torch.dtype = torch.float32, **options: Any
 ) -> Plan:
     """A decode plan built without reading a tensor back to the host, for a call inside a CUDA graph.
 
@@ -188,8 +177,7 @@ def bounded_decode_plan(
         raise TypeError(f"out_dtype: must be torch.float32 or torch.bfloat16, got {out_dtype}")
     bound = require_positive_int(max_new, "max_new")
     rule = read_then_write(Mode.DECODE, False)
-    checked = check_call(score, latent, cu_seqlens, start_pos, state, state_index, ratio=ratio, overlap=overlap,
-                         ape=ape, ring_rule=rule, requests=(bound,) * (int(cu_seqlens.numel()) - 1))  # fmt: skip
+    checked = check_call(*tensors, ring_rule=rule, max_new=bound, **options)
     return Plan(
         **{f.name: getattr(checked, f.name) for f in fields(checked)},
         mode=Mode.DECODE,
@@ -200,7 +188,7 @@ def bounded_decode_plan(
         kept=tuple(kept_positions(n, checked.ring) for n in checked.lengths),
         row_counts=checked.lengths,
         row_offsets=checked.cu_seqlens,
-        total_rows=int(score.shape[0]),
+        total_rows=int(checked.score.shape[0]),
     )
 
 

@@ -21,17 +21,8 @@ from properties.profiles import profile_name
 from properties.registry import Implementation
 from properties.runner import applicable, hypothesis_test
 
-OPS = (
-    "index_scores",
-    "topk",
-    "candidate_select",
-    "candidate_restore",
-    "slot_translation",
-    "gathered_rows",
-    "window_indices",
-    "window_release",
-    "compressed_indices",
-)
+OPS = tuple(dict.fromkeys(p.op for p in (*INDEXING, *ADDRESSING)))
+"""The indexing area's operations: those its properties check."""
 TWINS = [
     Implementation(op, "torch", bound(op, convention, NO_FAULTS), convention, origin="fast")
     for op in OPS
