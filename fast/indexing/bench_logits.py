@@ -55,6 +55,17 @@ def fp8_queries(shape: tuple[int, ...], g: torch.Generator) -> tuple[torch.Tenso
     return (x / s.unsqueeze(-1)).to(torch.float8_e4m3fn).view(torch.uint8), s
 
 
+FP8_DOT_BOUND = 2.0**-10
+"""The e4m3 dot's error bound relative to the magnitude sum_h |w| qs ks sum_d |q_d k_d| (docs/indexing-kernels.md)."""
+
+
+def fp8_check(got: torch.Tensor, twin: torch.Tensor, magnitude: torch.Tensor, live: torch.Tensor) -> str:
+    """FP8 queries: the error against the float32 twin as a fraction of each lane's magnitude."""
+    err = ((got - twin).abs()[live] / magnitude[live].clamp_min(1e-30)).max().item() if live.any() else 0.0
+    verdict = "ok" if err <= FP8_DOT_BOUND else "over the bound"
+    return f"{verdict} (max error / magnitude {err:.1e}, bound {FP8_DOT_BOUND:.1e})"
+
+
 def eager_paged(
     q: torch.Tensor, weights: torch.Tensor, cache: torch.Tensor, table: torch.Tensor, lengths: torch.Tensor, bc: int
 ) -> torch.Tensor:
@@ -95,14 +106,14 @@ LOGITS_TILES = (
 )
 """(columns, BK, warps, stages) swept on the headline logits shapes."""
 Q8_TILES = (
-    (256, 64, 8, 2),
-    (256, 128, 8, 2),
-    (512, 64, 8, 2),
     (256, 64, 4, 3),
-    (128, 128, 4, 3),
-    (512, 128, 8, 2),
-    (256, 128, 8, 3),
-    (128, 64, 4, 4),
+    (256, 64, 4, 4),
+    (256, 64, 4, 2),
+    (128, 64, 4, 3),
+    (512, 64, 4, 3),
+    (256, 64, 8, 3),
+    (128, 128, 4, 2),
+    (256, 64, 8, 2),
 )
 """The same sweep for FP8 queries and keys (e4m3 operands take half the shared memory of bf16)."""
 
@@ -154,6 +165,11 @@ def logits_case(
 
             def mine():
                 return logits.index_logits(qc[:64], w[:64], codes, lengths[:64], k_scale=scale, q_scale=qs[:64])
+
+            def magnitude():
+                return naive.index_logits(
+                    qc[:64] & 0x7F, w[:64].abs(), codes & 0x7F, lengths[:64], k_scale=scale, q_scale=qs[:64]
+                )
         elif fp8:
             codes = torch.randn(rows, DIM, device=DEVICE, generator=g).to(torch.float8_e4m3fn).view(torch.uint8)
             scale = 2.0 ** torch.randint(-6, 0, (rows,), device=DEVICE, generator=g).float()
@@ -208,6 +224,8 @@ def logits_case(
             live = torch.isfinite(b)
             if not torch.equal(live, torch.isfinite(a)):
                 return "the -inf lanes differ from the float32 twin"
+            if q8:
+                return fp8_check(a, b, magnitude(), live)
             err = ((a - b).abs()[live] / b.abs()[live].clamp_min(1e-3)).max().item() if live.any() else 0.0
             return f"ok (max relative difference to the float32 twin {err:.1e})" if err < 1e-3 else f"rel {err:.1e}"
 
@@ -226,6 +244,10 @@ def logits_case(
 
 
 # --- paged decode logits ------------------------------------------------------------------------------------
+
+
+PAGED_TILES = ((128, 4, 2), (64, 4, 3), (64, 8, 2), (128, 4, 3), (128, 8, 2), (256, 4, 2))
+"""(BK, warps, stages) swept on the paged FP8-query case."""
 
 
 def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: bool, q8: bool = False) -> None:
@@ -258,9 +280,9 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
         if q8:  # the torch formulas see the queries the FP8 codes stand for
             q = (qc.view(torch.float8_e4m3fn).float() * qs.unsqueeze(-1)).bfloat16()
 
-        def run():
+        def run(cfg=None):
             return logits.paged_index_logits(
-                qc, w, cache, table, lengths, rows_per_block=bc, q_scale=qs, validate=False
+                qc, w, cache, table, lengths, rows_per_block=bc, q_scale=qs, validate=False, config=cfg
             )
 
         def checked():
@@ -289,12 +311,25 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
             live = torch.isfinite(b)
             if not torch.equal(live, torch.isfinite(a)):
                 return "the -inf lanes differ from the float32 twin"
+            if q8:
+                abs_cache = cache.clone()
+                abs_cache[:, : bc * DIM] &= 0x7F
+                mag = naive.paged_index_logits(
+                    qc[:4] & 0x7F, w[:4].abs(), abs_cache, table[:4], lengths[:4], rows_per_block=bc, q_scale=qs[:4]
+                )
+                return fp8_check(a, b, mag, live)
             err = ((a - b).abs()[live] / b.abs()[live].clamp_min(1e-3)).max().item()
             return f"ok (max relative difference {err:.1e})" if err < 1e-3 else f"rel {err:.1e}"
 
-        return Built(
-            impls, moved, flops, check=check, notes=["bytes: each request's rows read once (its longest query)"]
-        )
+        variants: dict[str, Callable[[], object]] = {}
+        if q8:
+            for bk, warps, stages in PAGED_TILES:
+                cfg = logits.LogitsConfig(block_k=bk, num_warps=warps, num_stages=stages)
+                variants[f"bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
+        note = "bytes: each request's rows read once (its longest query)"
+        if q8:
+            note += f"; default tile {logits.default_config(True, True, paged=True)}"
+        return Built(impls, moved, flops, check=check, sweep=variants, notes=[note])
 
     name = f"indexing/paged_{kind}_B{requests}_n{next_n}_ctx{context // 1024}K"
     register(Case(name, "indexing-paged", f"paged decode logits, {kind} cache, Bc = {bc}", build))

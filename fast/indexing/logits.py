@@ -55,16 +55,19 @@ COMPILED = LogitsConfig()
 97 KiB of shared memory (triton 3.6, sm_90), so two programs fit one SM."""
 COMPILED_FP8 = LogitsConfig(columns=128)
 """FP8 keys: the decode adds registers; 2 queries per tile keep two programs per SM (120 registers)."""
-COMPILED_Q8 = LogitsConfig(columns=256, block_k=64)
-"""FP8 queries and keys: an e4m3 dot (no decode), 4 queries x 64 heads per tile."""
+COMPILED_Q8 = LogitsConfig(columns=256, block_k=64, num_warps=4, num_stages=3)
+"""FP8 queries and keys: an e4m3 dot (no decode), 4 queries x 64 heads per tile, one warp group (236 registers):
+the fastest of the benchmark's sweep on the H200 (results/bench.md, "Triton tile variants")."""
+PAGED_Q8 = LogitsConfig(block_k=128, num_warps=4, num_stages=2)
+"""Paged decode with FP8 queries: 128 rows (two 64-row blocks) a step, one warp group; the sweep's fastest."""
 INTERPRETED = LogitsConfig(columns=32, block_k=16, split=32, num_warps=1, num_stages=1)
 
 
-def default_config(fp8: bool = False, q8: bool = False) -> LogitsConfig:
+def default_config(fp8: bool = False, q8: bool = False, paged: bool = False) -> LogitsConfig:
     if v.interpreted():
         return INTERPRETED
     if q8:
-        return COMPILED_Q8
+        return PAGED_Q8 if paged else COMPILED_Q8
     return COMPILED_FP8 if fp8 else COMPILED
 
 
@@ -104,7 +107,10 @@ def _queries(q_ptr, qs_ptr, w_ptr, rows, qcol, d, D, Q8: tl.constexpr, UPCAST: t
     w = tl.load(w_ptr + rows, mask=qcol, other=0.0).to(tl.float32)
     if Q8:
         codes = tl.load(at, mask=mask, other=0)
-        q = _e4m3_to_f32(codes) if UPCAST else codes.to(tl.float8e4nv, bitcast=True)
+        if UPCAST:
+            q = _e4m3_to_f32(codes)
+        else:
+            q = codes.to(tl.float8e4nv, bitcast=True)
         w = w * tl.load(qs_ptr + rows, mask=qcol, other=0.0)
     else:
         q = tl.load(at, mask=mask, other=0.0)
@@ -117,9 +123,12 @@ def _fp8_keys(codes, Q8: tl.constexpr, UPCAST: tl.constexpr):
     (float32 in the interpreter against FP8 queries)."""
     if Q8:
         if UPCAST:
-            return _e4m3_to_f32(codes)
-        return codes.to(tl.float8e4nv, bitcast=True)
-    return _e4m3_to_f32(codes).to(tl.bfloat16)
+            keys = _e4m3_to_f32(codes)
+        else:
+            keys = codes.to(tl.float8e4nv, bitcast=True)
+    else:
+        keys = _e4m3_to_f32(codes).to(tl.bfloat16)
+    return keys
 
 
 @triton.jit
@@ -381,7 +390,7 @@ def paged_index_logits(
         validate=validate,
     )
     v.backend_for("triton", q.device)
-    cfg = config or default_config(a.fp8, a.q8)
+    cfg = config or default_config(a.fp8, a.q8, paged=True)
     out = v.output(out, (a.requests * a.next_n, a.width), torch.float32, q.device)
     if out.numel() == 0:
         return out
