@@ -112,6 +112,29 @@ def errors(exact: Sequence[Fraction | float], got: Sequence[float]) -> list[floa
     return out
 
 
+def assert_within_magnitude(
+    exact: Sequence[Fraction], got: Sequence[float], magnitude: Sequence[Fraction], bound: Fraction, what: str
+) -> None:
+    """Each lane's error is at most ``bound * magnitude`` of that lane, or ULP_FLOOR float32 ulps of
+    ``max(|exact|, magnitude)``: for kernels whose arithmetic has a stated error bound rather than a torch twin of
+    the same precision (the e4m3 dot)."""
+    import math
+
+    bad = []
+    for i, (e, g, size) in enumerate(zip(exact, got, magnitude, strict=True)):
+        allowed = max(float(bound * size), ULP_FLOOR * ulp(max(abs(float(e)), float(size)), 23))
+        err = abs(Fraction(g) - e) if math.isfinite(g) else math.inf
+        if not err <= allowed:
+            bad.append(((i,), float(e), g, float(err) / allowed if allowed and math.isfinite(err) else math.inf))
+    if bad:
+        bad.sort(key=lambda lane: -lane[3] if math.isfinite(lane[3]) else -math.inf)
+        raise Mismatch(
+            what,
+            [(i, e, g) for i, e, g, _ in bad],
+            detail=f"{len(bad)} lane(s) exceed {bound} of the lane's magnitude (ulp floor {ULP_FLOOR})",
+        )
+
+
 def assert_within_twice_baseline(
     exact: Sequence[Fraction | float],
     got: Sequence[float],

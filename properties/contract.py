@@ -122,6 +122,18 @@ OPERATIONS: dict[str, Operation] = {
             "lanes j < (p + 1) // r within twice the error of the same-precision torch einsum (ulp floor)",
         ),
         _op(
+            "index_scores_fp8",
+            "index scores of FP8 (e4m3) queries and keys with their scales, as deployed indexers run them",
+            "q, q_scale, weights, k, k_scale, positions; ratio",
+            """fn(q: u8[M, H, D], q_scale: f32[M, H], weights: f32[M, H], k: u8[N, D], k_scale: f32[N],
+            positions: i32[M], *, ratio: int) -> f32[M, N]; q and k hold e4m3fn codes: query head (m, h) is
+            q_scale[m, h] * e4m3(q[m, h]) with q_scale > 0, key row j is k_scale[j] * e4m3(k[j]) (any sign);
+            otherwise as index_scores: lanes j < (positions[m] + 1) // ratio compared, key rows past that may hold
+            NaN codes and scales, a position of -1 is a padding query""",
+            "lanes j < (p + 1) // r within 2**-8 of the lane's magnitude sum_h |w| q_scale sum_d |q_d k_scale k_d| "
+            "(reference.indexing.E4M3_DOT_BOUND: an e4m3 tensor-core dot's truncation), ulp floor",
+        ),
+        _op(
             "topk",
             "top-k over the valid prefix of each score row",
             "scores, lengths, offsets; k",

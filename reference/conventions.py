@@ -96,13 +96,14 @@ PADDING_ROWS = _table(
 )
 """How every operation that takes per-row lengths reads a length of -1 (``reference.padding``): one rule for all
 of them, not a choice between implementations, so it is not among any operation's conventions below."""
-PADDED_OPERATIONS: Final = ("index_scores", "topk", "candidate_select", "slot_translation")
+PADDED_OPERATIONS: Final = ("index_scores", "index_scores_fp8", "topk", "candidate_select", "slot_translation")
 """The operations ``PADDING_ROWS`` applies to (index scores: a query at position -1)."""
 
 CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "compression_prefill": COMPRESSION_PREFILL,
     "compression_decode": COMPRESSION_DECODE,
     "index_scores": {},
+    "index_scores_fp8": {},
     "topk": TOPK,
     "candidate_select": CANDIDATE_SELECT,
     "candidate_restore": {},

@@ -20,7 +20,13 @@ ROW = [Fraction(3), NAN, POS_INF, Fraction(-1), Fraction(7)]
 def test_the_convention_is_named_once() -> None:
     assert PADDING_ROWS["padding_row"].rule == padding.PADDING_ROW
     assert padding.PADDING_ROW.length == padding.PADDING_LENGTH == -1
-    assert set(PADDED_OPERATIONS) == {"index_scores", "topk", "candidate_select", "slot_translation"}
+    assert set(PADDED_OPERATIONS) == {
+        "index_scores",
+        "index_scores_fp8",
+        "topk",
+        "candidate_select",
+        "slot_translation",
+    }
 
 
 def test_row_length() -> None:

@@ -13,6 +13,7 @@ import torch
 
 from fast.bench import DEVICE, Built, Case, compiled, generator, register
 from fast.indexing import logits, naive
+from reference.indexing import E4M3_DOT_BOUND
 
 HEADS, DIM = 64, 128
 
@@ -55,7 +56,7 @@ def fp8_queries(shape: tuple[int, ...], g: torch.Generator) -> tuple[torch.Tenso
     return (x / s.unsqueeze(-1)).to(torch.float8_e4m3fn).view(torch.uint8), s
 
 
-FP8_DOT_BOUND = 2.0**-10
+FP8_DOT_BOUND = float(E4M3_DOT_BOUND)
 """The e4m3 dot's error bound relative to the magnitude sum_h |w| qs ks sum_d |q_d k_d| (docs/indexing-kernels.md)."""
 
 
@@ -276,9 +277,10 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
             row_bytes = 2 * DIM
             eager_fn = eager_paged
 
-        qc, qs = fp8_queries((requests, next_n, HEADS, DIM), g) if q8 else (q, None)
+        qc, qs = q, None
         if q8:  # the torch formulas see the queries the FP8 codes stand for
-            q = (qc.view(torch.float8_e4m3fn).float() * qs.unsqueeze(-1)).bfloat16()
+            qc, scales = fp8_queries((requests, next_n, HEADS, DIM), g)
+            q, qs = (qc.view(torch.float8_e4m3fn).float() * scales.unsqueeze(-1)).bfloat16(), scales
 
         def run(cfg=None):
             return logits.paged_index_logits(
@@ -311,7 +313,7 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
             live = torch.isfinite(b)
             if not torch.equal(live, torch.isfinite(a)):
                 return "the -inf lanes differ from the float32 twin"
-            if q8:
+            if qs is not None:
                 abs_cache = cache.clone()
                 abs_cache[:, : bc * DIM] &= 0x7F
                 mag = naive.paged_index_logits(

@@ -48,6 +48,9 @@ class Faults:
     # counted back from the tentative length; "window_plus_step_minus_2": one position fewer; "all": never releases)
     count_per_step: bool = False  # every query of a step sees end_pos // ratio rows (the public V4.1 decode)
     compressed_floor_p: bool = False  # the query at p sees p // ratio rows: the row p completes is left out
+    fp8_one_query_scale: bool = False  # FP8 queries: head 0's scale used for every head of the query
+    fp8_flush_subnormals: bool = False  # FP8 codes with exponent field 0 decoded as zero
+    fp8_key_scale_after_relu: bool = False  # key scale applied after the relu (wrong for negative scales)
 
 
 NO_FAULTS = Faults()
@@ -78,6 +81,40 @@ def index_scores(
         scores = (dots * w).sum(dim=1).clamp_min(0)
     else:
         scores = (dots.clamp_min(0) * w).sum(dim=1)
+    lanes = torch.arange(k.shape[0], device=q.device)
+    hidden = lanes >= visible_rows(positions, ratio, faults).unsqueeze(-1)
+    return scores.masked_fill(hidden, float("-inf"))
+
+
+def e4m3_values(codes: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
+    """e4m3fn codes (uint8) as float32 values."""
+    values = codes.view(torch.float8_e4m3fn).float()
+    if faults.fp8_flush_subnormals:
+        values = torch.where((codes & 0x78) == 0, 0.0, values)
+    return values
+
+
+def index_scores_fp8(
+    q: torch.Tensor,
+    q_scale: torch.Tensor,
+    weights: torch.Tensor,
+    k: torch.Tensor,
+    k_scale: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    ratio: int,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """``sum_h w[m, h] relu(q_scale[m, h] e4m3(q[m, h]) . k_scale[j] e4m3(k[j]))`` in float32; lanes past a
+    query's visible rows are -inf."""
+    qs = q_scale[:, :1].expand_as(q_scale) if faults.fp8_one_query_scale else q_scale
+    dots = torch.einsum("mhd,nd->mhn", e4m3_values(q, faults), e4m3_values(k, faults)) * qs.unsqueeze(-1)
+    key_scale = k_scale.view(1, 1, -1)
+    w = weights.float().unsqueeze(-1)
+    if faults.fp8_key_scale_after_relu:
+        scores = (dots.clamp_min(0) * key_scale * w).sum(dim=1)
+    else:
+        scores = ((dots * key_scale).clamp_min(0) * w).sum(dim=1)
     lanes = torch.arange(k.shape[0], device=q.device)
     hidden = lanes >= visible_rows(positions, ratio, faults).unsqueeze(-1)
     return scores.masked_fill(hidden, float("-inf"))

@@ -23,6 +23,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
         return lambda q, weights, k, positions, *, ratio: ti.index_scores(
             q, weights, k, positions, ratio=ratio, faults=faults
         )
+    if op == "index_scores_fp8":
+        return lambda q, q_scale, weights, k, k_scale, positions, *, ratio: ti.index_scores_fp8(
+            q, q_scale, weights, k, k_scale, positions, ratio=ratio, faults=faults
+        )
     if op == "topk":
         return lambda scores, lengths, offsets, *, k: ti.topk(
             scores, lengths, offsets, k=k, convention=convention or "", faults=faults
@@ -81,6 +85,27 @@ MUTANTS = [
         None,
         "relu(sum_h w_h q_h.k) for sum_h w_h relu(q_h.k)",
         relu_after_head_sum=True,
+    ),
+    mutant(
+        "index_scores_fp8",
+        "index_scores_fp8_one_query_scale",
+        None,
+        "head 0's query scale used for every head",
+        fp8_one_query_scale=True,
+    ),
+    mutant(
+        "index_scores_fp8",
+        "index_scores_fp8_subnormals_flushed",
+        None,
+        "e4m3 subnormal codes decoded as zero",
+        fp8_flush_subnormals=True,
+    ),
+    mutant(
+        "index_scores_fp8",
+        "index_scores_fp8_key_scale_after_relu",
+        None,
+        "the key scale multiplies relu(q . k), not q . k (negative scales)",
+        fp8_key_scale_after_relu=True,
     ),
     mutant(
         "topk",
