@@ -28,7 +28,7 @@ from properties.indexing.strategies import (
 )
 from properties.indexing.values import as_float32, float32_rows, index_tensor, output_lanes, rank_key, visible_count
 from properties.registry import Implementation
-from properties.runner import Property
+from properties.runner import BAD_INPUT, Property
 from reference import candidates, padding, topk
 from reference.candidates import NanPolicy
 from reference.conventions import CANDIDATE_SELECT
@@ -337,6 +337,7 @@ PROPERTIES = [
         check_restore_refuses_bad_padding,
         examples=({"offsets": [[0, 2]], "candidate_blocks": [[3, -2]], "block_size": 2},),
         doc="a candidate block below -1 (padding is exactly -1) raises ValueError",
+        group=BAD_INPUT,
     ),
     Property(
         "candidate_round_trip_every_block",
