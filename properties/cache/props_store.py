@@ -35,7 +35,7 @@ from properties.cache.common import (
     pad_offsets,
     store_options,
 )
-from properties.cache.frozen import NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN
+from properties.cache.frozen import F32_SCALE_BOUNDARY, NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN
 from properties.cache.strategies import (
     f32,
     grid_store_examples,
@@ -211,7 +211,7 @@ PROPERTIES = [
         "quantize_store",
         store_examples(),
         check_store_matches_reference,
-        examples=(NO_ROWS,),
+        examples=(NO_ROWS, F32_SCALE_BOUNDARY),
         doc="the whole cache after the call equals the reference's: stored rows' bytes at their public offsets, "
         "-1 rows skipped, every other byte untouched; arbitrary values (ties, subnormals, saturation, scale "
         "boundaries, the amax floor); rows the reference refuses are moved to slot -1",
