@@ -251,6 +251,10 @@ def _load(args: argparse.Namespace, spec: str, timeout: float) -> tuple[Any, Any
     if args.in_process:
         from properties.guards import guarded
 
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from properties.interpreter_casts import install
+
+            install()
         try:
             fn = load_callable(spec)
         except LoadError as err:
@@ -338,7 +342,7 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         else f"  each call {where}, guarded; no time limit"
     )
     if groups:
-        shown = ", ".join(left_out) if left_out else f"no property of {args.op} is in it"
+        shown = ", ".join(left_out) if left_out else "none of the properties to run is in it"
         print(f"  left out (--leave-out {' '.join(groups)}): {shown}")
     report: dict[str, Any] = {
         "op": args.op,
@@ -356,6 +360,9 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         "left_out": {"groups": groups, "properties": left_out},
         "properties": [],
     }
+    from properties.interpreter_casts import ROUNDED
+
+    rounded_before = ROUNDED[0]
     progress = PropertyProgress()
     start = time.perf_counter()
     tried = 0
@@ -408,6 +415,14 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
     report["worker_restarts"] = restarts
     report["seconds"] = round(elapsed, 3)
     restarted = f", {restarts} worker restart(s)" if restarts else ""
+    rounded = supervisor.rounded_casts if supervisor is not None else ROUNDED[0] - rounded_before
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    report["interpreter_casts"] = {"patched": interpreted, "rounded": rounded}
+    if rounded:
+        print(
+            f"Triton interpreter: {rounded} fp32 -> bf16 / e4m3 cast element(s) rounded to nearest even as compiled "
+            f"code rounds them (csa fuzz patches the interpreter's casts, which truncate; properties/interpreter_casts.py)"
+        )
     exit_status = 0
     omitted = f" ({len(left_out)} left out: {', '.join(groups)})" if groups else ""
     if failed:
