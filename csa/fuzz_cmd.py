@@ -421,7 +421,8 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
     if rounded:
         print(
             f"Triton interpreter: {rounded} fp32 -> bf16 / e4m3 cast element(s) rounded to nearest even as compiled "
-            f"code rounds them (csa fuzz patches the interpreter's casts, which truncate; properties/interpreter_casts.py)"
+            "code rounds them (csa fuzz patches the interpreter's casts, which truncate; "
+            "properties/interpreter_casts.py)"
         )
     exit_status = 0
     omitted = f" ({len(left_out)} left out: {', '.join(groups)})" if groups else ""
@@ -438,8 +439,7 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         exit_status = 1
     else:
         print(
-            f"\nPASS: {len(props)} properties{omitted}, {tried} examples, {elapsed:.1f} s, seed {args.seed}"
-            f"{restarted}"
+            f"\nPASS: {len(props)} properties{omitted}, {tried} examples, {elapsed:.1f} s, seed {args.seed}{restarted}"
         )
         report["result"] = "pass"
     if args.sanitize is not None:

@@ -21,7 +21,9 @@ ROW_BYTES = 132
 
 
 @triton.jit
-def _store_rows(rows_ptr, slots_ptr, cache_ptr, page_stride, layer_offset, ROWS_PER_BLOCK: tl.constexpr, D: tl.constexpr):
+def _store_rows(
+    rows_ptr, slots_ptr, cache_ptr, page_stride, layer_offset, ROWS_PER_BLOCK: tl.constexpr, D: tl.constexpr
+):
     r = tl.program_id(0)
     slot = tl.load(slots_ptr + r)
     offs = tl.arange(0, D)
@@ -38,7 +40,9 @@ def _store_rows(rows_ptr, slots_ptr, cache_ptr, page_stride, layer_offset, ROWS_
     tl.store(cache_ptr + page + ROWS_PER_BLOCK * D + row * 4 + four, scale_bytes, mask=(four * 0 + slot) >= 0)
 
 
-def store(rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int) -> None:
+def store(
+    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
+) -> None:
     if fmt != "index_fp8_132":
         raise ValueError(f"fmt: only index_fp8_132, got {fmt!r}")
     if rows.shape[0] == 0:

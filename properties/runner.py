@@ -14,7 +14,6 @@ from hypothesis.errors import Flaky
 
 from properties.registry import Implementation
 
-
 BAD_INPUT = "bad_input"
 GROUPS: dict[str, str] = {
     BAD_INPUT: "calls the contract refuses (malformed arguments, a ring too small, NaN rows to store, padding "

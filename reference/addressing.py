@@ -41,7 +41,8 @@ def max_block_id(block_size: int, ratio: int, width: SlotWidth = SlotWidth.INT64
     ``(b + 1) * Bc - 1``, so ``b <= 2**(bits - 1) // Bc - 1`` (int32 at Bc = 2: ``2**30 - 1``)."""
     if not isinstance(width, SlotWidth):
         raise TypeError(f"width: must be a SlotWidth, got {type(width).__name__}")
-    return 2 ** (width.value - 1) // rows_per_block(block_size, ratio) - 1
+    limit: int = 2 ** (width.value - 1)
+    return limit // rows_per_block(block_size, ratio) - 1
 
 
 def rows_per_block(block_size: int, ratio: int) -> int:

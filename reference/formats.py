@@ -41,6 +41,7 @@ from reference.grids import (
 )
 from reference.scales import Arithmetic, amax, fp4_e4m3_scale_code, fp4_ue8m0_scale_exponent, fp8_scale_exponent
 
+
 class RowDtype(enum.Enum):
     """The dtype of the rows a store takes (the convention option ``bf16_rows``)."""
 

@@ -35,6 +35,7 @@ class Arithmetic(enum.Enum):
     EXACT = "exact"
     F32 = "f32"
 
+
 FP8_MAX = Fraction(448)
 FP4_MAX = Fraction(6)
 FP8_AMAX_FLOOR = Fraction(1, 10000)
@@ -67,7 +68,7 @@ def _ln_bounds(x: Fraction, terms: int) -> tuple[Fraction, Fraction]:
     """Rational bounds ``low < ln(x) <= high`` for ``x > 1``: ``ln x = 2 * atanh(y)``, ``y = (x - 1) / (x + 1)``,
     ``terms`` terms of the series and its geometric tail bound."""
     y = (x - 1) / (x + 1)
-    low = 2 * sum(y ** (2 * j + 1) / (2 * j + 1) for j in range(terms))
+    low = 2 * sum((y ** (2 * j + 1) / (2 * j + 1) for j in range(terms)), Fraction(0))
     tail = 2 * y ** (2 * terms + 1) / ((2 * terms + 1) * (1 - y * y))
     return low, low + tail
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from reference.addressing import (
     SlotWidth,
-    max_block_id,
     gathered_rows,
+    max_block_id,
     row_to_slot,
     rows_per_block,
     rows_to_slots,
@@ -201,12 +201,16 @@ def test_row_zero_is_a_row_under_the_count_guard() -> None:
 # --- int32 slots (the option int32_slots) -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("block_size", "ratio", "bound"), [(2, 1, 2**30 - 1), (8, 4, 2**30 - 1), (4, 1, 2**29 - 1), (3, 1, 715827881)])
+@pytest.mark.parametrize(
+    ("block_size", "ratio", "bound"), [(2, 1, 2**30 - 1), (8, 4, 2**30 - 1), (4, 1, 2**29 - 1), (3, 1, 715827881)]
+)
 def test_max_block_id_is_the_last_block_whose_slots_fit_int32(block_size: int, ratio: int, bound: int) -> None:
     per_block = block_size // ratio
     assert max_block_id(block_size, ratio, SlotWidth.INT32) == bound
     assert (bound + 1) * per_block - 1 <= 2**31 - 1 < (bound + 2) * per_block - 1
-    assert rows_to_slots([per_block - 1], [bound], block_size, ratio, width=SlotWidth.INT32) == ((bound + 1) * per_block - 1,)
+    assert rows_to_slots([per_block - 1], [bound], block_size, ratio, width=SlotWidth.INT32) == (
+        (bound + 1) * per_block - 1,
+    )
 
 
 def test_max_block_id_int64() -> None:

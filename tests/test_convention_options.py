@@ -76,7 +76,9 @@ def test_topk_honouring_kernels_pass(convention: str, faults: dict[str, bool]) -
 def test_topk_ties_any() -> None:
     highest = indexing_kernel("topk", "v4.1+ties_any", ties_to_highest_index=True)
     check_equals_reference(highest, TIES)
-    fails(check_equals_reference, indexing_kernel("topk", "v4.1", ties_to_highest_index=True), TIES, "expected 0, got 1")
+    fails(
+        check_equals_reference, indexing_kernel("topk", "v4.1", ties_to_highest_index=True), TIES, "expected 0, got 1"
+    )
     wrong_set = {**TIES, "scores": [[1.0, 1.0, 0.0, 1.0]]}
     check_equals_reference(highest, wrong_set)
     garbage = {**TIES, "scores": [[0.0, 1.0, 5.0, 5.0]], "lengths": [2], "k": 1}
@@ -88,15 +90,35 @@ def test_topk_orders() -> None:
     check_equals_reference(rank, ORDER)
     check_equals_reference(indexing_kernel("topk", "v4.1+order_any", rank_order_output=True), ORDER)
     fails(check_equals_reference, indexing_kernel("topk", "v4.1", rank_order_output=True), ORDER, "expected 0, got 1")
-    fails(check_equals_reference, indexing_kernel("topk", "v4.1+order_index", rank_order_output=True), ORDER, "expected 0, got 1")
-    fails(check_equals_reference, indexing_kernel("topk", "v4.1+ties_any+order_index", rank_order_output=True), ORDER, "not in ascending index order: 2 before 0")
-    fails(check_equals_reference, indexing_kernel("topk", "v4.1+order_rank"), ORDER, "not in rank order: 0 (key (0, 1.0)) before 1")
+    fails(
+        check_equals_reference,
+        indexing_kernel("topk", "v4.1+order_index", rank_order_output=True),
+        ORDER,
+        "expected 0, got 1",
+    )
+    fails(
+        check_equals_reference,
+        indexing_kernel("topk", "v4.1+ties_any+order_index", rank_order_output=True),
+        ORDER,
+        "not in ascending index order: 2 before 0",
+    )
+    fails(
+        check_equals_reference,
+        indexing_kernel("topk", "v4.1+order_rank"),
+        ORDER,
+        "not in rank order: 0 (key (0, 1.0)) before 1",
+    )
 
 
 def test_topk_neg_inf_excluded() -> None:
     check_equals_reference(indexing_kernel("topk", "v4.1+neg_inf_excluded"), NEG_INF)
     check_equals_reference(indexing_kernel("topk", "v4.1"), NEG_INF)
-    fails(check_equals_reference, indexing_kernel("topk", "v4.1+neg_inf_excluded", neg_inf_eligible=True), NEG_INF, "expected -1, got 1")
+    fails(
+        check_equals_reference,
+        indexing_kernel("topk", "v4.1+neg_inf_excluded", neg_inf_eligible=True),
+        NEG_INF,
+        "expected -1, got 1",
+    )
     excluding = indexing_kernel("topk", "select+neg_inf_excluded")
     fails(check_equals_reference, Implementation("topk", "t", excluding.fn, "select"), NEG_INF, "differ")
 
@@ -106,18 +128,33 @@ CANDIDATES = {"scores": [[1.0, 0.0, 5.0, 5.0, 2.0, 0.0, 5.0, 0.0]], "lengths": [
 
 
 @pytest.mark.parametrize(
-    "convention", ["pinned+drop_nan+order_rank", "unpinned+propagate_nan+ties_any+order_any", "unpinned+drop_nan+ties_any"]
+    "convention",
+    ["pinned+drop_nan+order_rank", "unpinned+propagate_nan+ties_any+order_any", "unpinned+drop_nan+ties_any"],
 )
 def test_candidate_honouring_kernels_pass(convention: str) -> None:
-    passes_every_property(indexing_kernel("candidate_select", convention, rank_order_output="order_rank" in convention or "order_any" in convention))
+    passes_every_property(
+        indexing_kernel(
+            "candidate_select", convention, rank_order_output="order_rank" in convention or "order_any" in convention
+        )
+    )
 
 
 def test_candidate_orders() -> None:
     case = {**CANDIDATES, "scores": [[1.0, 0.0, 5.0, 5.0, 2.0, 0.0, 6.0, 0.0]]}
     rank = indexing_kernel("candidate_select", "unpinned+drop_nan+order_rank", rank_order_output=True)
     check_select_equals_reference(rank, case)
-    fails(check_select_equals_reference, indexing_kernel("candidate_select", "unpinned+drop_nan", rank_order_output=True), case, "expected 1, got 3")
-    fails(check_select_equals_reference, indexing_kernel("candidate_select", "unpinned+drop_nan+order_rank"), case, "not in rank order: 1 (key (0, 5.0)) before 3")
+    fails(
+        check_select_equals_reference,
+        indexing_kernel("candidate_select", "unpinned+drop_nan", rank_order_output=True),
+        case,
+        "expected 1, got 3",
+    )
+    fails(
+        check_select_equals_reference,
+        indexing_kernel("candidate_select", "unpinned+drop_nan+order_rank"),
+        case,
+        "not in rank order: 1 (key (0, 5.0)) before 3",
+    )
 
 
 def test_candidate_ties_any() -> None:
@@ -127,8 +164,15 @@ def test_candidate_ties_any() -> None:
         return torch.tensor([[3]], dtype=torch.int32)
 
     case = {**CANDIDATES, "topk_blocks": 1}
-    check_select_equals_reference(Implementation("candidate_select", "t", last_of_ties, "unpinned+drop_nan+ties_any"), case)
-    fails(check_select_equals_reference, Implementation("candidate_select", "t", last_of_ties, "unpinned+drop_nan"), case, "expected 1, got 3")
+    check_select_equals_reference(
+        Implementation("candidate_select", "t", last_of_ties, "unpinned+drop_nan+ties_any"), case
+    )
+    fails(
+        check_select_equals_reference,
+        Implementation("candidate_select", "t", last_of_ties, "unpinned+drop_nan"),
+        case,
+        "expected 1, got 3",
+    )
 
 
 SLOTS = {"rows": [[0, 1, 2]], "holes": [[]], "lengths": [3], "garbage": [[-1, -1, -1]], "block_size": 2, "ratio": 1}
@@ -140,10 +184,20 @@ def test_int32_slots() -> None:
     case = {**SLOTS, "block_tables": [[2**30, 2**30 + 1]]}
     int32 = indexing_kernel("slot_translation", "sentinel+int32_slots", int32_slots=True)
     check_slots_equal_reference(int32, case)
-    fails(check_slots_equal_reference, indexing_kernel("slot_translation", "sentinel", int32_slots=True), case, "int32 overflow")
+    fails(
+        check_slots_equal_reference,
+        indexing_kernel("slot_translation", "sentinel", int32_slots=True),
+        case,
+        "int32 overflow",
+    )
     wide = indexing_kernel("slot_translation", "sentinel")
     check_slots_equal_reference(wide, case)
-    fails(check_slots_equal_reference, Implementation("slot_translation", "t", wide.fn, "sentinel+int32_slots"), case, "the contract asks for torch.int32")
+    fails(
+        check_slots_equal_reference,
+        Implementation("slot_translation", "t", wide.fn, "sentinel+int32_slots"),
+        case,
+        "the contract asks for torch.int32",
+    )
     passes_every_property(int32)
     passes_every_property(indexing_kernel("slot_translation", "count+int32_slots", int32_slots=True))
 
@@ -155,11 +209,31 @@ def test_bf16_rows_and_f32_scale() -> None:
     check_store_matches_reference(f32, F32_SCALE_BOUNDARY)
     exact = store_kernel("v4_584")
     check_store_matches_reference(exact, F32_SCALE_BOUNDARY)
-    fails(check_store_matches_reference, Implementation("quantize_store", "t", f32.fn, "v4_584"), F32_SCALE_BOUNDARY, "byte(s) differ")
-    fails(check_store_matches_reference, Implementation("quantize_store", "t", exact.fn, "v4_584+f32_scale"), F32_SCALE_BOUNDARY, "byte(s) differ")
+    fails(
+        check_store_matches_reference,
+        Implementation("quantize_store", "t", f32.fn, "v4_584"),
+        F32_SCALE_BOUNDARY,
+        "byte(s) differ",
+    )
+    fails(
+        check_store_matches_reference,
+        Implementation("quantize_store", "t", exact.fn, "v4_584+f32_scale"),
+        F32_SCALE_BOUNDARY,
+        "byte(s) differ",
+    )
     with pytest.raises(ValueError, match="rows: must be f32"):
-        check_store_matches_reference(Implementation("quantize_store", "t", exact.fn, "v4_584+bf16_rows"), F32_SCALE_BOUNDARY)
+        check_store_matches_reference(
+            Implementation("quantize_store", "t", exact.fn, "v4_584+bf16_rows"), F32_SCALE_BOUNDARY
+        )
     through_f16 = store_with(FormatBugs(rows_through_f16=True), RowDtype.BF16)
-    small = {**F32_SCALE_BOUNDARY, "patterns": [{"seed": 1, "exp": -14, "bits": 8, "spread": 4, "anchored": False, "edits": []}]}
+    small = {
+        **F32_SCALE_BOUNDARY,
+        "patterns": [{"seed": 1, "exp": -14, "bits": 8, "spread": 4, "anchored": False, "edits": []}],
+    }
     check_store_matches_reference(store_kernel("v4_584+bf16_rows", RowDtype.BF16), small)
-    fails(check_store_matches_reference, Implementation("quantize_store", "t", through_f16, "v4_584+bf16_rows"), small, "byte(s) differ")
+    fails(
+        check_store_matches_reference,
+        Implementation("quantize_store", "t", through_f16, "v4_584+bf16_rows"),
+        small,
+        "byte(s) differ",
+    )

@@ -396,7 +396,9 @@ def test_interpreter_casts_are_patched_and_said(tmp_path: pathlib.Path) -> None:
     run = csa(*STORE_ARGS, "--max-examples", "8", "--report", str(report), cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "  left out (--leave-out bad_input): none of the properties to run is in it\n" in run.stdout
-    assert re.search(r"Triton interpreter: \d+ fp32 -> bf16 / e4m3 cast element\(s\) rounded to nearest even", run.stdout)
+    assert re.search(
+        r"Triton interpreter: \d+ fp32 -> bf16 / e4m3 cast element\(s\) rounded to nearest even", run.stdout
+    )
     data = json.loads(report.read_text())
     assert data["interpreter_casts"]["patched"] and data["interpreter_casts"]["rounded"] > 0
     assert data["left_out"] == {"groups": ["bad_input"], "properties": []}
@@ -407,11 +409,14 @@ def test_without_the_patch_the_interpreter_fails_a_correct_kernel(tmp_path: path
         "import sys, properties.interpreter_casts as casts\n"
         "casts.install = lambda: False\n"
         "from csa.cli import main\n"
-        f"sys.exit(main(['fuzz', *{list(STORE_ARGS)!r}, '--in-process', '--max-examples', '20', '--shrink-seconds', '1']))\n"
+        f"sys.exit(main(['fuzz', *{list(STORE_ARGS)!r}, '--in-process', '--max-examples', '20', "
+        "'--shrink-seconds', '1']))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
     env.pop("CI", None)
-    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "quantize_store bytes" in run.stdout and "Triton interpreter:" not in run.stdout
 

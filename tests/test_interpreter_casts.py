@@ -14,7 +14,19 @@ from properties import interpreter_casts
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs Triton's interpreter")
 
-TIES = [1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 2 - 2**-9, 3.0e38, 3.4e38, 1e-40, -0.0, 255.5, float("nan"), float("inf")]
+TIES = [
+    1 + 2**-8,
+    1 + 3 * 2**-8,
+    -(1 + 2**-8),
+    2 - 2**-9,
+    3.0e38,
+    3.4e38,
+    1e-40,
+    -0.0,
+    255.5,
+    float("nan"),
+    float("inf"),
+]
 """bf16 ties (to even: down, then up), a carry into the exponent, values near and past bf16's largest, a subnormal."""
 E4M3 = [1 + 2**-4, 1 + 3 * 2**-4, 2**-9, 3 * 2**-10, 2**-10, 447.9, 464.0, 465.0, 1e6, -1e6, float("inf"), 0.0]
 """e4m3 ties (down, up), the smallest subnormal and ties below it, the saturation edge (464 is a tie: to 448)."""

@@ -24,7 +24,11 @@ ANY_RANK = Selection(Ties.ANY, Order.RANK)
         ([4, 1, 0], ANY_RANK, None),
         ([4, 0, 1], ANY_RANK, "not in rank order: 0 (key 5) before 1 (key 7), which ranks higher"),
         ([1, 2, 0], Selection(Ties.LOWEST, Order.RANK), None),
-        ([2, 1, 0], Selection(Ties.LOWEST, Order.RANK), "not in rank order: 2 before 1, of equal key, ties by ascending index"),
+        (
+            [2, 1, 0],
+            Selection(Ties.LOWEST, Order.RANK),
+            "not in rank order: 2 before 1, of equal key, ties by ascending index",
+        ),
         ([0, 3, 1], Selection(Ties.LOWEST, Order.ANY), None),
         ([1, 1], Selection(Ties.ANY, Order.ANY), "item(s) [1] chosen twice"),
         ([], LOWEST_INDEX, None),
@@ -71,7 +75,11 @@ def test_default_selection_is_the_references() -> None:
 test_refusals = worded_exactly(
     [
         (lambda: order_problem(KEYS, [6], LOWEST_INDEX), ValueError, "chosen[0]: must name one of the 6 items, got 6"),
-        (lambda: order_problem(KEYS, [0, -1], LOWEST_INDEX), ValueError, "chosen[1]: must name one of the 6 items, got -1"),
+        (
+            lambda: order_problem(KEYS, [0, -1], LOWEST_INDEX),
+            ValueError,
+            "chosen[1]: must name one of the 6 items, got -1",
+        ),
         (lambda: order_problem(KEYS, [True], LOWEST_INDEX), TypeError, "chosen[0]: must be an int, got bool"),
         (lambda: canonical(KEYS, [1, 1], ANY_RANK, Order.INDEX), ValueError, "chosen: must name distinct items"),
         (

@@ -14,13 +14,13 @@ import torch
 
 from properties.cache.common import (
     cache_layout,
-    store_options,
     equals_float,
     is_float32,
     pad_offsets,
     reference_decode,
     reference_decode_f32,
     reference_row,
+    store_options,
 )
 from properties.cache.strategies import (
     garbage_row,

@@ -21,8 +21,8 @@ from reference.attention import sparse_attention as reference_attention
 from reference.cache_blocks import BlockLayout, public_layout, slot_byte_offsets
 from reference.conventions import FORMATS, SPARSE_ATTENTION, lookup, parse
 from reference.formats import QuantizedRow, RowDtype, RowFormat, dequantize_row, quantize_row
-from reference.scales import Arithmetic
 from reference.grids import FP32, encode
+from reference.scales import Arithmetic
 from reference.score_values import NAN, NEG_INF, POS_INF
 
 FORMAT_CONVENTIONS: tuple[str, ...] = tuple(FORMATS)

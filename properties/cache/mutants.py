@@ -7,8 +7,8 @@ Each is registered for the one format or convention where its bug shows; the sui
 
 from __future__ import annotations
 
-from properties.cache.faulty_attention import AttentionBugs, attention_with
 from properties.cache.common import store_options
+from properties.cache.faulty_attention import AttentionBugs, attention_with
 from properties.cache.faulty_formats import FormatBugs, gather_with, store_with
 from properties.registry import Implementation
 

@@ -26,8 +26,8 @@ from properties.cache.checks import (
     poison_bytes,
     refusal,
     run_store,
-    storable,
     shown_values,
+    storable,
     store_case,
 )
 from properties.cache.common import (

@@ -59,7 +59,9 @@ def eligible_count(values: list[float], n: int, convention: str) -> int:
     return sum(1 for v in values[:n] if not (excludes_neg_inf(convention) and v == -math.inf))
 
 
-def canonical_lanes(lanes: list[int], values: list[float], length: int, offset: int, convention: str, m: int) -> list[int]:
+def canonical_lanes(
+    lanes: list[int], values: list[float], length: int, offset: int, convention: str, m: int
+) -> list[int]:
     """One output row in its canonical form (module docstring); a row whose lanes are not distinct or not in the
     declared order raises Mismatch. Lanes that do not name valid rows are left as they are (the properties
     report them)."""
