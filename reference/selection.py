@@ -97,7 +97,7 @@ def _less(a: object, b: object) -> bool:
     return a < b  # type: ignore[operator,no-any-return]
 
 
-def canonical(keys: Sequence[K], chosen: Sequence[int], rule: Selection, order: Order) -> list[int]:
+def canonical(keys: Sequence[K], chosen: Sequence[int], rule: Selection, order: Order = Order.INDEX) -> list[int]:
     """The chosen items as the reference lists them: under ``Ties.ANY`` each group of ``c`` chosen items of one
     key replaced by the ``c`` lowest-index items of that key, then listed in ``order`` (``Order.INDEX`` or
     ``Order.RANK`` with ties by ascending index). Chosen items must be distinct (ValueError otherwise)."""
@@ -132,8 +132,8 @@ def accepted(keys: Sequence[K], expected: Sequence[int], chosen: Sequence[int], 
     problem = order_problem(keys, chosen, rule)
     if problem is not None:
         return problem
-    got = canonical(keys, chosen, rule, Order.INDEX)
-    want = canonical(keys, expected, Selection(), Order.INDEX)
+    got = canonical(keys, chosen, rule)
+    want = canonical(keys, expected, Selection())
     if got != want:
         what = "keys" if rule.ties is Ties.ANY else "items"
         shown = sorted((keys[i] for i in chosen), key=_Desc) if rule.ties is Ties.ANY else sorted(chosen)

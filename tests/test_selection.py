@@ -70,6 +70,12 @@ def test_accepted(chosen: list[int], rule: Selection, problem: str | None) -> No
 
 def test_default_selection_is_the_references() -> None:
     assert Selection() == Selection(Ties.LOWEST, Order.INDEX)
+    assert canonical(KEYS, [4, 0, 2], ANY_RANK) == [0, 1, 2]
+
+
+def test_a_rejected_set_shows_the_keys_best_first() -> None:
+    rule = Selection(Ties.ANY, Order.ANY)
+    assert accepted(KEYS, [0, 1], [3, 1], rule) == "chosen keys [7, 3], the reference's are [7, 5]"
 
 
 test_refusals = worded_exactly(
@@ -82,6 +88,7 @@ test_refusals = worded_exactly(
         ),
         (lambda: order_problem(KEYS, [True], LOWEST_INDEX), TypeError, "chosen[0]: must be an int, got bool"),
         (lambda: canonical(KEYS, [1, 1], ANY_RANK, Order.INDEX), ValueError, "chosen: must name distinct items"),
+        (lambda: canonical(KEYS, [0, 9], ANY_RANK), ValueError, "chosen[1]: must name one of the 6 items, got 9"),
         (
             lambda: canonical(KEYS, [1], ANY_RANK, Order.ANY),
             ValueError,
