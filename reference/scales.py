@@ -136,15 +136,17 @@ def fp8_scale_exponent(
 
 
 def fp4_e4m3_scale_code(group_amax: int | Fraction, arithmetic: Arithmetic = Arithmetic.EXACT) -> int:
-    """The e4m3 code of the main-FP4 group scale ``e4m3(clamp(amax / 6, 2**-9, 448))`` (f32: the quotient
-    rounded to float32 first)."""
+    """The e4m3 code of the main-FP4 group scale ``e4m3(clamp(amax / 6, 2**-9, 448))``.
+
+    Under f32 arithmetic the quotient is first rounded to float32, which changes no code: for a float32 ``amax``
+    other than ``6 m`` the quotient lies more than half a float32 gap from every e4m3 midpoint ``m`` (the gap of
+    ``6 m`` divided by 6 exceeds it), so both roundings reach the same side; the clamp bounds are float32 values.
+    ``amax`` must still be a float32 value."""
     a = require_exact(group_amax, "group_amax")
     require(a >= 0, "group_amax", f"must be >= 0, got {a}")
-    quotient = a / FP4_MAX
     if _arithmetic(arithmetic) is Arithmetic.F32:
         _require_f32_amax(a)
-        quotient = _f32(quotient)
-    clamped = min(max(quotient, FP4_E4M3_SCALE_MIN), E4M3FN.max_finite)
+    clamped = min(max(a / FP4_MAX, FP4_E4M3_SCALE_MIN), E4M3FN.max_finite)
     return e4m3_encode(clamped)
 
 

@@ -552,11 +552,17 @@ def test_f32_scales_agree_with_float32_arithmetic(e: int, ulps: int) -> None:
         assert rule(Fraction(amax), F32) == _f32_scale_by_numpy(amax, c, floor), (c, e, ulps, amax)
 
 
-def test_f32_e4m3_scale_rounds_the_f32_quotient() -> None:
-    """amax / 6 rounded to float32 first, then to e4m3 (the same code here: a float32 never sits on an e4m3 tie
-    that the exact quotient misses by less than its own rounding)."""
-    for amax in (Fraction(6), Fraction(7), BOUNDARY, Fraction(3, 2**20)):
-        assert fp4_e4m3_scale_code(amax, F32) == fp4_e4m3_scale_code(amax)
+def test_f32_e4m3_scale_is_the_exact_one() -> None:
+    """amax / 6 rounded to float32 and then to e4m3 gives the exact rule's code: checked with float32 arithmetic at
+    every e4m3 midpoint times 6 and its float32 neighbours."""
+    values = sorted({float(v) for v in torch.arange(0x7F, dtype=torch.uint8).view(torch.float8_e4m3fn).float()})
+    for lo, hi in zip(values, values[1:], strict=False):
+        centre = np.float32(6 * (lo + hi) / 2)
+        for amax in (np.nextafter(centre, np.float32(0)), centre, np.nextafter(centre, np.float32(np.inf))):
+            quotient = np.clip(np.float32(amax) / np.float32(6), np.float32(2**-9), np.float32(448))
+            by_float32 = torch.tensor([float(quotient)]).to(torch.float8_e4m3fn).view(torch.uint8).item()
+            assert fp4_e4m3_scale_code(Fraction(float(amax)), F32) == fp4_e4m3_scale_code(Fraction(float(amax)))
+            assert fp4_e4m3_scale_code(Fraction(float(amax)), F32) == by_float32, (lo, hi, float(amax))
     assert fp4_e4m3_scale_code(Fraction(13, 2), F32) == e4m3_encode(Fraction(13, 12))
 
 
