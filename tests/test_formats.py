@@ -5,6 +5,7 @@ the kernels quantize."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from fractions import Fraction
 
 import ml_dtypes
@@ -556,7 +557,7 @@ def test_f32_e4m3_scale_is_the_exact_one() -> None:
     """amax / 6 rounded to float32 and then to e4m3 gives the exact rule's code: checked with float32 arithmetic at
     every e4m3 midpoint times 6 and its float32 neighbours."""
     values = sorted({float(v) for v in torch.arange(0x7F, dtype=torch.uint8).view(torch.float8_e4m3fn).float()})
-    for lo, hi in zip(values, values[1:], strict=False):
+    for lo, hi in itertools.pairwise(values):
         centre = np.float32(6 * (lo + hi) / 2)
         for amax in (np.nextafter(centre, np.float32(0)), centre, np.nextafter(centre, np.float32(np.inf))):
             quotient = np.clip(np.float32(amax) / np.float32(6), np.float32(2**-9), np.float32(448))
