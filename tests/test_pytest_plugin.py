@@ -65,5 +65,5 @@ def test_kernel_tests_take_options_and_leave_out_groups() -> None:
     left = names(kernel_tests("candidate_restore", restore, leave_out=("bad_input",)))
     assert left and "candidate_restore_refuses_bad_padding" not in left
     assert names(kernel_tests("topk", topk, convention="v4.1+ties_any+order_rank"))
-    with pytest.raises(ValueError, match="^leave_out: no property group 'nope'; known: bad_input$"):
+    with pytest.raises(ValueError, match=r"^leave_out: no property group 'nope'; known: bad_input$"):
         kernel_tests("topk", topk, convention="v4.1", leave_out=("nope",))
