@@ -86,13 +86,13 @@ def quantized_index_scores(
     require_length(q_scales, len(q_codes), "q_scales", "one scale per query head")
     require_length(k_scales, len(k_codes), "k_scales", "one scale per key row")
     queries = []
-    for h, (codes, scale) in enumerate(zip(q_codes, q_scales, strict=True)):
-        s = require_exact(scale, f"q_scales[{h}]")
+    for h, codes in enumerate(q_codes):  # the lengths agree (checked above)
+        s = require_exact(q_scales[h], f"q_scales[{h}]")
         require(s > 0, f"q_scales[{h}]", f"must be positive (a query scale folds into the head weight), got {s}")
         queries.append([s * _e4m3(c, f"q_codes[{h}][{i}]") for i, c in enumerate(codes)])
     keys = []
-    for j, (codes, scale) in enumerate(zip(k_codes, k_scales, strict=True)):
-        s = require_exact(scale, f"k_scales[{j}]")
+    for j, codes in enumerate(k_codes):
+        s = require_exact(k_scales[j], f"k_scales[{j}]")
         keys.append([s * _e4m3(c, f"k_codes[{j}][{i}]") for i, c in enumerate(codes)])
     return index_scores(queries, weights, keys)
 
@@ -108,7 +108,9 @@ of its own magnitude, and the groups' float32 sum adds far less."""
 def _e4m3(code: object, argument: str) -> Fraction:
     c = require_int(code, argument)
     require(
-        0 <= c <= 0xFF and c & 0x7F != 0x7F, argument, f"must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got {c}"
+        c in range(256) and c & 0x7F != 0x7F,
+        argument,
+        f"must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got {c}",
     )
     return e4m3_decode(c)
 

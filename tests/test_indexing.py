@@ -254,6 +254,26 @@ test_every_refusal_is_worded_exactly = worded_exactly(
             "k_codes[0][0]: must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got 256",
         ),
         (
+            lambda: quantized_index_scores([[1]], [1], [1], [[-1]], [1]),
+            ValueError,
+            "k_codes[0][0]: must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got -1",
+        ),
+        (
+            lambda: quantized_index_scores([[1.0]], [1], [1], [[1]], [1]),
+            TypeError,
+            "q_codes[0][0]: must be an int, got float",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [0.5], [1], [[1]], [1]),
+            TypeError,
+            "q_scales[0]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [1], [1], [[1]], [0.5]),
+            TypeError,
+            "k_scales[0]: must be an int or Fraction, got float",
+        ),
+        (
             lambda: quantized_index_scores([[1]], [0], [1], [[1]], [1]),
             ValueError,
             "q_scales[0]: must be positive (a query scale folds into the head weight), got 0",
