@@ -259,7 +259,7 @@ test_every_refusal_is_worded_exactly = worded_exactly(
             "k_codes[0][0]: must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got -1",
         ),
         (
-            lambda: quantized_index_scores([[1.0]], [1], [1], [[1]], [1]),
+            lambda: quantized_index_scores([[1.0]], [1], [1], [[1]], [1]),  # type: ignore[list-item]
             TypeError,
             "q_codes[0][0]: must be an int, got float",
         ),

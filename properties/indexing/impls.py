@@ -47,16 +47,8 @@ def reference_index_scores(
 
 
 @collect(IMPLEMENTATIONS, "index_scores_fp8", "reference", origin="reference")
-def reference_index_scores_fp8(
-    q: torch.Tensor,
-    q_scale: torch.Tensor,
-    weights: torch.Tensor,
-    k: torch.Tensor,
-    k_scale: torch.Tensor,
-    positions: torch.Tensor,
-    *,
-    ratio: int,
-) -> torch.Tensor:
+def reference_index_scores_fp8(*tensors: torch.Tensor, ratio: int) -> torch.Tensor:
+    q, q_scale, weights, k, k_scale, positions = tensors  # the contract's order
     keys, key_scales = k.tolist(), k_scale.tolist()
     out = torch.full((q.shape[0], k.shape[0]), float("nan"), dtype=torch.float32)
     rows = zip(q.tolist(), q_scale.tolist(), weights.tolist(), positions.tolist(), strict=True)

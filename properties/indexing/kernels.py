@@ -40,18 +40,9 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
     def index_scores(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *, ratio: int):
         return mod.index_logits(q, weights, k, visible_counts(positions, ratio))
 
-    def index_scores_fp8(
-        q: torch.Tensor,
-        q_scale: torch.Tensor,
-        weights: torch.Tensor,
-        k: torch.Tensor,
-        k_scale: torch.Tensor,
-        positions: torch.Tensor,
-        *,
-        ratio: int,
-    ) -> torch.Tensor:
-        lengths = visible_counts(positions, ratio)
-        return mod.index_logits(q, weights, k, lengths, k_scale=k_scale, q_scale=q_scale)
+    def index_scores_fp8(*tensors: torch.Tensor, ratio: int) -> torch.Tensor:
+        q, q_scale, weights, k, k_scale, positions = tensors  # the contract's order
+        return mod.index_logits(q, weights, k, visible_counts(positions, ratio), k_scale=k_scale, q_scale=q_scale)
 
     out: dict[tuple[str, str | None], Fn] = {
         ("index_scores", None): index_scores,
