@@ -21,7 +21,9 @@ class Property:
 
     ``conventions``: the conventions the property applies to (None: all). ``examples``: frozen failures, always
     replayed before the random ones. ``hunt_examples``: examples per mutant in the mutation hunt when fewer than
-    ``mutation.MUTANT_EXAMPLES`` suffice (a property whose every example replays many calls).
+    ``mutation.MUTANT_EXAMPLES`` suffice (a property whose every example replays many calls). ``origins``: the
+    implementation origins the property judges (None: all); the shape ladders leave out the exact reference,
+    which is not run on large shapes.
     """
 
     name: str
@@ -32,9 +34,14 @@ class Property:
     examples: tuple[Any, ...] = ()
     doc: str = ""
     hunt_examples: int | None = None
+    origins: tuple[str, ...] | None = None
 
     def applies_to(self, impl: Implementation) -> bool:
-        return impl.op == self.op and (self.conventions is None or impl.convention in self.conventions)
+        return (
+            impl.op == self.op
+            and (self.conventions is None or impl.convention in self.conventions)
+            and (self.origins is None or impl.origin in self.origins)
+        )
 
 
 @dataclass

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from properties.ladder import ladder
 from reference.conventions import TOPK
 from reference.topk import lane_layout
 
@@ -48,6 +49,28 @@ class Faults:
     # counted back from the tentative length; "window_plus_step_minus_2": one position fewer; "all": never releases)
     count_per_step: bool = False  # every query of a step sees end_pos // ratio rows (the public V4.1 decode)
     compressed_floor_p: bool = False  # the query at p sees p // ratio rows: the row p completes is left out
+    ignores_strides: bool = False  # top-k reads scores as if row-major with unit stride, whatever its strides
+    past_tile: str = ""  # one size bug: wrong only past the tile of the named dimension (``PAST_TILE``)
+
+
+PAST_TILE = {
+    "topk_width": "width",  # a row is ranked over its first tile of lanes only: a longer valid prefix loses its tail
+    "index_heads": "heads",  # the heads past the first tile are dropped from the head sum
+    "candidate_blocks": "blocks",  # blocks past the first tile are never kept
+    "restore_k": "k",  # offsets past the first tile of lanes come back -1
+    "slot_lanes": "lanes",  # lanes past the first tile come back -1
+    "gathered_requests": "requests",  # a request past the first tile gets the offset of the one a tile before it
+    "window_lanes": "window",  # a window wider than the tile lists -1 past the tile's lanes
+    "compressed_lanes": "width",  # lanes past the first tile come back -1
+    "release_requests": "requests",  # requests past the first tile release nothing
+}
+"""The planted size bugs, each named after what it breaks, with the ladder (``properties.ladder``) whose tile it
+breaks past."""
+
+
+def tile(faults: Faults, bug: str) -> int | None:
+    """The size past which ``faults`` plants ``bug``, or None when it does not."""
+    return ladder(PAST_TILE[bug]).tile if faults.past_tile == bug else None
 
 
 NO_FAULTS = Faults()
@@ -74,6 +97,8 @@ def index_scores(
     """``sum_h w[m, h] relu(q[m, h] . k[j])`` in float32; lanes past a query's visible rows are -inf."""
     dots = torch.einsum("mhd,nd->mhn", q.float(), k.float())
     w = weights.float().unsqueeze(-1)
+    if (heads := tile(faults, "index_heads")) is not None:
+        w = torch.where(torch.arange(w.shape[1], device=w.device).unsqueeze(-1) < heads, w, 0.0)
     if faults.relu_after_head_sum:
         scores = (dots * w).sum(dim=1).clamp_min(0)
     else:
@@ -125,6 +150,8 @@ def topk(
 ) -> torch.Tensor:
     """The lanes of ``convention`` (see the contract): chosen rows plus offset, then fill lanes."""
     rows, width = scores.shape
+    if faults.ignores_strides:
+        scores = scores.as_strided(scores.shape, (width, 1))
     layout = lane_layout(TOPK[convention].rule)
     lanes_out, fill = layout.lanes(k, width), layout.fill
     if layout.whole_row and bool((lengths != width).any()):
@@ -133,6 +160,8 @@ def topk(
         return torch.zeros((rows, lanes_out), dtype=torch.int32, device=scores.device)
     take = min(k, width)
     lengths64 = unsigned_lengths(lengths, width, faults)
+    if (lanes_read := tile(faults, "topk_width")) is not None:
+        lengths64 = lengths64.clamp(max=lanes_read)
     order = rank_lanes(scores, lengths64, faults)[:, :take]
     count = lengths64.clamp(max=k).unsqueeze(-1)
     lane = torch.arange(take, device=scores.device)
@@ -182,6 +211,8 @@ def candidate_select(
     if not faults.block_max_past_end:
         padded = torch.where(lanes < lengths64, padded, float("-inf"))
     block_max = padded.view(rows, blocks, block_size).amax(dim=2)
+    if (seen := tile(faults, "candidate_blocks")) is not None:
+        block_max[:, seen:] = float("-inf")
     if pin_newest and faults.pin_newest:
         rounding = "trunc" if faults.pin_truncates else "floor"
         newest = torch.div(lengths64 - 1, block_size, rounding_mode=rounding)
@@ -212,7 +243,10 @@ def candidate_restore(
     block = candidate_blocks.to(torch.int64).gather(1, safe // block_size)
     scale = 1 if faults.restore_unscaled else block_size
     row = block * scale + safe % block_size
-    return torch.where((o == -1) | (block < 0), -1, row).to(torch.int32)
+    out = torch.where((o == -1) | (block < 0), -1, row).to(torch.int32)
+    if (written := tile(faults, "restore_k")) is not None:
+        out[:, written:] = -1
+    return out
 
 
 # --- addresses ---------------------------------------------------------------------------------------------------
@@ -242,13 +276,18 @@ def slot_translation(
     block = block_table.to(wide).gather(1, (safe // per_block).clamp(0, last).to(torch.int64))
     scale = 1 if faults.slot_unscaled else per_block
     slot = block * scale + safe % per_block
+    if (written := tile(faults, "slot_lanes")) is not None:
+        live &= lane < written
     return torch.where(live, slot, -1).to(torch.int64)
 
 
 def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
     """Each row lane plus its request's offset; -1 stays -1 (int64)."""
     r = rows.to(torch.int64)
-    shifted = r + offsets.to(torch.int64).unsqueeze(-1)
+    shift = offsets.to(torch.int64)
+    if (requests := tile(faults, "gathered_requests")) is not None:
+        shift = shift[torch.arange(len(shift)) - torch.where(torch.arange(len(shift)) >= requests, requests, 0)]
+    shifted = r + shift.unsqueeze(-1)
     return shifted if faults.offset_on_empty else torch.where(r == -1, -1, shifted)
 
 
@@ -260,13 +299,19 @@ def window_indices(
         i = torch.arange(seqlen).unsqueeze(1)
         first = (i - window + 1 - faults.window_first_shift).clamp_min(0)
         idx = first + torch.arange(min(window, seqlen))
-        return torch.where(idx > i, -1, idx).to(torch.int32)
+        return _window_tile(torch.where(idx > i, -1, idx).to(torch.int32), faults)
     t = torch.arange(start_pos - window + 1, start_pos + 1)
     slots = torch.where(t >= 0, t % window, -1)
     order = faults.window_order or convention
     if order == "v4":
         slots = torch.cat([slots[t >= 0], slots[t < 0]])
-    return slots.to(torch.int32).unsqueeze(0)
+    return _window_tile(slots.to(torch.int32).unsqueeze(0), faults)
+
+
+def _window_tile(lanes: torch.Tensor, faults: Faults) -> torch.Tensor:
+    if (written := tile(faults, "window_lanes")) is not None:
+        lanes[:, written:] = -1
+    return lanes
 
 
 def window_release(
@@ -280,7 +325,10 @@ def window_release(
         "window_plus_step_minus_2": step + window - 2,
         "all": seq,
     }[faults.release_keeps]
-    return ((seq - kept).clamp_min(0) // block_size).to(torch.int32)
+    released = ((seq - kept).clamp_min(0) // block_size).to(torch.int32)
+    if (requests := tile(faults, "release_requests")) is not None:
+        released[requests:] = 0
+    return released
 
 
 def compressed_indices(
@@ -293,4 +341,6 @@ def compressed_indices(
     if faults.count_per_step:
         seen = torch.full_like(seen, (start_pos + seqlen) // ratio)
     lane = torch.arange((start_pos + seqlen) // ratio, dtype=torch.int64)
+    if (written := tile(faults, "compressed_lanes")) is not None:
+        seen = seen.clamp(max=written)
     return torch.where(lane < seen.unsqueeze(1), lane + offset, -1).to(torch.int32)

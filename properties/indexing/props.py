@@ -16,6 +16,7 @@ from properties.indexing import (
     props_candidates,
     props_compressed,
     props_index_scores,
+    props_shapes,
     props_topk,
     props_window_release,
 )
@@ -29,6 +30,7 @@ HAND_WRITTEN: list[Property] = [
     *props_addressing.PROPERTIES,
     *props_window_release.PROPERTIES,
     *props_compressed.PROPERTIES,
+    *props_shapes.PROPERTIES,
 ]
 
 
