@@ -61,7 +61,7 @@ PAST_TILE = {
     "slot_lanes": "lanes",  # lanes past the first tile come back -1
     "gathered_requests": "requests",  # a request past the first tile gets the offset of the one a tile before it
     "window_lanes": "window",  # a window wider than the tile lists -1 past the tile's lanes
-    "compressed_lanes": "width",  # lanes past the first tile come back -1
+    "compressed_lanes": "lanes",  # lanes past the first tile come back -1
     "release_requests": "requests",  # requests past the first tile release nothing
 }
 """The planted size bugs, each named after what it breaks, with the ladder (``properties.ladder``) whose tile it
