@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from hypothesis import strategies as st
 
 from properties.profiles import profile_name
@@ -64,11 +65,8 @@ def tier() -> str:
         if chosen not in TIERS:
             raise ValueError(f"CSA_SHAPES: must be one of {TIERS}, got {chosen!r}")
         return chosen
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        import torch
-
-        if torch.cuda.is_available():
-            return "production"
+    if os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available():
+        return "production"
     return "ci" if profile_name() in ("ci", "replay") else "tile"
 
 
@@ -127,6 +125,16 @@ def size(draw: st.DrawFn, kind: str, low: int | None = None, large: bool = True)
     return draw(st.sampled_from(large)) if large else small_high
 
 
+def generator(case: dict[str, Any]) -> torch.Generator:
+    """The generator an example's values are expanded from (its ``seed``)."""
+    return torch.Generator().manual_seed(case["seed"])
+
+
+def choice(g: torch.Generator, n: int) -> int:
+    """An integer in [0, n) from ``g``."""
+    return int(torch.randint(n, (), generator=g))
+
+
 @st.composite
 def shapes(draw: st.DrawFn, **kinds: str) -> dict[str, Any]:
     """``{name: size}`` for each ``name=kind`` given, drawn from the kind's ladder, and a ``seed`` from which a
@@ -135,10 +143,7 @@ def shapes(draw: st.DrawFn, **kinds: str) -> dict[str, Any]:
     one_large = tier() == "ci"
     out: dict[str, Any] = {}
     for name, kind in kinds.items():
-        out[name] = size(
-            draw,
-            kind,
-            large=not (one_large and any(v > ladder(k).small[1] for v, k in zip(out.values(), kinds.values()))),
-        )
+        grown = any(out[n] > ladder(k).small[1] for n, k in kinds.items() if n in out)
+        out[name] = size(draw, kind, large=not (one_large and grown))
     out["seed"] = draw(st.integers(0, 2**31 - 1))
     return out

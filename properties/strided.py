@@ -17,6 +17,8 @@ import torch
 from hypothesis import strategies as st
 
 from properties.compare import Mismatch
+from properties.contract import operation
+from properties.registry import Implementation
 
 LAYOUTS = ("contiguous", "transposed", "sliced", "offset")
 OFFSET = 3
@@ -84,6 +86,19 @@ def call_with_views(
                 f"raised {type(err).__name__}: {err}",
             ) from err
     return call(tensors)
+
+
+def run_with_views(
+    impl: Implementation, tensors: dict[str, torch.Tensor], chosen: dict[str, str], **options: Any
+) -> Any:
+    """``impl`` on ``tensors`` (named by the contract's positional arguments, passed in its order) with the
+    views ``chosen`` asks for (:func:`call_with_views`) and the keyword ``options``."""
+    names = operation(impl.op).params.positional
+
+    def call(given: dict[str, torch.Tensor]) -> Any:
+        return impl.fn(*[given[n].to(impl.device) for n in names], **options)
+
+    return call_with_views(call, tensors, chosen, impl.op)
 
 
 def assert_same(expected: torch.Tensor, got: Any, what: str, limit: int = 12) -> None:

@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 
 from properties.cache.common import AttentionCall, attention_convention
+from properties.ladder import ladder
 
 TILE = 4
 NEG_INF = float("-inf")
@@ -32,6 +33,7 @@ class AttentionBugs:
     invalid_score_zero: bool = False  # invalid lanes masked to score 0 (not -inf): each still weighs e^0
     clamp_out_of_range: bool = False  # lanes >= N clamped to row N-1 instead of skipped
     sink_exponent_clamp: float | None = None  # sink - m clamped to this before exp, to keep e^{sink - m} finite
+    dim_past_tile: bool = False  # the dot products stop at the dim ladder's tile (``properties.ladder``)
 
 
 NO_BUGS = AttentionBugs()
@@ -72,14 +74,16 @@ def _lanes(indices: torch.Tensor, n: int, invalid: str, bugs: AttentionBugs) -> 
     return torch.where(valid, lanes, 0), valid
 
 
-def _scores(q: torch.Tensor, kv: torch.Tensor, rows: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scores [M, H, K] and gathered cache rows [M, K, D], float32."""
-    kv32 = kv.to(torch.float32)
+def _scores(
+    q: torch.Tensor, kv: torch.Tensor, rows: torch.Tensor, scale: float, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores [M, H, K] and gathered cache rows [M, K, D], in ``dtype``."""
+    kv32 = kv.to(dtype)
     if kv32.shape[0] == 0:
-        gathered = torch.zeros((*rows.shape, kv32.shape[1]), dtype=torch.float32, device=kv.device)
+        gathered = torch.zeros((*rows.shape, kv32.shape[1]), dtype=dtype, device=kv.device)
     else:
         gathered = kv32[rows]
-    return scale * torch.einsum("mhd,mkd->mhk", q.to(torch.float32), gathered), gathered
+    return scale * torch.einsum("mhd,mkd->mhk", q.to(dtype), gathered), gathered
 
 
 def _finish(
@@ -93,7 +97,7 @@ def _finish(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Divide by the sum plus the sink, take lse, apply the empty-row convention."""
     safe_top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
-    exponent = sink.to(torch.float32)[None, :] - safe_top
+    exponent = sink.to(top.dtype)[None, :] - safe_top
     if bugs.sink_exponent_clamp is not None:
         exponent = torch.where(torch.isfinite(exponent), exponent.clamp(max=bugs.sink_exponent_clamp), exponent)
     sink_weight = torch.exp(exponent)
@@ -127,6 +131,9 @@ def tiled_attention(
     _validate(q, kv, indices, sink, dv, invalid)
     rows, valid = _lanes(indices, kv.shape[0], invalid, bugs)
     scores, gathered = _scores(q, kv, rows, scale)
+    if bugs.dim_past_tile:
+        cut = ladder("dim").tile
+        scores = _scores(q[..., :cut], kv[:, :cut], rows, scale)[0]
     fill = 0.0 if bugs.invalid_score_zero else NEG_INF
     scores = scores.masked_fill(~valid[:, None, :], fill)
     m, h = scores.shape[:2]
@@ -149,20 +156,21 @@ def tiled_attention(
 
 
 def dense_attention(
-    call: AttentionCall, *, reverse: bool = False, stepwise: bool = False
+    call: AttentionCall, *, reverse: bool = False, stepwise: bool = False, dtype: torch.dtype = torch.float32
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One softmax over all lanes at once, float32; lanes reversed first if ``reverse``. ``stepwise`` forms each
-    weight as an online kernel does, ``e^{s_j - m_j} * e^{m_j - m}`` with ``m_j`` the running maximum."""
+    """One softmax over all lanes at once, in ``dtype`` (float32: a same-precision baseline; float64: the
+    oracle of large shapes); lanes reversed first if ``reverse``. ``stepwise`` forms each weight as an online
+    kernel does, ``e^{s_j - m_j} * e^{m_j - m}`` with ``m_j`` the running maximum."""
     q, kv, indices, sink, scale, dv = call.q, call.kv, call.indices, call.sink, call.scale, call.dv
     invalid, empty_row = attention_convention(call.convention)
     _validate(q, kv, indices, sink, dv, invalid)
     if reverse:
         indices = indices.flip(1)
     rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
-    scores, gathered = _scores(q, kv, rows, scale)
+    scores, gathered = _scores(q, kv, rows, scale, dtype)
     scores = scores.masked_fill(~valid[:, None, :], NEG_INF)
     if scores.shape[2] == 0:
-        top = torch.full(scores.shape[:2], NEG_INF, device=q.device)
+        top = torch.full(scores.shape[:2], NEG_INF, dtype=dtype, device=q.device)
     else:
         top = scores.amax(-1)
     safe_top = torch.where(torch.isinf(top), 0.0, top)

@@ -21,22 +21,14 @@ from properties.compare import Mismatch
 from properties.contract import operation
 from properties.indexing import faulty
 from properties.indexing.mutants import CONVENTION_RULES
-from properties.ladder import shapes
+from properties.ladder import choice, generator, shapes
 from properties.registry import Implementation
 from properties.runner import Property
-from properties.strided import ORIGINS, assert_same, call_with_views, with_layouts
-from reference.topk import lane_layout
+from properties.strided import ORIGINS, assert_same, run_with_views, with_layouts
 from reference.conventions import TOPK
+from reference.topk import lane_layout
 
 Example = dict[str, Any]
-
-
-def _generator(case: Example) -> torch.Generator:
-    return torch.Generator().manual_seed(case["seed"])
-
-
-def _choice(g: torch.Generator, n: int) -> int:
-    return int(torch.randint(n, (), generator=g))
 
 
 def _lengths(g: torch.Generator, rows: int, width: int, padding: bool = True) -> torch.Tensor:
@@ -70,13 +62,7 @@ def _ladder_property(
 
 
 def _run(impl: Implementation, tensors: dict[str, torch.Tensor], case: Example, **options: Any) -> Any:
-    """``impl`` on ``tensors`` (the contract's positional order), each in the layout the example chose."""
-    names = operation(impl.op).params.positional
-
-    def call(given: dict[str, torch.Tensor]) -> Any:
-        return impl.fn(*[given[n].to(impl.device) for n in names], **options)
-
-    return call_with_views(call, tensors, case["layouts"], impl.op)
+    return run_with_views(impl, tensors, case["layouts"], **options)
 
 
 # --- top-k ---------------------------------------------------------------------------------------------------------
@@ -84,7 +70,7 @@ def _run(impl: Implementation, tensors: dict[str, torch.Tensor], case: Example, 
 
 def check_topk(impl: Implementation, case: Example) -> None:
     convention = impl.convention or ""
-    g = _generator(case)
+    g = generator(case)
     rows, width, k = case["rows"], case["width"], case["k"]
     whole_row = lane_layout(TOPK[convention].rule).whole_row
     lengths = torch.full((rows,), width, dtype=torch.int32) if whole_row else _lengths(g, rows, width)
@@ -103,9 +89,9 @@ BLOCK_SIZES = (2, 4, 8)
 
 def check_candidates(impl: Implementation, case: Example) -> None:
     convention = impl.convention or ""
-    g = _generator(case)
+    g = generator(case)
     rows, width, slots = case["rows"], case["width"], case["k"]
-    block_size = BLOCK_SIZES[_choice(g, len(BLOCK_SIZES))]
+    block_size = BLOCK_SIZES[choice(g, len(BLOCK_SIZES))]
     lengths = _lengths(g, rows, width)
     scores = _scores(g, rows, width, lengths)
     tensors = {"scores": scores, "lengths": lengths}
@@ -119,9 +105,9 @@ def check_candidates(impl: Implementation, case: Example) -> None:
 
 
 def check_restore(impl: Implementation, case: Example) -> None:
-    g = _generator(case)
+    g = generator(case)
     rows, lanes, slots = case["rows"], case["k"], case["slots"]
-    block_size = BLOCK_SIZES[_choice(g, len(BLOCK_SIZES))]
+    block_size = BLOCK_SIZES[choice(g, len(BLOCK_SIZES))]
     ids = torch.stack([torch.randperm(4 * slots + 1, generator=g)[:slots] for _ in range(rows)]).reshape(rows, slots)
     blocks = torch.where(torch.randint(8, (rows, slots), generator=g) == 0, -1, ids).to(torch.int32)
     span = max(slots * block_size, 1)
@@ -141,9 +127,9 @@ SLOT_SHAPES = ((64, 4), (64, 1), (256, 4), (128, 128), (8, 2))
 
 def check_slots(impl: Implementation, case: Example) -> None:
     convention = impl.convention or ""
-    g = _generator(case)
+    g = generator(case)
     requests, lanes, columns = case["requests"], case["lanes"], case["columns"]
-    block_size, ratio = SLOT_SHAPES[_choice(g, len(SLOT_SHAPES))]
+    block_size, ratio = SLOT_SHAPES[choice(g, len(SLOT_SHAPES))]
     per_block = block_size // ratio
     table = torch.randperm(requests * columns * 2, generator=g)[: requests * columns].reshape(requests, columns)
     rows = torch.randint(columns * per_block, (requests, lanes), generator=g)
@@ -162,7 +148,7 @@ def check_slots(impl: Implementation, case: Example) -> None:
 
 
 def check_gathered(impl: Implementation, case: Example) -> None:
-    g = _generator(case)
+    g = generator(case)
     requests, lanes = case["requests"], case["lanes"]
     rows = torch.randint(1 << 20, (requests, lanes), generator=g)
     rows = torch.where(torch.randint(4, (requests, lanes), generator=g) == 0, -1, rows).to(torch.int32)
@@ -175,9 +161,9 @@ def check_gathered(impl: Implementation, case: Example) -> None:
 
 def check_window(impl: Implementation, case: Example) -> None:
     convention = impl.convention or ""
-    g = _generator(case)
+    g = generator(case)
     window, seqlen = case["window"], case["seqlen"]
-    start = 0 if _choice(g, 2) == 0 else 1 + _choice(g, 3 * window)
+    start = 0 if choice(g, 2) == 0 else 1 + choice(g, 3 * window)
     seqlen = 1 if start else seqlen
     got = impl.fn(window=window, seqlen=seqlen, start_pos=start)
     expected = faulty.window_indices(window=window, seqlen=seqlen, start_pos=start, convention=convention)
@@ -188,19 +174,19 @@ COMPRESSED_RATIOS = (1, 2, 4, 128)
 
 
 def check_compressed(impl: Implementation, case: Example) -> None:
-    g = _generator(case)
-    ratio = COMPRESSED_RATIOS[_choice(g, len(COMPRESSED_RATIOS))]
-    seqlen, start = case["seqlen"], _choice(g, 3) * _choice(g, 2 * ratio + 1)
-    offset = _choice(g, 1 << 20)
+    g = generator(case)
+    ratio = COMPRESSED_RATIOS[choice(g, len(COMPRESSED_RATIOS))]
+    seqlen, start = case["seqlen"], choice(g, 3) * choice(g, 2 * ratio + 1)
+    offset = choice(g, 1 << 20)
     got = impl.fn(ratio=ratio, seqlen=seqlen, start_pos=start, offset=offset)
     expected = faulty.compressed_indices(ratio=ratio, seqlen=seqlen, start_pos=start, offset=offset)
     assert_same(expected, got, f"compressed_indices vs the torch oracle (ratio {ratio}, {seqlen} queries from {start})")
 
 
 def check_release(impl: Implementation, case: Example) -> None:
-    g = _generator(case)
+    g = generator(case)
     requests = case["requests"]
-    window, block_size = (128, 64) if _choice(g, 2) else (1 + _choice(g, 12), 1 + _choice(g, 8))
+    window, block_size = (128, 64) if choice(g, 2) else (1 + choice(g, 12), 1 + choice(g, 8))
     steps = 1 + torch.randint(16, (requests,), generator=g)
     seq = steps + torch.randint(1 << 16, (requests,), generator=g)
     tensors = {"seq_lens": seq.to(torch.int32), "step_lens": steps.to(torch.int32)}
@@ -217,10 +203,10 @@ FLOAT32_EPSILON = 2.0**-24
 def check_index_scores(impl: Implementation, case: Example) -> None:
     """Every visible lane within twice the a-priori bound of float32 accumulation, ``(H D + 2) u sum |terms|``,
     of the float64 value; lanes past a query's visible rows are not compared."""
-    g = _generator(case)
+    g = generator(case)
     queries, heads, dim, keys = case["queries"], case["heads"], case["dim"], case["keys"]
-    ratio = (1, 2, 4)[_choice(g, 3)]
-    dtype = (torch.float32, torch.bfloat16)[_choice(g, 2)]
+    ratio = (1, 2, 4)[choice(g, 3)]
+    dtype = (torch.float32, torch.bfloat16)[choice(g, 2)]
     q = (torch.randint(-255, 256, (queries, heads, dim), generator=g).float() / 64).to(dtype)
     k = (torch.randint(-255, 256, (keys, dim), generator=g).float() / 64).to(dtype)
     weights = torch.randint(-8, 9, (queries, heads), generator=g).float() / 4
