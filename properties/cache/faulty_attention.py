@@ -225,3 +225,17 @@ def term_scales(call: AttentionCall) -> tuple[list[float], list[float]]:
 def attention_with(bugs: AttentionBugs, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """The tiled implementation with ``bugs`` planted, as a contract-shaped callable for ``convention``."""
     return functools.partial(tiled_attention, convention=convention, bugs=bugs)
+
+
+def float64_attention(convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The large shapes' oracle (``dense_attention`` in float64) as a contract-shaped callable, its results
+    rounded to float32: ``test_support.py`` runs every attention property on it against the exact reference."""
+
+    def attention(
+        q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        call = AttentionCall(q, kv, indices, sink, scale, dv, convention)
+        out, lse = dense_attention(call, dtype=torch.float64)
+        return out.to(torch.float32), lse.to(torch.float32)
+
+    return attention
