@@ -24,6 +24,7 @@ from properties.cache.faulty_formats import gather_dequantize, quantize_store
 from properties.compare import ULP_FLOOR, Mismatch
 from properties.contract import operation
 from properties.ladder import choice, generator, shapes
+from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
 from properties.strided import ORIGINS, assert_same, call_with_views, run_with_views, with_layouts
@@ -36,7 +37,7 @@ ROWS_PER_BLOCK = (64, 1, 4)
 def _cache(g: torch.Generator, fmt: str, case: Example) -> tuple[torch.Tensor, int, int, int]:
     """A cache of random bytes (``blocks`` blocks, one or two layers), its rows per block, layer count and the
     layer a call uses."""
-    rows_per_block = ROWS_PER_BLOCK[choice(g, len(ROWS_PER_BLOCK))]
+    rows_per_block = preset(case, "rows_per_block", ROWS_PER_BLOCK[choice(g, len(ROWS_PER_BLOCK))])
     layers = 1 + choice(g, 2)
     block_bytes = cache_layout(fmt, rows_per_block).block_bytes
     cache = torch.randint(256, (case["blocks"], layers * block_bytes), generator=g, dtype=torch.uint8)
@@ -157,7 +158,8 @@ def check_attention(impl: Implementation, case: Example) -> None:
 
 
 def _ladder_property(name: str, op: str, sizes: Any, check: Any, doc: str) -> Property:
-    return Property(name, op, with_layouts(sizes, operation(op).views), check, doc=doc, origins=ORIGINS)
+    strategy = with_layouts(sizes, operation(op).views)
+    return Property(name, op, strategy, check, examples=EXAMPLES[name], doc=doc, origins=ORIGINS)
 
 
 PROPERTIES = [

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from properties.compression.baseline import softmax
+from properties.compression.baseline import sequential, softmax, torch_softmax
 from properties.compression.call import DECODE, PREFILL, WRITE_THEN_READ, Call, Request, parse_call
 from properties.ladder import ladder
 
@@ -144,11 +144,13 @@ def run(
     faults: Faults,
     *call_args: Any,
     precision: torch.dtype = torch.float32,
+    formulation: str = "divide",
     **contract: Any,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One call of ``op`` with the contract's arguments (``properties.contract``), with ``faults`` planted;
     ``precision``: the dtype the softmax and the weighted sum are evaluated in (float64: the oracle of large
-    shapes)."""
+    shapes); ``formulation``: one of ``properties.compression.baseline.FORMULATIONS`` (the same-precision
+    baselines of the twice-the-error rule)."""
     call = parse_call(op, discipline, *call_args, ring_rule=faults.ring_rule, **contract)
     score, latent, state, ape, overlap = call.score, call.latent, call.state, call.ape, call.overlap
     r, d, w, size = call.ratio, call.dim, call.window, call.ring
@@ -198,10 +200,13 @@ def run(
     mask = torch.tensor(present, dtype=torch.bool, device=device).reshape(count, w, 1)
     x = torch.where(mask, x, float("-inf"))
     v = torch.where(mask, v, 0.0)
-    weights = softmax(x, dim=1)
-    if faults.bf16_weights:
-        weights = weights.to(torch.bfloat16).float()
-    rows = (weights * v).sum(dim=1)
+    if formulation == "sequential":
+        rows = sequential(x, v)
+    else:
+        weights = torch_softmax(x) if formulation == "torch" else softmax(x, dim=1, how=formulation)
+        if faults.bf16_weights:
+            weights = weights.to(torch.bfloat16).float()
+        rows = (weights * v).sum(dim=1)
     valid = torch.tensor([t.group is not None for t in targets], dtype=torch.bool, device=device)
     rows = torch.where(valid[:, None], rows, 0.0)
     if not (read_all_from_ring or faults.write_first):

@@ -6,9 +6,9 @@ An example is a few sizes and a ``seed`` the check expands into one call: every 
 step of 1 to 4 positions (decode) from its own start, over a ring of random history at the declared discipline's
 safe size. The judge scales: the area's torch implementation without a fault (``properties.compression.faulty``,
 checked against the exact reference by every compression property in ``test_support.py``) evaluated in float64
-gives the rows, which must lie within twice the error of its float32 evaluation, or 4 ulps of ``sum p |v|``
-(``checks.py``'s rule); store rows and positions exact. Chunk lengths stay within a few groups past the window:
-the oracle lists every window entry in Python.
+gives the rows, which must lie within twice the error of the worst of its float32 evaluations (one per
+``baseline.FORMULATIONS``), or 4 ulps of ``sum p |v|`` (``checks.py``'s rule); store rows and positions exact.
+Chunk lengths stay within a few groups past the window: the oracle lists every window entry in Python.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from typing import Any
 import torch
 
 from properties.compare import ULP_FLOOR, Mismatch
+from properties.compression.baseline import FORMULATIONS
 from properties.compression.call import DECODE, PREFILL, safe_ring
 from properties.compression.checks import MANTISSA
 from properties.compression.faulty import Faults, run
 from properties.contract import operation
 from properties.ladder import choice, generator, shapes
+from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
 from properties.strided import ORIGINS, assert_same, call_with_views, with_layouts
@@ -41,6 +43,7 @@ def _call(impl: Implementation, case: Example) -> tuple[dict[str, torch.Tensor],
     """The call's input tensors, its keyword settings and its state (ring of random history)."""
     g = generator(case)
     ratio, overlap = LAYERS[choice(g, len(LAYERS))]
+    ratio, overlap = preset(case, "ratio", ratio), preset(case, "overlap", overlap)
     window = ratio * (2 if overlap else 1)
     d, requests = case["channels"], case["requests"]
     c = d * (2 if overlap else 1)
@@ -71,9 +74,20 @@ def check_ladder(impl: Implementation, case: Example) -> None:
     tensors, settings, state = _call(impl, case)
     discipline = impl.convention if impl.op == DECODE else None
 
-    def oracle(precision: torch.dtype, latent: torch.Tensor, ring: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def oracle(
+        precision: torch.dtype, latent: torch.Tensor, ring: torch.Tensor, how: str = "divide"
+    ) -> tuple[torch.Tensor, ...]:
         args = (tensors["score"], latent, tensors["cu_seqlens"], tensors["start_pos"], ring.clone())
-        return run(impl.op, discipline, Faults(), *args, tensors["state_index"], precision=precision, **settings)
+        return run(
+            impl.op,
+            discipline,
+            Faults(),
+            *args,
+            tensors["state_index"],
+            precision=precision,
+            formulation=how,
+            **settings,
+        )
 
     names = operation(impl.op).params.positional
 
@@ -85,7 +99,8 @@ def check_ladder(impl: Implementation, case: Example) -> None:
     if not (isinstance(got, tuple | list) and len(got) == 3):
         raise Mismatch(impl.op, detail=f"must return (rows, store_rows, positions), got {type(got).__name__}")
     exact, store, positions = oracle(torch.float64, tensors["latent"], state)
-    single = oracle(torch.float32, tensors["latent"], state)[0]
+    singles = [oracle(torch.float32, tensors["latent"], state, how)[0].double() for how in FORMULATIONS]
+    worst = torch.stack([(one - exact).abs() for one in singles]).amax(0)
     latent_magnitudes = state.clone()
     latent_magnitudes[:, :, 1] = state[:, :, 1].abs()
     magnitude = oracle(torch.float64, tensors["latent"].abs(), latent_magnitudes)[0]
@@ -97,7 +112,7 @@ def check_ladder(impl: Implementation, case: Example) -> None:
         raise Mismatch(f"{impl.op} rows", detail=f"expected f32|bf16{list(exact.shape)}, got {rows!r:.80}")
     rows64 = rows.detach().cpu().double()
     error = (rows64 - exact).abs()
-    allowed = torch.maximum(2 * (single.double() - exact).abs(), ULP_FLOOR * _ulps(magnitude, MANTISSA[rows.dtype]))
+    allowed = torch.maximum(2 * worst, ULP_FLOOR * _ulps(magnitude, MANTISSA[rows.dtype]))
     bad = ~(error <= allowed)
     if bool(bad.any()):
         where = bad.nonzero()[:12].tolist()
@@ -116,6 +131,7 @@ def _ladder_property(name: str, op: str) -> Property:
         op,
         with_layouts(sizes, operation(op).views),
         check_ladder,
+        examples=EXAMPLES[name],
         doc="channels past 64 and batches past 16 requests (512 channels, 128 requests on a GPU), the packed "
         "inputs as views: rows within twice the float32 error of float64, store rows and positions exact",
         origins=ORIGINS,

@@ -22,6 +22,7 @@ from properties.contract import operation
 from properties.indexing import faulty
 from properties.indexing.mutants import CONVENTION_RULES
 from properties.ladder import choice, generator, shapes
+from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
 from properties.strided import ORIGINS, assert_same, run_with_views, with_layouts
@@ -58,7 +59,8 @@ def _ladder_property(
     check: Callable[[Implementation, Example], None],
     doc: str,
 ) -> Property:
-    return Property(name, op, with_layouts(sizes, operation(op).views), check, doc=doc, origins=ORIGINS)
+    strategy = with_layouts(sizes, operation(op).views)
+    return Property(name, op, strategy, check, examples=EXAMPLES[name], doc=doc, origins=ORIGINS)
 
 
 def _run(impl: Implementation, tensors: dict[str, torch.Tensor], case: Example, **options: Any) -> Any:
@@ -91,7 +93,7 @@ def check_candidates(impl: Implementation, case: Example) -> None:
     convention = impl.convention or ""
     g = generator(case)
     rows, width, slots = case["rows"], case["width"], case["k"]
-    block_size = BLOCK_SIZES[choice(g, len(BLOCK_SIZES))]
+    block_size = preset(case, "block_size", BLOCK_SIZES[choice(g, len(BLOCK_SIZES))])
     lengths = _lengths(g, rows, width)
     scores = _scores(g, rows, width, lengths)
     tensors = {"scores": scores, "lengths": lengths}
@@ -107,7 +109,7 @@ def check_candidates(impl: Implementation, case: Example) -> None:
 def check_restore(impl: Implementation, case: Example) -> None:
     g = generator(case)
     rows, lanes, slots = case["rows"], case["k"], case["slots"]
-    block_size = BLOCK_SIZES[choice(g, len(BLOCK_SIZES))]
+    block_size = preset(case, "block_size", BLOCK_SIZES[choice(g, len(BLOCK_SIZES))])
     ids = torch.stack([torch.randperm(4 * slots + 1, generator=g)[:slots] for _ in range(rows)]).reshape(rows, slots)
     blocks = torch.where(torch.randint(8, (rows, slots), generator=g) == 0, -1, ids).to(torch.int32)
     span = max(slots * block_size, 1)
@@ -130,6 +132,8 @@ def check_slots(impl: Implementation, case: Example) -> None:
     g = generator(case)
     requests, lanes, columns = case["requests"], case["lanes"], case["columns"]
     block_size, ratio = SLOT_SHAPES[choice(g, len(SLOT_SHAPES))]
+    if "ratio" in case:  # a preset's layer: pages of 64 compressed rows
+        block_size, ratio = 64 * case["ratio"], case["ratio"]
     per_block = block_size // ratio
     table = torch.randperm(requests * columns * 2, generator=g)[: requests * columns].reshape(requests, columns)
     rows = torch.randint(columns * per_block, (requests, lanes), generator=g)
@@ -175,7 +179,7 @@ COMPRESSED_RATIOS = (1, 2, 4, 128)
 
 def check_compressed(impl: Implementation, case: Example) -> None:
     g = generator(case)
-    ratio = COMPRESSED_RATIOS[choice(g, len(COMPRESSED_RATIOS))]
+    ratio = preset(case, "ratio", COMPRESSED_RATIOS[choice(g, len(COMPRESSED_RATIOS))])
     seqlen, start = case["seqlen"], choice(g, 3) * choice(g, 2 * ratio + 1)
     offset = choice(g, 1 << 20)
     got = impl.fn(ratio=ratio, seqlen=seqlen, start_pos=start, offset=offset)
@@ -187,6 +191,8 @@ def check_release(impl: Implementation, case: Example) -> None:
     g = generator(case)
     requests = case["requests"]
     window, block_size = (128, 64) if choice(g, 2) else (1 + choice(g, 12), 1 + choice(g, 8))
+    if "window" in case:
+        window, block_size = case["window"], 64
     steps = 1 + torch.randint(16, (requests,), generator=g)
     seq = steps + torch.randint(1 << 16, (requests,), generator=g)
     tensors = {"seq_lens": seq.to(torch.int32), "step_lens": steps.to(torch.int32)}
