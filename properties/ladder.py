@@ -121,8 +121,8 @@ def size(draw: st.DrawFn, kind: str, low: int | None = None, large: bool = True)
         small_low, small_high = max(small_low, low), max(small_high, low)
     if not large or draw(st.integers(0, BOUNDARY_SHARE - 1)) < BOUNDARY_SHARE - 1:
         return draw(st.integers(small_low, small_high))
-    large = [s for s in rung.sizes(tier()) if low is None or s >= low]
-    return draw(st.sampled_from(large)) if large else small_high
+    sizes = [s for s in rung.sizes(tier()) if low is None or s >= low]
+    return draw(st.sampled_from(sizes)) if sizes else small_high
 
 
 def generator(case: dict[str, Any]) -> torch.Generator:

@@ -67,7 +67,7 @@ def check_store(impl: Implementation, case: Example) -> None:
     slots = torch.where(skipped, -1, slots)
     rows = _row_values(g, count, row_format_of(fmt).dims)
     rows[skipped] = float("nan")
-    options = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer}
+    options: dict[str, Any] = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer}
     expected = cache.clone()
     quantize_store(rows, slots, expected, **options)
 
@@ -88,7 +88,7 @@ def check_gather(impl: Implementation, case: Example) -> None:
     g = generator(case)
     cache, rows_per_block, _, layer = _cache(g, fmt, case)
     capacity = case["blocks"] * rows_per_block
-    options = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer}
+    options: dict[str, Any] = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer}
     stored = _top_slots(g, capacity, min(capacity, 1 + case["rows"] // 2))
     quantize_store(_row_values(g, len(stored), row_format_of(fmt).dims), stored, cache, **options)
     slots = stored[torch.randint(len(stored), (case["rows"],), generator=g)]
