@@ -135,6 +135,16 @@ def choice(g: torch.Generator, n: int) -> int:
     return int(torch.randint(n, (), generator=g))
 
 
+def sample(case: dict[str, Any], n: int, count: int) -> torch.Tensor:
+    """The indices of the rows (of ``n``) a judge checks: all of them up to ``count``, else the first, the last
+    and ``count - 2`` others drawn from the example's seed (an exact check on sampled rows keeps production
+    shapes affordable)."""
+    if n <= count:
+        return torch.arange(n)
+    inner = torch.randperm(n - 2, generator=torch.Generator().manual_seed(case["seed"] + 1))[: count - 2] + 1
+    return torch.cat([torch.tensor([0, n - 1]), inner]).sort().values
+
+
 @st.composite
 def shapes(draw: st.DrawFn, **kinds: str) -> dict[str, Any]:
     """``{name: size}`` for each ``name=kind`` given, drawn from the kind's ladder, and a ``seed`` from which a
