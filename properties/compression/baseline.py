@@ -93,6 +93,7 @@ def torch_softmax(x: torch.Tensor) -> torch.Tensor:
 def sequential(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Both sums over the window (axis 1) accumulated term by term in float32 (numpy's cumsum)."""
     xs, vs = x.numpy(), v.numpy()
-    e = np.exp(xs - xs.max(axis=1, keepdims=True))
-    total = np.cumsum(e, axis=1, dtype=np.float32)[:, -1:, :]
-    return torch.from_numpy(np.cumsum(e / total * vs, axis=1, dtype=np.float32)[:, -1, :].copy())
+    with np.errstate(invalid="ignore"):  # a window of no position (all -inf): NaN, which the caller masks
+        e = np.exp(xs - xs.max(axis=1, keepdims=True))
+        total = np.cumsum(e, axis=1, dtype=np.float32)[:, -1:, :]
+        return torch.from_numpy(np.cumsum(e / total * vs, axis=1, dtype=np.float32)[:, -1, :].copy())
