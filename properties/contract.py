@@ -75,9 +75,10 @@ def _op(
     (the positional ones) may arrive as views, except those in place and those named ``contiguous``."""
     positional, _, keyword = params.partition(";")
     declared = Params(_names(positional), _names(keyword), in_place)
-    unknown = [a for a in (*in_place, *contiguous) if a not in declared.names]
-    if unknown:
-        raise ValueError(f"in_place, contiguous: {name} has no argument {unknown}")
+    for argument, names in (("in_place", in_place), ("contiguous", contiguous)):
+        unknown = [a for a in names if a not in declared.names]
+        if unknown:
+            raise ValueError(f"{argument}: {name} has no argument {unknown}")
     return Operation(
         name,
         summary,
