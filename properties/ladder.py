@@ -5,9 +5,9 @@ of them, lands on a tile boundary a kernel crosses (one below, at and past a pow
 k 257 / 513, 65 lanes, 17 heads), and on a GPU run the production sizes of the V4 / V4.1 presets
 (``reference.models``) join them. Which sizes a run may draw is its shape tier (:func:`tier`):
 
-- ``ci``: the small sizes and the boundaries up to each ladder's ``ci_cap`` (the ``ci`` and ``replay`` profiles
-  on a CPU: ``make check``'s budget);
-- ``tile``: every boundary (``dev`` and ``deep`` on a CPU);
+- ``ci``: the small sizes and the boundaries up to each ladder's ``ci_cap``, one large dimension an example
+  (the ``ci`` and ``replay`` profiles on a CPU: ``make check``'s budget);
+- ``tile``: every boundary, two large dimensions an example (``dev`` and ``deep`` on a CPU);
 - ``production``: every boundary and the production sizes (a CUDA device with compiled kernels, or
   ``CSA_SHAPES=production``).
 
@@ -30,6 +30,8 @@ from reference.models import MODELS
 TIERS = ("ci", "tile", "production")
 BOUNDARY_SHARE = 4
 """One draw in this many is a boundary (or production) size; the others are small."""
+LARGE_DIMENSIONS = {"ci": 1, "tile": 2, "production": 2}
+"""The most dimensions of one example past their small range, per tier."""
 
 
 @dataclass(frozen=True)
@@ -148,12 +150,14 @@ def sample(case: dict[str, Any], n: int, count: int) -> torch.Tensor:
 @st.composite
 def shapes(draw: st.DrawFn, **kinds: str) -> dict[str, Any]:
     """``{name: size}`` for each ``name=kind`` given, drawn from the kind's ladder, and a ``seed`` from which a
-    property expands the example's values (large examples stay small to print and to shrink). Under the ``ci``
-    tier at most one dimension of an example is large, which keeps a CPU run's cost linear in the ladder."""
-    one_large = tier() == "ci"
+    property expands the example's values (large examples stay small to print and to shrink). At most
+    ``LARGE_DIMENSIONS[tier]`` dimensions of an example are large: one under ``ci`` keeps a CPU run's cost linear
+    in the ladder, two elsewhere keep a production example within one device's memory and seconds (64 heads of
+    dim 512 over 262144 keys and 256 queries at once would not be)."""
+    most = LARGE_DIMENSIONS[tier()]
     out: dict[str, Any] = {}
     for name, kind in kinds.items():
-        grown = any(out[n] > ladder(k).small[1] for n, k in kinds.items() if n in out)
-        out[name] = size(draw, kind, large=not (one_large and grown))
+        grown = sum(out[n] > ladder(k).small[1] for n, k in kinds.items() if n in out)
+        out[name] = size(draw, kind, large=grown < most)
     out["seed"] = draw(st.integers(0, 2**31 - 1))
     return out
