@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from properties.compare import Mismatch
 from properties.contract import operation
 from properties.indexing import faulty
-from properties.indexing.mutants import CONVENTION_RULES
+from properties.indexing.mutants import bound
 from properties.ladder import choice, generator, sample, shapes
 from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
 from properties.strided import ORIGINS, assert_same, run_with_views, with_layouts
-from reference.conventions import TOPK
+from reference.conventions import parse
 from reference.topk import lane_layout
 
 Example = dict[str, Any]
@@ -67,6 +67,11 @@ def _run(impl: Implementation, tensors: dict[str, torch.Tensor], case: Example, 
     return run_with_views(impl, tensors, case["layouts"], **options)
 
 
+def _oracle(impl: Implementation) -> Callable[..., Any]:
+    """The torch implementation without a fault, under ``impl``'s convention (options included)."""
+    return bound(impl.op, impl.convention, faulty.NO_FAULTS)
+
+
 JUDGED_ROWS = 8
 """Rows a judge checks exactly when the oracle's cost grows with every row (``properties.ladder.sample``)."""
 
@@ -89,14 +94,14 @@ def check_topk(impl: Implementation, case: Example) -> None:
     convention = impl.convention or ""
     g = generator(case)
     rows, width, k = case["rows"], case["width"], case["k"]
-    whole_row = lane_layout(TOPK[convention].rule).whole_row
+    whole_row = lane_layout(parse("topk", convention).rule).whole_row
     lengths = torch.full((rows,), width, dtype=torch.int32) if whole_row else _lengths(g, rows, width)
     scores = _scores(g, rows, width, lengths)
     offsets = torch.where(torch.arange(rows) % 3 == 2, 2**31 - 2 - width, torch.arange(rows) * 7).to(torch.int32)
     tensors = {"scores": scores, "lengths": lengths, "offsets": offsets}
     got = _run(impl, tensors, case, k=k)
     judged = sample(case, rows, JUDGED_ROWS)
-    expected = faulty.topk(scores[judged], lengths[judged], offsets[judged], k=k, convention=convention)
+    expected = _oracle(impl)(scores[judged], lengths[judged], offsets[judged], k=k)
     what = f"topk[{convention}] lanes of rows {_rows(judged, rows)} vs the torch oracle ({rows} x {width}, k {k})"
     assert_same(expected, _take(got, judged), what)
 
@@ -115,11 +120,8 @@ def check_candidates(impl: Implementation, case: Example) -> None:
     scores = _scores(g, rows, width, lengths)
     tensors = {"scores": scores, "lengths": lengths}
     got = _run(impl, tensors, case, block_size=block_size, topk_blocks=slots)
-    pin, drop = CONVENTION_RULES[convention]
     judged = sample(case, rows, JUDGED_ROWS)
-    expected = faulty.candidate_select(
-        scores[judged], lengths[judged], block_size=block_size, topk_blocks=slots, pin_newest=pin, drop_nan=drop
-    )
+    expected = _oracle(impl)(scores[judged], lengths[judged], block_size=block_size, topk_blocks=slots)
     got = _take(got, judged)
     what = f"candidate_select[{convention}] vs the torch oracle ({rows} x {width}, block {block_size}, {slots} slots)"
     assert_same(expected, got, what)
@@ -136,7 +138,7 @@ def check_restore(impl: Implementation, case: Example) -> None:
     offsets = torch.where((torch.randint(8, (rows, lanes), generator=g) == 0) | (slots == 0), -1, offsets)
     tensors = {"offsets": offsets.to(torch.int32), "candidate_blocks": blocks}
     got = _run(impl, tensors, case, block_size=block_size)
-    expected = faulty.candidate_restore(tensors["offsets"], blocks, block_size=block_size)
+    expected = _oracle(impl)(tensors["offsets"], blocks, block_size=block_size)
     assert_same(expected, got, f"candidate_restore vs the torch oracle ({rows} x {lanes} lanes, {slots} blocks)")
 
 
@@ -165,7 +167,7 @@ def check_slots(impl: Implementation, case: Example) -> None:
     rows = torch.where(holes, -1, rows).to(torch.int32)
     tensors = {"rows": rows, "block_table": table.to(torch.int32), "lengths": lengths}
     got = _run(impl, tensors, case, block_size=block_size, ratio=ratio)
-    expected = faulty.slot_translation(rows, tensors["block_table"], lengths, block_size=block_size, ratio=ratio)
+    expected = _oracle(impl)(rows, tensors["block_table"], lengths, block_size=block_size, ratio=ratio)
     what = f"slot_translation[{convention}] vs the torch oracle ({requests} x {lanes} lanes, {columns} columns)"
     assert_same(expected, got, what)
 
@@ -178,7 +180,7 @@ def check_gathered(impl: Implementation, case: Example) -> None:
     offsets = torch.randint(1 << 20, (requests,), generator=g) * (torch.arange(requests) % 2 * 4096 + 1)
     tensors = {"rows": rows, "offsets": offsets.to(torch.int64)}
     got = _run(impl, tensors, case)
-    expected = faulty.gathered_rows(rows, tensors["offsets"])
+    expected = _oracle(impl)(rows, tensors["offsets"])
     assert_same(expected, got, f"gathered_rows vs the torch oracle ({requests} x {lanes} lanes)")
 
 
@@ -189,7 +191,7 @@ def check_window(impl: Implementation, case: Example) -> None:
     start = 0 if choice(g, 2) == 0 else 1 + choice(g, 3 * window)
     seqlen = 1 if start else seqlen
     got = impl.fn(window=window, seqlen=seqlen, start_pos=start)
-    expected = faulty.window_indices(window=window, seqlen=seqlen, start_pos=start, convention=convention)
+    expected = _oracle(impl)(window=window, seqlen=seqlen, start_pos=start)
     assert_same(expected, got, f"window_indices[{convention}] vs the torch oracle (window {window}, start {start})")
 
 
@@ -202,7 +204,7 @@ def check_compressed(impl: Implementation, case: Example) -> None:
     seqlen, start = case["seqlen"], choice(g, 3) * choice(g, 2 * ratio + 1)
     offset = choice(g, 1 << 20)
     got = impl.fn(ratio=ratio, seqlen=seqlen, start_pos=start, offset=offset)
-    expected = faulty.compressed_indices(ratio=ratio, seqlen=seqlen, start_pos=start, offset=offset)
+    expected = _oracle(impl)(ratio=ratio, seqlen=seqlen, start_pos=start, offset=offset)
     assert_same(expected, got, f"compressed_indices vs the torch oracle (ratio {ratio}, {seqlen} queries from {start})")
 
 
@@ -216,7 +218,7 @@ def check_release(impl: Implementation, case: Example) -> None:
     seq = steps + torch.randint(1 << 16, (requests,), generator=g)
     tensors = {"seq_lens": seq.to(torch.int32), "step_lens": steps.to(torch.int32)}
     got = _run(impl, tensors, case, window=window, block_size=block_size)
-    expected = faulty.window_release(tensors["seq_lens"], tensors["step_lens"], window=window, block_size=block_size)
+    expected = _oracle(impl)(tensors["seq_lens"], tensors["step_lens"], window=window, block_size=block_size)
     assert_same(expected, got, f"window_release vs the torch oracle ({requests} requests)")
 
 
