@@ -84,8 +84,8 @@ def _release(m: ModelPreset) -> list[Example]:
     return [_example("window_release", requests=4, window=m.window_size)]
 
 
-def _index_scores(m: ModelPreset) -> list[Example]:
-    return [_example("index_scores", queries=2, heads=m.index_n_heads, dim=m.index_head_dim, keys=65)]
+def _index_scores(m: ModelPreset, op: str = "index_scores") -> list[Example]:
+    return [_example(op, queries=2, heads=m.index_n_heads, dim=m.index_head_dim, keys=65)]
 
 
 def _attention(m: ModelPreset) -> list[Example]:
@@ -113,6 +113,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "compressed_shape_ladder": _for_each(_compressed),
     "release_shape_ladder": _for_each(_release),
     "index_scores_shape_ladder": _for_each(_index_scores),
+    "index_scores_fp8_shape_ladder": _for_each(lambda m: _index_scores(m, "index_scores_fp8")),
     "attention_shape_ladder": _for_each(_attention),
     "quant_store_shape_ladder": _for_each(lambda m: _formats("quantize_store", m)),
     "gather_shape_ladder": _for_each(lambda m: _formats("gather_dequantize", m)),

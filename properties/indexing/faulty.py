@@ -62,6 +62,7 @@ class Faults:
 PAST_TILE = {
     "topk_width": "width",  # a row is ranked over its first tile of lanes only: a longer valid prefix loses its tail
     "index_heads": "heads",  # the heads past the first tile are dropped from the head sum
+    "fp8_heads": "heads",  # the same in the FP8 index scores
     "candidate_blocks": "blocks",  # blocks past the first tile are never kept
     "restore_k": "k",  # offsets past the first tile of lanes come back -1
     "slot_lanes": "lanes",  # lanes past the first tile come back -1
@@ -139,6 +140,8 @@ def index_scores_fp8(
     dots = torch.einsum("mhd,nd->mhn", e4m3_values(q, faults), e4m3_values(k, faults)) * qs.unsqueeze(-1)
     key_scale = k_scale.view(1, 1, -1)
     w = weights.float().unsqueeze(-1)
+    if (heads := tile(faults, "fp8_heads")) is not None:
+        w = torch.where(torch.arange(w.shape[1], device=w.device).unsqueeze(-1) < heads, w, 0.0)
     if faults.fp8_key_scale_after_relu:
         scores = (dots.clamp_min(0) * key_scale * w).sum(dim=1)
     else:

@@ -290,6 +290,7 @@ MUTANTS = [
         for op, bug, convention, what in (
             ("topk", "topk_width", "v4.1", "ranks only the first tile of a row's lanes"),
             ("index_scores", "index_heads", None, "drops the heads past the first tile"),
+            ("index_scores_fp8", "fp8_heads", None, "drops the heads past the first tile"),
             ("candidate_select", "candidate_blocks", "pinned+drop_nan", "never keeps a block past the first tile"),
             ("candidate_restore", "restore_k", None, "offsets past the first tile of lanes restore to -1"),
             ("slot_translation", "slot_lanes", "count", "lanes past the first tile come back -1"),

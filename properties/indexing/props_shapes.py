@@ -27,6 +27,7 @@ from properties.registry import Implementation
 from properties.runner import Property
 from properties.strided import ORIGINS, assert_same, run_with_views, with_layouts
 from reference.conventions import parse
+from reference.indexing import E4M3_DOT_BOUND
 from reference.topk import lane_layout
 
 Example = dict[str, Any]
@@ -267,6 +268,50 @@ def check_index_scores(impl: Implementation, case: Example) -> None:
         )
 
 
+E4M3_FINITE = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)
+"""Every e4m3fn code but the two NaN codes."""
+
+
+def check_index_scores_fp8(impl: Implementation, case: Example) -> None:
+    """Every visible lane within ``E4M3_DOT_BOUND`` (2**-8) of the lane's magnitude, plus the float32
+    accumulation bound, of the float64 value of the decoded codes (on sampled queries and keys where there are
+    many)."""
+    g = generator(case)
+    queries, heads, dim, keys = case["queries"], case["heads"], case["dim"], case["keys"]
+    ratio = (1, 2, 4)[choice(g, 3)]
+    q = E4M3_FINITE[torch.randint(len(E4M3_FINITE), (queries, heads, dim), generator=g)]
+    k = E4M3_FINITE[torch.randint(len(E4M3_FINITE), (keys, dim), generator=g)]
+    q_scale = 2.0 ** torch.randint(-8, 3, (queries, heads), generator=g).float()
+    k_scale = torch.randint(-8, 9, (keys,), generator=g).float() / 8
+    weights = torch.randint(-8, 9, (queries, heads), generator=g).float() / 4
+    reach = (keys + 1) * ratio - 1
+    positions = torch.randint(max(reach, 1), (queries,), generator=g)
+    padding = (torch.randint(16, (queries,), generator=g) == 0) | (reach == 0)
+    positions = torch.where(padding, -1, positions).to(torch.int32)
+    tensors = {"q": q, "q_scale": q_scale, "weights": weights, "k": k, "k_scale": k_scale, "positions": positions}
+    got = _run(impl, tensors, case, ratio=ratio)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (queries, keys):
+        raise Mismatch("index_scores_fp8 output", detail=f"expected f32{[queries, keys]}, got {got!r:.80}")
+    rows, cols = sample(case, queries, JUDGED_ROWS), sample(case, keys, JUDGED_KEYS)
+    qv = faulty.e4m3_values(q[rows]).double() * q_scale[rows].double().unsqueeze(-1)
+    kv = faulty.e4m3_values(k[cols]).double() * k_scale[cols].double().unsqueeze(-1)
+    w64 = weights[rows].double().unsqueeze(-1)
+    exact = (torch.einsum("mhd,nd->mhn", qv, kv).clamp_min(0) * w64).sum(dim=1)
+    magnitude = (torch.einsum("mhd,nd->mhn", qv.abs(), kv.abs()) * w64.abs()).sum(dim=1)
+    bound = (float(E4M3_DOT_BOUND) + 2 * (heads * dim + 2) * FLOAT32_EPSILON) * magnitude
+    visible = cols < ((positions[rows].long() + 1) // ratio).unsqueeze(-1)
+    got = got.detach().cpu()[rows][:, cols]
+    bad = visible & ~((got.double() - exact).abs() <= bound)
+    if bool(bad.any()):
+        where = bad.nonzero()[:12].tolist()
+        lanes = [((int(rows[a]), int(cols[b])), exact[a, b].item(), got[a, b].item()) for a, b in where]
+        raise Mismatch(
+            f"index_scores_fp8 vs float64 ({queries} queries, {heads} heads, dim {dim}, {keys} keys, ratio {ratio})",
+            lanes,
+            detail=f"{int(bad.sum())} visible lanes beyond 2**-8 of their magnitude",
+        )
+
+
 PROPERTIES = [
     _ladder_property(
         "topk_shape_ladder",
@@ -332,5 +377,13 @@ PROPERTIES = [
         check_index_scores,
         "heads past 16, dims past 64, keys past 1024, inputs as views: every visible lane within twice the float32 "
         "accumulation bound of float64",
+    ),
+    _ladder_property(
+        "index_scores_fp8_shape_ladder",
+        "index_scores_fp8",
+        shapes(queries="rows", heads="heads", dim="dim", keys="width"),
+        check_index_scores_fp8,
+        "FP8 queries and keys: heads past 16, dims past 64, keys past 1024, inputs as views: every visible lane "
+        "within 2**-8 of its magnitude (E4M3_DOT_BOUND) of float64",
     ),
 ]
