@@ -135,6 +135,7 @@ def test_list_op_lists_only_that_operation(tmp_path: pathlib.Path) -> None:
     assert run.returncode == 0
     assert run.stdout.startswith("quantize_store: ") and "topk" not in run.stdout
     assert "in place: cache" in run.stdout
+    assert "views: rows, slots may arrive non-contiguous" in run.stdout
 
 
 def test_a_reader_that_goes_away_ends_the_output_silently(tmp_path: pathlib.Path) -> None:
