@@ -1,7 +1,8 @@
 """Sparse MQA attention with a sink in torch eager, float32: a tiled online-softmax implementation with switches
 that each plant one realistic bug (the mutants' base), and the same-precision baselines the comparison rule uses.
 
-The tiled version walks the lanes ``TILE`` at a time, keeping a running maximum, sum and output as flash kernels
+The tiled version walks the lanes ``TILE`` at a time (in at most ``MAX_TILES`` tiles: a long row takes wider
+tiles, as a kernel's tiles of a 1024-lane row are), keeping a running maximum, sum and output as flash kernels
 do; a tile whose lanes are all invalid leaves the running maximum at -inf, which the correct version guards.
 """
 
@@ -18,6 +19,9 @@ from properties.cache.common import AttentionCall, attention_convention
 from properties.ladder import ladder
 
 TILE = 4
+MAX_TILES = 16
+"""Each tile rescales the running output once, one rounding each: 257 tiles of 4 over 1025 lanes would round
+more often than any kernel does."""
 NEG_INF = float("-inf")
 
 
@@ -123,10 +127,11 @@ def tiled_attention(
     scale: float,
     dv: int,
     convention: str,
-    tile: int = TILE,
+    tile: int | None = None,
     bugs: AttentionBugs = NO_BUGS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Online softmax over tiles of ``tile`` lanes; returns (out f32[M, H, dv], lse f32[M, H])."""
+    """Online softmax over tiles of ``tile`` lanes (default ``TILE``, wider where that makes more than
+    ``MAX_TILES`` tiles); returns (out f32[M, H, dv], lse f32[M, H])."""
     invalid, empty_row = attention_convention(convention)
     _validate(q, kv, indices, sink, dv, invalid)
     rows, valid = _lanes(indices, kv.shape[0], invalid, bugs)
@@ -137,6 +142,8 @@ def tiled_attention(
     fill = 0.0 if bugs.invalid_score_zero else NEG_INF
     scores = scores.masked_fill(~valid[:, None, :], fill)
     m, h = scores.shape[:2]
+    if tile is None:
+        tile = max(TILE, -(-scores.shape[2] // MAX_TILES))
     top = torch.full((m, h), NEG_INF, device=q.device)
     total = torch.zeros((m, h), device=q.device)
     acc = torch.zeros((m, h, dv), device=q.device)
