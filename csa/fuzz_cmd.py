@@ -106,6 +106,8 @@ def _list(op: str | None) -> int:
     print(block(item.signature))
     if item.params.in_place:
         print(block(f"in place: {', '.join(item.params.in_place)}; every other argument must stay unchanged"))
+    views = ", ".join(item.views) or "none"
+    print(block(f"views: {views} may arrive non-contiguous: give the contiguous result or refuse naming it"))
     print("compared:")
     print(block(item.comparison))
     if item.conventions:

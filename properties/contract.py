@@ -17,6 +17,11 @@ Verification model:
    for quantize_store) may change; every other argument is an input and must hold the same bytes after the call,
    garbage lanes included, and no byte outside any argument may change (``properties.guards``, under
    ``csa fuzz``).
+8. The arguments an operation lists in ``Operation.views`` may arrive as non-contiguous views (transposed, sliced,
+   at a storage offset): the implementation gives the contiguous tensor's result or refuses the view with a
+   ``ValueError`` naming the argument (``properties.strided``). Every other tensor argument (the in-place
+   ``state`` and ``cache``, and ``gather_dequantize``'s paged ``cache``, whose bytes are addressed as blocks) is
+   always contiguous.
 """
 
 from __future__ import annotations
@@ -56,17 +61,27 @@ class Operation:
     comparison: str
     options: tuple[str, ...] = ()
     """The options its conventions combine with, spelled ``convention+option`` (``reference.conventions.OPTIONS``)."""
+    views: tuple[str, ...] = ()
+    """The arguments that may arrive as non-contiguous views (rule 8)."""
 
 
 def _op(
-    name: str, summary: str, params: str, signature: str, comparison: str, in_place: tuple[str, ...] = ()
+    name: str,
+    summary: str,
+    params: str,
+    signature: str,
+    comparison: str,
+    in_place: tuple[str, ...] = (),
+    contiguous: tuple[str, ...] = (),
 ) -> Operation:
-    """One operation; its conventions are those ``reference.conventions`` names for it."""
+    """One operation; its conventions are those ``reference.conventions`` names for it. Its tensor arguments
+    (the positional ones) may arrive as views, except those in place and those named ``contiguous``."""
     positional, _, keyword = params.partition(";")
     declared = Params(_names(positional), _names(keyword), in_place)
-    unknown = [a for a in in_place if a not in declared.names]
-    if unknown:
-        raise ValueError(f"in_place: {name} has no argument {unknown}")
+    for argument, names in (("in_place", in_place), ("contiguous", contiguous)):
+        unknown = [a for a in names if a not in declared.names]
+        if unknown:
+            raise ValueError(f"{argument}: {name} has no argument {unknown}")
     return Operation(
         name,
         summary,
@@ -75,6 +90,7 @@ def _op(
         tuple(CONVENTIONS[name]),
         comparison,
         tuple(OPTIONS.get(name, {})),
+        tuple(a for a in declared.positional if a not in (*in_place, *contiguous)),
     )
 
 
@@ -258,6 +274,7 @@ OPERATIONS: dict[str, Operation] = {
             bytes, block padding, other rows and other layers are never read; codes are finite (NaN codes are
             outside the contract)""",
             "exact: every value equals the reference decoding of the stored bytes (sign of zero not compared)",
+            contiguous=("cache",),
         ),
         _op(
             "sparse_attention",

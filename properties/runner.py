@@ -31,6 +31,8 @@ class Property:
     replayed before the random ones. ``hunt_examples``: examples per mutant in the mutation hunt when fewer than
     ``mutation.MUTANT_EXAMPLES`` suffice (a property whose every example replays many calls). ``group``: the
     group of :data:`GROUPS` it belongs to, which a user can leave out by name (``csa fuzz --leave-out``).
+    ``origins``: the implementation origins the property judges (None: all); the shape ladders leave out the
+    exact reference, which is not run on large shapes.
     """
 
     name: str
@@ -42,13 +44,18 @@ class Property:
     doc: str = ""
     hunt_examples: int | None = None
     group: str = ""
+    origins: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.group and self.group not in GROUPS:
             raise ValueError(f"group: unknown property group {self.group!r}; known: {', '.join(GROUPS)}")
 
     def applies_to(self, impl: Implementation) -> bool:
-        return impl.op == self.op and (self.conventions is None or impl.convention in self.conventions)
+        return (
+            impl.op == self.op
+            and (self.conventions is None or impl.convention in self.conventions)
+            and (self.origins is None or impl.origin in self.origins)
+        )
 
 
 @dataclass

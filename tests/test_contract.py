@@ -1,4 +1,5 @@
-"""The contract's declared in-place arguments: the ones its signatures call "(in place)", and only those."""
+"""The contract's declared in-place arguments: the ones its signatures call "(in place)", and only those; the
+arguments that may arrive as views: every other positional tensor but the paged cache a gather reads."""
 
 from __future__ import annotations
 
@@ -24,3 +25,11 @@ def test_in_place_arguments_are_declared_as_the_signatures_say() -> None:
 def test_an_in_place_argument_must_be_an_argument() -> None:
     with pytest.raises(ValueError, match="in_place: bad has no argument"):
         _op("bad", "", "a, b; k", "fn(a, b, *, k)", "exact", in_place=("c",))
+    with pytest.raises(ValueError, match="contiguous: bad has no argument"):
+        _op("bad", "", "a, b; k", "fn(a, b, *, k)", "exact", contiguous=("c",))
+
+
+def test_views_are_the_positional_tensors_not_written_in_place() -> None:
+    for op in OPERATIONS.values():
+        assert set(op.views) <= set(op.params.positional) - set(op.params.in_place), op.name
+    assert "cache" not in OPERATIONS["gather_dequantize"].views

@@ -655,6 +655,20 @@ def test_every_output_lane_is_written(empty_row: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("empty_row", ["zero", "nan"])
+def test_a_call_of_no_lanes_answers_every_row_as_empty(backend: str, empty_row: str) -> None:
+    q = torch.ones((2, 3, 8), device=DEVICE)
+    kv = torch.ones((4, 8), device=DEVICE)
+    lanes = torch.zeros((2, 0), dtype=torch.int32, device=DEVICE)
+    sink = torch.zeros(3, device=DEVICE)
+    out, lse = sparse_attention(q, kv, lanes, sink, scale=1.0, dv=8, empty_row=empty_row, backend=backend)
+    if empty_row == "zero":
+        assert bool((out == 0).all()) and bool((lse == math.inf).all())
+    else:
+        assert bool(out.isnan().all()) and bool(lse.isnan().all())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_fp8_kv_is_dequantized_in_the_kernel(backend: str) -> None:
     """A V4 584-byte cache read by slot: equal to the same kernel on the dequantized rows (which bf16 holds
     exactly), and in f64 mode within 2 ulps of the exact attention over the reference's decoded rows."""

@@ -84,7 +84,7 @@ def test_the_projects_topk_passes(tmp_path: pathlib.Path) -> None:
     run = csa("--op", "topk", "--impl", "fast.indexing.entry_points:topk_v41", "--max-examples", "10", *device,
               cwd=tmp_path, interpret=not compiled)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "PASS: 6 properties" in run.stdout
+    assert "PASS: 7 properties" in run.stdout
     assert "\x1b[" not in run.stdout  # no progress line where output is not a terminal
 
 
@@ -135,6 +135,7 @@ def test_list_op_lists_only_that_operation(tmp_path: pathlib.Path) -> None:
     assert run.returncode == 0
     assert run.stdout.startswith("quantize_store: ") and "topk" not in run.stdout
     assert "in place: cache" in run.stdout
+    assert "views: rows, slots may arrive non-contiguous" in run.stdout
 
 
 def test_a_reader_that_goes_away_ends_the_output_silently(tmp_path: pathlib.Path) -> None:

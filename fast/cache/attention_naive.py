@@ -48,8 +48,11 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
     acc = torch.float64 if dtype == torch.float64 else torch.float32
     scores = torch.matmul(q, rows.transpose(1, 2)).to(acc) * call.scale
     scores = scores.masked_fill(~valid[:, None, :], -math.inf)
-    top = scores.amax(dim=-1, keepdim=True)
-    top = torch.where(top == -math.inf, torch.zeros_like(top), top)
+    if scores.shape[-1] == 0:  # no lane at all: every row is empty
+        top = torch.zeros((*scores.shape[:-1], 1), dtype=scores.dtype, device=scores.device)
+    else:
+        top = scores.amax(dim=-1, keepdim=True)
+        top = torch.where(top == -math.inf, torch.zeros_like(top), top)
     p = torch.exp(scores - top)
     total = p.sum(dim=-1)
     weighted = torch.matmul(p.to(dtype), rows[..., : call.dv]).to(acc)

@@ -1,7 +1,8 @@
 """Sparse MQA attention with a sink in torch eager, float32: a tiled online-softmax implementation with switches
 that each plant one realistic bug (the mutants' base), and the same-precision baselines the comparison rule uses.
 
-The tiled version walks the lanes ``TILE`` at a time, keeping a running maximum, sum and output as flash kernels
+The tiled version walks the lanes ``TILE`` at a time (in at most ``MAX_TILES`` tiles: a long row takes wider
+tiles, as a kernel's tiles of a 1024-lane row are), keeping a running maximum, sum and output as flash kernels
 do; a tile whose lanes are all invalid leaves the running maximum at -inf, which the correct version guards.
 """
 
@@ -15,8 +16,12 @@ from typing import Literal
 import torch
 
 from properties.cache.common import AttentionCall, attention_convention
+from properties.ladder import ladder
 
 TILE = 4
+MAX_TILES = 16
+"""Each tile rescales the running output once, one rounding each: 257 tiles of 4 over 1025 lanes would round
+more often than any kernel does."""
 NEG_INF = float("-inf")
 
 
@@ -32,6 +37,7 @@ class AttentionBugs:
     invalid_score_zero: bool = False  # invalid lanes masked to score 0 (not -inf): each still weighs e^0
     clamp_out_of_range: bool = False  # lanes >= N clamped to row N-1 instead of skipped
     sink_exponent_clamp: float | None = None  # sink - m clamped to this before exp, to keep e^{sink - m} finite
+    dim_past_tile: bool = False  # the dot products stop at the dim ladder's tile (``properties.ladder``)
 
 
 NO_BUGS = AttentionBugs()
@@ -72,14 +78,16 @@ def _lanes(indices: torch.Tensor, n: int, invalid: str, bugs: AttentionBugs) -> 
     return torch.where(valid, lanes, 0), valid
 
 
-def _scores(q: torch.Tensor, kv: torch.Tensor, rows: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scores [M, H, K] and gathered cache rows [M, K, D], float32."""
-    kv32 = kv.to(torch.float32)
+def _scores(
+    q: torch.Tensor, kv: torch.Tensor, rows: torch.Tensor, scale: float, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores [M, H, K] and gathered cache rows [M, K, D], in ``dtype``."""
+    kv32 = kv.to(dtype)
     if kv32.shape[0] == 0:
-        gathered = torch.zeros((*rows.shape, kv32.shape[1]), dtype=torch.float32, device=kv.device)
+        gathered = torch.zeros((*rows.shape, kv32.shape[1]), dtype=dtype, device=kv.device)
     else:
         gathered = kv32[rows]
-    return scale * torch.einsum("mhd,mkd->mhk", q.to(torch.float32), gathered), gathered
+    return scale * torch.einsum("mhd,mkd->mhk", q.to(dtype), gathered), gathered
 
 
 def _finish(
@@ -93,7 +101,7 @@ def _finish(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Divide by the sum plus the sink, take lse, apply the empty-row convention."""
     safe_top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
-    exponent = sink.to(torch.float32)[None, :] - safe_top
+    exponent = sink.to(top.dtype)[None, :] - safe_top
     if bugs.sink_exponent_clamp is not None:
         exponent = torch.where(torch.isfinite(exponent), exponent.clamp(max=bugs.sink_exponent_clamp), exponent)
     sink_weight = torch.exp(exponent)
@@ -119,17 +127,23 @@ def tiled_attention(
     scale: float,
     dv: int,
     convention: str,
-    tile: int = TILE,
+    tile: int | None = None,
     bugs: AttentionBugs = NO_BUGS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Online softmax over tiles of ``tile`` lanes; returns (out f32[M, H, dv], lse f32[M, H])."""
+    """Online softmax over tiles of ``tile`` lanes (default ``TILE``, wider where that makes more than
+    ``MAX_TILES`` tiles); returns (out f32[M, H, dv], lse f32[M, H])."""
     invalid, empty_row = attention_convention(convention)
     _validate(q, kv, indices, sink, dv, invalid)
     rows, valid = _lanes(indices, kv.shape[0], invalid, bugs)
     scores, gathered = _scores(q, kv, rows, scale)
+    if bugs.dim_past_tile:
+        cut = ladder("dim").tile
+        scores = _scores(q[..., :cut], kv[:, :cut], rows, scale)[0]
     fill = 0.0 if bugs.invalid_score_zero else NEG_INF
     scores = scores.masked_fill(~valid[:, None, :], fill)
     m, h = scores.shape[:2]
+    if tile is None:
+        tile = max(TILE, -(-scores.shape[2] // MAX_TILES))
     top = torch.full((m, h), NEG_INF, device=q.device)
     total = torch.zeros((m, h), device=q.device)
     acc = torch.zeros((m, h, dv), device=q.device)
@@ -149,20 +163,21 @@ def tiled_attention(
 
 
 def dense_attention(
-    call: AttentionCall, *, reverse: bool = False, stepwise: bool = False
+    call: AttentionCall, *, reverse: bool = False, stepwise: bool = False, dtype: torch.dtype = torch.float32
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One softmax over all lanes at once, float32; lanes reversed first if ``reverse``. ``stepwise`` forms each
-    weight as an online kernel does, ``e^{s_j - m_j} * e^{m_j - m}`` with ``m_j`` the running maximum."""
+    """One softmax over all lanes at once, in ``dtype`` (float32: a same-precision baseline; float64: the
+    oracle of large shapes); lanes reversed first if ``reverse``. ``stepwise`` forms each weight as an online
+    kernel does, ``e^{s_j - m_j} * e^{m_j - m}`` with ``m_j`` the running maximum."""
     q, kv, indices, sink, scale, dv = call.q, call.kv, call.indices, call.sink, call.scale, call.dv
     invalid, empty_row = attention_convention(call.convention)
     _validate(q, kv, indices, sink, dv, invalid)
     if reverse:
         indices = indices.flip(1)
     rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
-    scores, gathered = _scores(q, kv, rows, scale)
+    scores, gathered = _scores(q, kv, rows, scale, dtype)
     scores = scores.masked_fill(~valid[:, None, :], NEG_INF)
     if scores.shape[2] == 0:
-        top = torch.full(scores.shape[:2], NEG_INF, device=q.device)
+        top = torch.full(scores.shape[:2], NEG_INF, dtype=dtype, device=q.device)
     else:
         top = scores.amax(-1)
     safe_top = torch.where(torch.isinf(top), 0.0, top)
@@ -217,3 +232,17 @@ def term_scales(call: AttentionCall) -> tuple[list[float], list[float]]:
 def attention_with(bugs: AttentionBugs, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """The tiled implementation with ``bugs`` planted, as a contract-shaped callable for ``convention``."""
     return functools.partial(tiled_attention, convention=convention, bugs=bugs)
+
+
+def float64_attention(convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The large shapes' oracle (``dense_attention`` in float64) as a contract-shaped callable, its results
+    rounded to float32: ``test_support.py`` runs every attention property on it against the exact reference."""
+
+    def attention(
+        q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        call = AttentionCall(q, kv, indices, sink, scale, dv, convention)
+        out, lse = dense_attention(call, dtype=torch.float64)
+        return out.to(torch.float32), lse.to(torch.float32)
+
+    return attention

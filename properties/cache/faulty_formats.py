@@ -17,6 +17,7 @@ from typing import Literal
 import torch
 
 from properties.cache.common import CacheShape, gather_call, store_call
+from properties.ladder import ladder
 from reference.formats import RowDtype, RowFormat
 from reference.scales import Arithmetic
 
@@ -42,6 +43,8 @@ class FormatBugs:
     e4m3_scale_nosat: bool = False  # main-FP4 scale amax / 6 not clamped at 448; the cast gives the NaN code
     rope_truncated: bool = False  # bf16 RoPE tail truncated to its top 16 bits instead of rounded to nearest even
     nonfinite_unchecked: bool = False  # NaN / inf in a stored row quantized instead of refused
+    blocks_past_tile: bool = False  # a store into a block past the blocks ladder's tile lands a tile lower
+    rows_past_tile: bool = False  # a gathered row past the rows ladder's tile reads the slot a tile earlier
     e4m3_scale_as_ue8m0: bool = False  # reader decodes the main-FP4 e4m3 scale bytes as UE8M0 exponents
     scales_alias_layer_0: bool = False  # every layer's scale part addressed in layer 0's page (an engine's bug)
     rows_through_f16: bool = False  # bf16 rows converted through float16 (range 65504, subnormals below 2**-14)
@@ -199,6 +202,9 @@ def quantize_store(
         if torch.isinf(tail).any():
             raise ValueError("rows: a RoPE value overflows bf16")
     data, scales = _quantize(x, rowfmt, bugs, arithmetic)
+    if bugs.blocks_past_tile:
+        tile = ladder("blocks").tile * rows_per_block
+        kept = torch.where(kept >= tile, kept - tile, kept)
     data_at, scale_at = _offsets(shape, kept, bugs)
     flat = cache.view(-1)
     device_data = (data_at[:, None] + torch.arange(rowfmt.data_bytes)).to(cache.device)
@@ -223,6 +229,9 @@ def gather_dequantize(
     if ((slots < 0) | (slots >= capacity)).any():
         raise ValueError(f"slots: every slot must be in [0, {capacity}), got {slots.tolist()}")
     n = slots.shape[0]
+    if bugs.rows_past_tile:
+        tile = ladder("rows").tile
+        slots = slots[torch.arange(n) - torch.where(torch.arange(n) >= tile, tile, 0)]
     data_at, scale_at = _offsets(shape, slots, bugs)
     flat = cache.view(-1).cpu()
     data = flat[data_at[:, None] + torch.arange(rowfmt.data_bytes)]

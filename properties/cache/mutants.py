@@ -10,6 +10,7 @@ from __future__ import annotations
 from properties.cache.common import store_options
 from properties.cache.faulty_attention import AttentionBugs, attention_with
 from properties.cache.faulty_formats import FormatBugs, gather_with, store_with
+from properties.ladder import ladder
 from properties.registry import Implementation
 
 
@@ -132,5 +133,23 @@ MUTANTS: list[Implementation] = [
         "out_of_range+empty_zero",
         "lanes >= N clamped to N-1",
         clamp_out_of_range=True,
+    ),
+    _store(
+        "store_blocks_past_tile",
+        "v4_584",
+        f"a row stored into a block past {ladder('blocks').tile} lands a tile of blocks lower",
+        blocks_past_tile=True,
+    ),
+    _gather(
+        "gather_rows_past_tile",
+        "v41_fp8_528",
+        f"a row read past the first {ladder('rows').tile} of a call reads the slot a tile earlier",
+        rows_past_tile=True,
+    ),
+    _attention(
+        "attention_dim_past_tile",
+        "minus_one_only+empty_zero",
+        f"the dot products stop after {ladder('dim').tile} dims",
+        dim_past_tile=True,
     ),
 ]

@@ -1,5 +1,6 @@
 """The mutants' unmutated bases pass every format and attention property, so a killed mutant died of its planted
-bug; and the names the contract lists match the formats and conventions these modules know."""
+bug; the float64 attention the shape ladder judges by passes them too (against the exact reference, on small
+shapes); and the names the contract lists match the formats and conventions these modules know."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from hypothesis import settings
 
 from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS
 from properties.cache.faulty_attention import NO_BUGS as NO_ATTENTION_BUGS
-from properties.cache.faulty_attention import attention_with
+from properties.cache.faulty_attention import attention_with, float64_attention
 from properties.cache.faulty_formats import gather_dequantize, quantize_store
 from properties.catalog import all_properties
 from properties.contract import operation
@@ -21,6 +22,10 @@ TWINS = [
     *(
         Implementation("sparse_attention", "torch_twin", attention_with(NO_ATTENTION_BUGS, c), c, "fast")
         for c in ATTENTION_CONVENTIONS
+    ),
+    *(
+        Implementation("sparse_attention", "float64_oracle", float64_attention(c), c, "fast")
+        for c in ("minus_one_only+empty_zero", "out_of_range+empty_nan")
     ),
 ]
 PAIRS = [(p, i) for p in all_properties() for i in TWINS if p.applies_to(i)]

@@ -63,9 +63,9 @@ def baseline_rows(spec: LayerSpec, rows: Sequence[tuple[Sequence[RawPosition], i
         latents.append(vs)
     x = torch.tensor(scores, dtype=torch.float32) + torch.tensor(apes, dtype=torch.float32)
     v = torch.tensor(latents, dtype=torch.float32)
-    evaluations = [(_torch_softmax(x) * v).sum(dim=1)]
+    evaluations = [(torch_softmax(x) * v).sum(dim=1)]
     evaluations += [(softmax(x, dim=1, how=how) * v).sum(dim=1) for how in FORMULATIONS[1:-1]]
-    evaluations.append(_sequential(x, v))
+    evaluations.append(sequential(x, v))
     scale = (softmax(x, dim=1).double() * v.abs().double()).sum(dim=1)
     return Baseline(torch.stack(evaluations), scale)
 
@@ -79,7 +79,7 @@ def softmax(x: torch.Tensor, dim: int, how: str = "divide") -> torch.Tensor:
     return e / total if how == "divide" else e * (1 / total)
 
 
-def _torch_softmax(x: torch.Tensor) -> torch.Tensor:
+def torch_softmax(x: torch.Tensor) -> torch.Tensor:
     """``torch.softmax(x, dim=1)`` on one thread: on several, even a few dozen elements go to the thread pool,
     which waits milliseconds for a core on a busy machine."""
     threads = torch.get_num_threads()
@@ -90,9 +90,10 @@ def _torch_softmax(x: torch.Tensor) -> torch.Tensor:
         torch.set_num_threads(threads)
 
 
-def _sequential(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def sequential(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Both sums over the window (axis 1) accumulated term by term in float32 (numpy's cumsum)."""
     xs, vs = x.numpy(), v.numpy()
-    e = np.exp(xs - xs.max(axis=1, keepdims=True))
-    total = np.cumsum(e, axis=1, dtype=np.float32)[:, -1:, :]
-    return torch.from_numpy(np.cumsum(e / total * vs, axis=1, dtype=np.float32)[:, -1, :].copy())
+    with np.errstate(invalid="ignore"):  # a window of no position (all -inf): NaN, which the caller masks
+        e = np.exp(xs - xs.max(axis=1, keepdims=True))
+        total = np.cumsum(e, axis=1, dtype=np.float32)[:, -1:, :]
+        return torch.from_numpy(np.cumsum(e / total * vs, axis=1, dtype=np.float32)[:, -1, :].copy())

@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-from properties.compression.baseline import softmax
+from properties.compression.baseline import sequential, softmax, torch_softmax
 from properties.compression.call import DECODE, PREFILL, WRITE_THEN_READ, Call, Request, parse_call
+from properties.ladder import ladder
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Faults:
     engine wrote only the first 4 of D > 4 drafts).
     rope: the RoPE position of completed row j: "group_start" (j r), "group_end" (j r + r - 1, the position
     completing the row), "row_index" (j, the ratio forgotten).
+    channels_past_tile, requests_past_tile: size bugs, wrong only past a tile of ``properties.ladder``.
     """
 
     ring_rule: str = "safe"
@@ -63,6 +65,8 @@ class Faults:
     bf16_weights: bool = False
     ring_write_limit: int | None = None
     rope: str = "group_start"
+    channels_past_tile: bool = False  # channels past the channels ladder's tile are compressed without APE
+    requests_past_tile: bool = False  # requests past the requests ladder's tile use state slot b, not state_index
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,8 @@ def _targets(op: str, call: Call, faults: Faults) -> list[Target]:
 
 
 def _slot(request: Request, faults: Faults, b: int) -> int:
+    if faults.requests_past_tile and b >= ladder("requests").tile:
+        return b
     return request.slot if faults.use_state_index else b
 
 
@@ -133,9 +139,18 @@ def _with_ape(call: Call, score: torch.Tensor, ape: torch.Tensor | None, first_p
 
 
 def run(
-    op: str, discipline: str | None, faults: Faults, *call_args: Any, **contract: Any
+    op: str,
+    discipline: str | None,
+    faults: Faults,
+    *call_args: Any,
+    precision: torch.dtype = torch.float32,
+    formulation: str = "divide",
+    **contract: Any,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One call of ``op`` with the contract's arguments (``properties.contract``), with ``faults`` planted."""
+    """One call of ``op`` with the contract's arguments (``properties.contract``), with ``faults`` planted;
+    ``precision``: the dtype the softmax and the weighted sum are evaluated in (float64: the oracle of large
+    shapes); ``formulation``: one of ``properties.compression.baseline.FORMULATIONS`` (the same-precision
+    baselines of the twice-the-error rule)."""
     call = parse_call(op, discipline, *call_args, ring_rule=faults.ring_rule, **contract)
     score, latent, state, ape, overlap = call.score, call.latent, call.state, call.ape, call.overlap
     r, d, w, size = call.ratio, call.dim, call.window, call.ring
@@ -174,18 +189,24 @@ def run(
     count = len(targets)
     idx = torch.tensor(index, dtype=torch.int64, device=device).reshape(count, w)
     hh = torch.tensor(half, dtype=torch.int64, device=device).reshape(count, w)
-    x = src_score.reshape(-1, h, d)[idx, hh]
-    v = src_latent.reshape(-1, h, d)[idx, hh]
+    x = src_score.reshape(-1, h, d)[idx, hh].to(precision)
+    v = src_latent.reshape(-1, h, d)[idx, hh].to(precision)
     if ape is not None and not faults.drop_ape:
         off = torch.tensor(offset, dtype=torch.int64, device=device).reshape(count, w)
-        x = x + ape.reshape(r, h, d)[off, hh]
+        added = ape.reshape(r, h, d)[off, hh].to(precision)
+        if faults.channels_past_tile:
+            added[..., ladder("channels").tile :] = 0.0
+        x = x + added
     mask = torch.tensor(present, dtype=torch.bool, device=device).reshape(count, w, 1)
     x = torch.where(mask, x, float("-inf"))
     v = torch.where(mask, v, 0.0)
-    weights = softmax(x, dim=1)
-    if faults.bf16_weights:
-        weights = weights.to(torch.bfloat16).float()
-    rows = (weights * v).sum(dim=1)
+    if formulation == "sequential":
+        rows = sequential(x, v)
+    else:
+        weights = torch_softmax(x) if formulation == "torch" else softmax(x, dim=1, how=formulation)
+        if faults.bf16_weights:
+            weights = weights.to(torch.bfloat16).float()
+        rows = (weights * v).sum(dim=1)
     valid = torch.tensor([t.group is not None for t in targets], dtype=torch.bool, device=device)
     rows = torch.where(valid[:, None], rows, 0.0)
     if not (read_all_from_ring or faults.write_first):

@@ -8,6 +8,7 @@ from functools import partial
 
 from properties.compression.call import DECODE, PREFILL, READ_THEN_WRITE, WRITE_THEN_READ
 from properties.compression.faulty import Faults, run
+from properties.ladder import ladder
 from properties.registry import Implementation
 
 
@@ -63,5 +64,19 @@ MUTANTS = [
         WRITE_THEN_READ,
         "equals one-shot, ring contents (steps of q > 4)",
         ring_write_limit=4,
+    ),
+    _mutant(
+        PREFILL,
+        "prefill_channels_past_tile",
+        None,
+        f"channels past {ladder('channels').tile} are compressed without APE",
+        channels_past_tile=True,
+    ),
+    _mutant(
+        DECODE,
+        "decode_requests_past_tile",
+        READ_THEN_WRITE,
+        f"requests past {ladder('requests').tile} use state slot b, not state_index[b]",
+        requests_past_tile=True,
     ),
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from properties.compression import props_decode, props_prefill, props_rejects
+from properties.compression import props_decode, props_prefill, props_rejects, props_shapes
 from properties.compression.call import DECODE, PREFILL
 from properties.compression.checks import HUNT_EXAMPLES
 from properties.compression.frozen import LIFE_CANCELLATION
@@ -55,4 +55,5 @@ PROPERTIES = [
     *props_decode.PROPERTIES,
     props_rejects.PROPERTIES[1],
     LIFE[1],
+    *props_shapes.PROPERTIES,
 ]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import sympy
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,7 +83,24 @@ def _clean(op: str, convention: str | None) -> Implementation:
     return Implementation(op, "torch_model", fn, convention or "reserve_max1", origin="user")
 
 
-CLEAN = [_clean(PREFILL, None), _clean(DECODE, WRITE_THEN_READ), _clean(DECODE, READ_THEN_WRITE)]
+def _float64(op: str, convention: str | None) -> Implementation:
+    """The shape ladder's oracle: the clean model evaluated in float64, its rows rounded to float32."""
+    discipline = convention if op == DECODE else None
+
+    def oracle(*args: Any, **contract: Any) -> tuple[Any, ...]:
+        rows, store, positions = run(op, discipline, Faults(), *args, precision=torch.float64, **contract)
+        return rows.to(torch.float32), store, positions
+
+    return Implementation(op, "float64_oracle", oracle, convention or "reserve_max1", origin="user")
+
+
+CLEAN = [
+    _clean(PREFILL, None),
+    _clean(DECODE, WRITE_THEN_READ),
+    _clean(DECODE, READ_THEN_WRITE),
+    _float64(PREFILL, None),
+    _float64(DECODE, READ_THEN_WRITE),
+]
 PAIRS = [(p, i) for i in CLEAN for p in properties_for(i.op) if p.applies_to(i)]
 
 

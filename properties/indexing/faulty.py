@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from properties.ladder import ladder
 from reference.conventions import parse
 from reference.topk import MaskedLanes, lane_layout
 
@@ -54,6 +55,29 @@ class Faults:
     neg_inf_eligible: bool = False  # top-k chooses -inf rows of the valid prefix under neg_inf_excluded
     slot_via_block_size: bool = False  # slot = (block * block_size + (j % Bc) * ratio) // ratio: the product
     # block * block_size wraps in int32 although the slot fits
+    ignores_strides: bool = False  # top-k reads scores as if row-major with unit stride, whatever its strides
+    past_tile: str = ""  # one size bug: wrong only past the tile of the named dimension (``PAST_TILE``)
+
+
+PAST_TILE = {
+    "topk_width": "width",  # a row is ranked over its first tile of lanes only: a longer valid prefix loses its tail
+    "index_heads": "heads",  # the heads past the first tile are dropped from the head sum
+    "fp8_heads": "heads",  # the same in the FP8 index scores
+    "candidate_blocks": "blocks",  # blocks past the first tile are never kept
+    "restore_k": "k",  # offsets past the first tile of lanes come back -1
+    "slot_lanes": "lanes",  # lanes past the first tile come back -1
+    "gathered_requests": "requests",  # a request past the first tile gets the offset of the one a tile before it
+    "window_lanes": "window",  # a window wider than the tile lists -1 past the tile's lanes
+    "compressed_lanes": "lanes",  # lanes past the first tile come back -1
+    "release_requests": "requests",  # requests past the first tile release nothing
+}
+"""The planted size bugs, each named after what it breaks, with the ladder (``properties.ladder``) whose tile it
+breaks past."""
+
+
+def tile(faults: Faults, bug: str) -> int | None:
+    """The size past which ``faults`` plants ``bug``, or None when it does not."""
+    return ladder(PAST_TILE[bug]).tile if faults.past_tile == bug else None
 
 
 NO_FAULTS = Faults()
@@ -80,6 +104,8 @@ def index_scores(
     """``sum_h w[m, h] relu(q[m, h] . k[j])`` in float32; lanes past a query's visible rows are -inf."""
     dots = torch.einsum("mhd,nd->mhn", q.float(), k.float())
     w = weights.float().unsqueeze(-1)
+    if (heads := tile(faults, "index_heads")) is not None:
+        w = torch.where(torch.arange(w.shape[1], device=w.device).unsqueeze(-1) < heads, w, 0.0)
     if faults.relu_after_head_sum:
         scores = (dots * w).sum(dim=1).clamp_min(0)
     else:
@@ -114,6 +140,8 @@ def index_scores_fp8(
     dots = torch.einsum("mhd,nd->mhn", e4m3_values(q, faults), e4m3_values(k, faults)) * qs.unsqueeze(-1)
     key_scale = k_scale.view(1, 1, -1)
     w = weights.float().unsqueeze(-1)
+    if (heads := tile(faults, "fp8_heads")) is not None:
+        w = torch.where(torch.arange(w.shape[1], device=w.device).unsqueeze(-1) < heads, w, 0.0)
     if faults.fp8_key_scale_after_relu:
         scores = (dots.clamp_min(0) * key_scale * w).sum(dim=1)
     else:
@@ -170,6 +198,8 @@ def topk(
 ) -> torch.Tensor:
     """The lanes of ``convention`` (see the contract): chosen rows plus offset, then fill lanes."""
     rows, width = scores.shape
+    if faults.ignores_strides:
+        scores = scores.as_strided(scores.shape, (width, 1))
     rule = parse("topk", convention).rule
     layout = lane_layout(rule)
     lanes_out, fill = layout.lanes(k, width), layout.fill
@@ -180,6 +210,8 @@ def topk(
         return torch.zeros((rows, lanes_out), dtype=torch.int32, device=scores.device)
     take = min(k, width)
     lengths64 = unsigned_lengths(lengths, width, faults)
+    if (lanes_read := tile(faults, "topk_width")) is not None:
+        lengths64 = lengths64.clamp(max=lanes_read)
     order = rank_lanes(scores, lengths64, faults, exclude)[:, :take]
     eligible = lengths64
     if exclude:
@@ -233,6 +265,8 @@ def candidate_select(
     if not faults.block_max_past_end:
         padded = torch.where(lanes < lengths64, padded, float("-inf"))
     block_max = padded.view(rows, blocks, block_size).amax(dim=2)
+    if (seen := tile(faults, "candidate_blocks")) is not None:
+        block_max[:, seen:] = float("-inf")
     if pin_newest and faults.pin_newest:
         rounding = "trunc" if faults.pin_truncates else "floor"
         newest = torch.div(lengths64 - 1, block_size, rounding_mode=rounding)
@@ -267,7 +301,10 @@ def candidate_restore(
     block = candidate_blocks.to(torch.int64).gather(1, safe // block_size)
     scale = 1 if faults.restore_unscaled else block_size
     row = block * scale + safe % block_size
-    return torch.where((o == -1) | (block < 0), -1, row).to(torch.int32)
+    out = torch.where((o == -1) | (block < 0), -1, row).to(torch.int32)
+    if (written := tile(faults, "restore_k")) is not None:
+        out[:, written:] = -1
+    return out
 
 
 # --- addresses ---------------------------------------------------------------------------------------------------
@@ -302,13 +339,18 @@ def slot_translation(
     if faults.slot_via_block_size:
         narrow = block.to(torch.int32) * block_size + (safe % per_block).to(torch.int32) * (block_size // per_block)
         slot = torch.div(narrow, block_size // per_block, rounding_mode="floor").to(wide)
+    if (written := tile(faults, "slot_lanes")) is not None:
+        live &= lane < written
     return torch.where(live, slot, -1).to(out_dtype)
 
 
 def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
     """Each row lane plus its request's offset; -1 stays -1 (int64)."""
     r = rows.to(torch.int64)
-    shifted = r + offsets.to(torch.int64).unsqueeze(-1)
+    shift = offsets.to(torch.int64)
+    if (requests := tile(faults, "gathered_requests")) is not None:
+        shift = shift[torch.arange(len(shift)) - torch.where(torch.arange(len(shift)) >= requests, requests, 0)]
+    shifted = r + shift.unsqueeze(-1)
     return shifted if faults.offset_on_empty else torch.where(r == -1, -1, shifted)
 
 
@@ -320,13 +362,19 @@ def window_indices(
         i = torch.arange(seqlen).unsqueeze(1)
         first = (i - window + 1 - faults.window_first_shift).clamp_min(0)
         idx = first + torch.arange(min(window, seqlen))
-        return torch.where(idx > i, -1, idx).to(torch.int32)
+        return _window_tile(torch.where(idx > i, -1, idx).to(torch.int32), faults)
     t = torch.arange(start_pos - window + 1, start_pos + 1)
     slots = torch.where(t >= 0, t % window, -1)
     order = faults.window_order or convention
     if order == "v4":
         slots = torch.cat([slots[t >= 0], slots[t < 0]])
-    return slots.to(torch.int32).unsqueeze(0)
+    return _window_tile(slots.to(torch.int32).unsqueeze(0), faults)
+
+
+def _window_tile(lanes: torch.Tensor, faults: Faults) -> torch.Tensor:
+    if (written := tile(faults, "window_lanes")) is not None:
+        lanes[:, written:] = -1
+    return lanes
 
 
 def window_release(
@@ -340,7 +388,10 @@ def window_release(
         "window_plus_step_minus_2": step + window - 2,
         "all": seq,
     }[faults.release_keeps]
-    return ((seq - kept).clamp_min(0) // block_size).to(torch.int32)
+    released = ((seq - kept).clamp_min(0) // block_size).to(torch.int32)
+    if (requests := tile(faults, "release_requests")) is not None:
+        released[requests:] = 0
+    return released
 
 
 def compressed_indices(
@@ -353,4 +404,6 @@ def compressed_indices(
     if faults.count_per_step:
         seen = torch.full_like(seen, (start_pos + seqlen) // ratio)
     lane = torch.arange((start_pos + seqlen) // ratio, dtype=torch.int64)
+    if (written := tile(faults, "compressed_lanes")) is not None:
+        seen = seen.clamp(max=written)
     return torch.where(lane < seen.unsqueeze(1), lane + offset, -1).to(torch.int32)

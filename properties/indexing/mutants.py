@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from properties.indexing import faulty as ti
+from properties.ladder import ladder
 from properties.registry import Implementation
 from reference.addressing import SlotWidth
 from reference.conventions import parse
@@ -277,4 +278,26 @@ MUTANTS = [
         "the query at p sees p // ratio rows, not (p + 1) // ratio: the row its position completes is missing",
         compressed_floor_p=True,
     ),
+    mutant(
+        "topk",
+        "topk_ignores_strides",
+        "v4.1",
+        "scores read as row-major with unit stride whatever their strides (a transposed or sliced view)",
+        ignores_strides=True,
+    ),
+    *[
+        mutant(op, f"{bug}_past_tile", convention, f"{what} (past {ladder(ti.PAST_TILE[bug]).tile})", past_tile=bug)
+        for op, bug, convention, what in (
+            ("topk", "topk_width", "v4.1", "ranks only the first tile of a row's lanes"),
+            ("index_scores", "index_heads", None, "drops the heads past the first tile"),
+            ("index_scores_fp8", "fp8_heads", None, "drops the heads past the first tile"),
+            ("candidate_select", "candidate_blocks", "pinned+drop_nan", "never keeps a block past the first tile"),
+            ("candidate_restore", "restore_k", None, "offsets past the first tile of lanes restore to -1"),
+            ("slot_translation", "slot_lanes", "count", "lanes past the first tile come back -1"),
+            ("gathered_rows", "gathered_requests", None, "a request past the tile takes the offset a tile before it"),
+            ("window_indices", "window_lanes", "v4.1", "a wider window lists -1 past the tile"),
+            ("compressed_indices", "compressed_lanes", None, "lanes past the first tile come back -1"),
+            ("window_release", "release_requests", None, "requests past the first tile release nothing"),
+        )
+    ],
 ]

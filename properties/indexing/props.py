@@ -17,6 +17,7 @@ from properties.indexing import (
     props_compressed,
     props_index_scores,
     props_index_scores_fp8,
+    props_shapes,
     props_topk,
     props_window_release,
 )
@@ -31,6 +32,7 @@ HAND_WRITTEN: list[Property] = [
     *props_addressing.PROPERTIES,
     *props_window_release.PROPERTIES,
     *props_compressed.PROPERTIES,
+    *props_shapes.PROPERTIES,
 ]
 
 

@@ -1,0 +1,194 @@
+"""The cache operations on the shape ladder (``properties.ladder``): rows per call past 16, caches past 256
+blocks, heads past 16, dims past 64 and lanes past 64 in a fixed share of draws (production shapes on a GPU),
+inputs as non-contiguous views wherever the contract allows them (``properties.strided``).
+
+An example is a few sizes and a ``seed`` the check expands into tensors. The judges scale:
+
+- ``quantize_store`` and ``gather_dequantize``: the whole cache after the call, and the rows read back, equal
+  those of the area's torch implementation without a fault (``properties.cache.faulty_formats``), which every
+  store and gather property checks against the exact reference (``test_support.py``), byte for byte;
+- ``sparse_attention``: out and lse within twice the error of the same-precision float32 baselines (or
+  ``ULP_FLOOR`` ulps of the terms' magnitude) of a float64 evaluation of the same formula, itself checked
+  against the exact reference on small shapes (``test_support.py``), on up to 8 sampled query rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from properties.cache.common import AttentionCall, attention_convention, cache_layout, row_format_of
+from properties.cache.faulty_attention import baselines, dense_attention, term_scales
+from properties.cache.faulty_formats import gather_dequantize, quantize_store
+from properties.compare import ULP_FLOOR, Mismatch
+from properties.contract import operation
+from properties.ladder import choice, generator, sample, shapes
+from properties.presets import EXAMPLES, preset
+from properties.registry import Implementation
+from properties.runner import Property
+from properties.strided import ORIGINS, assert_same, call_with_views, run_with_views, with_layouts
+
+Example = dict[str, Any]
+JUDGED_ROWS = 8
+"""Query rows the float64 attention evaluates (all of them up to this many: ``properties.ladder.sample``)."""
+ROWS_PER_BLOCK = (64, 1, 4)
+"""Rows of a cache block: the production 64, and small ones."""
+
+
+def _cache(g: torch.Generator, fmt: str, case: Example) -> tuple[torch.Tensor, int, int, int]:
+    """A cache of random bytes (``blocks`` blocks, one or two layers), its rows per block, layer count and the
+    layer a call uses."""
+    rows_per_block = preset(case, "rows_per_block", ROWS_PER_BLOCK[choice(g, len(ROWS_PER_BLOCK))])
+    layers = 1 + choice(g, 2)
+    block_bytes = cache_layout(fmt, rows_per_block).block_bytes
+    cache = torch.randint(256, (case["blocks"], layers * block_bytes), generator=g, dtype=torch.uint8)
+    return cache, rows_per_block, layers, choice(g, layers)
+
+
+def _row_values(g: torch.Generator, rows: int, dims: int) -> torch.Tensor:
+    """Normal values times a power of two per row (float32)."""
+    return torch.randn(rows, dims, generator=g) * 2.0 ** torch.randint(-12, 13, (rows, 1), generator=g)
+
+
+def _top_slots(g: torch.Generator, capacity: int, count: int) -> torch.Tensor:
+    """``count`` distinct slots among the highest ``4 count + 4`` of the cache (its last blocks are where a block
+    index past a tile shows)."""
+    span = min(capacity, 4 * count + 4)
+    return (capacity - 1 - torch.randperm(span, generator=g)[:count]).to(torch.int64)
+
+
+def check_store(impl: Implementation, case: Example) -> None:
+    fmt = impl.convention or ""
+    g = generator(case)
+    cache, rows_per_block, _, layer = _cache(g, fmt, case)
+    capacity = case["blocks"] * rows_per_block
+    count = min(case["rows"], capacity)
+    slots = _top_slots(g, capacity, count)
+    skipped = torch.randint(8, (count,), generator=g) == 0
+    slots = torch.where(skipped, -1, slots)
+    rows = _row_values(g, count, row_format_of(fmt).dims)
+    rows[skipped] = float("nan")
+    options: dict[str, Any] = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer}
+    expected = cache.clone()
+    quantize_store(rows, slots, expected, **options)
+
+    def call(given: dict[str, torch.Tensor]) -> torch.Tensor:
+        written = cache.clone().to(impl.device)
+        impl.fn(given["rows"].to(impl.device), given["slots"].to(impl.device), written, **options)
+        return written
+
+    got = call_with_views(call, {"rows": rows, "slots": slots}, case["layouts"], impl.op)
+    what = (
+        f"quantize_store[{fmt}] cache vs the torch oracle ({count} rows, {case['blocks']} blocks of {rows_per_block})"
+    )
+    assert_same(expected, got, what)
+
+
+def check_gather(impl: Implementation, case: Example) -> None:
+    fmt = impl.convention or ""
+    g = generator(case)
+    cache, rows_per_block, _, layer = _cache(g, fmt, case)
+    capacity = case["blocks"] * rows_per_block
+    options: dict[str, Any] = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer}
+    stored = _top_slots(g, capacity, min(capacity, 1 + case["rows"] // 2))
+    quantize_store(_row_values(g, len(stored), row_format_of(fmt).dims), stored, cache, **options)
+    slots = stored[torch.randint(len(stored), (case["rows"],), generator=g)]
+    expected = gather_dequantize(cache, slots, **options)
+    got = run_with_views(impl, {"cache": cache, "slots": slots}, case["layouts"], **options)
+    what = f"gather_dequantize[{fmt}] rows vs the torch oracle ({case['rows']} reads, {case['blocks']} blocks)"
+    assert_same(expected, got, what)
+
+
+def _ulp(x: torch.Tensor) -> torch.Tensor:
+    """One float32 ulp of each |x| (of the smallest subnormal's exponent at 0)."""
+    exponent = torch.frexp(x.abs().clamp_min(2.0**-126)).exponent
+    return torch.pow(2.0, (exponent - 24).to(torch.float64))
+
+
+def _within(expected: torch.Tensor, got: Any, base: list[torch.Tensor], scale: torch.Tensor, what: str) -> None:
+    """Every lane of ``got`` within twice the worst baseline's error of ``expected`` (float64), or ``ULP_FLOOR``
+    ulps of ``max(|expected|, scale)``; non-finite lanes must be the same value."""
+    got64 = got.detach().cpu().double()
+    finite = torch.isfinite(expected)
+    error = (got64 - expected).abs()
+    worst = torch.stack([(b.double() - expected).abs() for b in base]).amax(0)
+    allowed = torch.maximum(
+        2 * torch.where(torch.isfinite(worst), worst, 0.0), ULP_FLOOR * _ulp(torch.maximum(expected.abs(), scale))
+    )
+    same = (got64 == expected) | (got64.isnan() & expected.isnan())
+    bad = torch.where(finite, ~(error <= allowed), ~same)
+    if bool(bad.any()):
+        where = bad.nonzero()[:12].tolist()
+        lanes = [(tuple(w), expected[tuple(w)].item(), got64[tuple(w)].item()) for w in where]
+        raise Mismatch(what, lanes, detail=f"{int(bad.sum())} lane(s) beyond twice the float32 baselines' error")
+
+
+def check_attention(impl: Implementation, case: Example) -> None:
+    convention = impl.convention or ""
+    invalid, _ = attention_convention(convention)
+    g = generator(case)
+    m, heads, dim, lanes = case["rows"], case["heads"], case["dim"], case["lanes"]
+    n = 1 + choice(g, lanes + 2)
+    dtype = (torch.float32, torch.bfloat16)[choice(g, 2)]
+    q = (torch.randint(-8, 9, (m, heads, dim), generator=g).float() / 8).to(dtype)
+    kv = (torch.randint(-8, 9, (n, dim), generator=g).float() / 8).to(dtype)
+    indices = torch.randint(n, (m, lanes), generator=g)
+    kind = torch.randint(8, (m, lanes), generator=g)
+    indices = torch.where(kind == 0, -1, indices)
+    if invalid == "out_of_range":
+        indices = torch.where(kind == 1, n + choice(g, 3), torch.where(kind == 2, -2 - choice(g, 5), indices))
+    indices = indices.to(torch.int32)
+    sink = torch.randint(-8, 9, (heads,), generator=g).float() / 4
+    sink = torch.where(torch.randint(8, (heads,), generator=g) == 0, float("-inf"), sink)
+    dv = dim if choice(g, 2) else (dim + 1) // 2
+    scale = float(torch.tensor(dim**-0.5, dtype=torch.float32))
+    tensors = {"q": q, "kv": kv, "indices": indices, "sink": sink}
+    got = run_with_views(impl, tensors, case["layouts"], scale=scale, dv=dv)
+    if not (isinstance(got, tuple | list) and len(got) == 2):
+        raise Mismatch("sparse_attention", detail=f"must return (out, lse), got {type(got).__name__}")
+    for name, tensor, shape in (("out", got[0], (m, heads, dv)), ("lse", got[1], (m, heads))):
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
+            raise Mismatch("sparse_attention", detail=f"{name} must be f32{list(shape)}, got {tensor!r:.80}")
+    judged = sample(case, m, JUDGED_ROWS)
+    call = AttentionCall(q[judged], kv, indices[judged], sink, scale, dv, convention)
+    out64, lse64 = dense_attention(call, dtype=torch.float64)
+    runs = baselines(call)
+    out_scale, lse_scale = (torch.tensor(s, dtype=torch.float64) for s in term_scales(call))
+    context = f" vs float64 ({m} rows, {heads} heads, dim {dim}, dv {dv}, {lanes} lanes, {n} cache rows, {dtype})"
+    rows = "" if len(judged) == m else f" of rows {judged.tolist()}"
+    out, lse = (t.detach().cpu()[judged] for t in got)
+    _within(out64, out, [o for o, _ in runs], out_scale.reshape(out64.shape), "out" + rows + context)
+    _within(lse64, lse, [s for _, s in runs], lse_scale.reshape(lse64.shape), "lse" + rows + context)
+
+
+def _ladder_property(name: str, op: str, sizes: Any, check: Any, doc: str) -> Property:
+    strategy = with_layouts(sizes, operation(op).views)
+    return Property(name, op, strategy, check, examples=EXAMPLES[name], doc=doc, origins=ORIGINS)
+
+
+PROPERTIES = [
+    _ladder_property(
+        "quant_store_shape_ladder",
+        "quantize_store",
+        shapes(rows="rows", blocks="blocks"),
+        check_store,
+        "rows per call past 16 and caches past 256 blocks of 64 rows (thousands on a GPU), rows and slots as views: "
+        "the whole cache equals the torch oracle's, byte for byte",
+    ),
+    _ladder_property(
+        "gather_shape_ladder",
+        "gather_dequantize",
+        shapes(rows="rows", blocks="blocks"),
+        check_gather,
+        "reads past 16 a call from caches past 256 blocks, slots as a view: the rows equal the torch oracle's",
+    ),
+    _ladder_property(
+        "attention_shape_ladder",
+        "sparse_attention",
+        shapes(rows="rows", heads="heads", dim="dim", lanes="lanes"),
+        check_attention,
+        "heads past 16, dims past 64 (512 on a GPU), lanes past 64, inputs as views: out and lse within twice the "
+        "float32 baselines' error of float64",
+    ),
+]
