@@ -633,3 +633,38 @@ test_f32_and_bf16_refusals = worded_exactly(
         ),
     ]
 )
+
+
+@pytest.mark.parametrize("x", [Fraction(3, 2), Fraction(2), 1 + Fraction(1, 2**23), Fraction(7, 4), Fraction(5)])
+@pytest.mark.parametrize("terms", [1, 4, 16])
+def test_ln_bounds_enclose_the_logarithm_tightly(x: Fraction, terms: int) -> None:
+    import math
+
+    low, high = scales._ln_bounds(x, terms)
+    exact = math.log(float(x))
+    y = float((x - 1) / (x + 1))
+    assert float(low) <= exact <= float(high)
+    assert low < high
+    assert float(high - low) <= 2 * y ** (2 * terms + 1) / ((2 * terms + 1) * (1 - y * y)) * (1 + 1e-12)
+    assert float(low) >= exact - 2 * y ** (2 * terms + 1) / ((2 * terms + 1) * (1 - y * y)) * (1 + 1e-12)
+
+
+def test_f32_floors() -> None:
+    assert scales.FP8_AMAX_FLOOR_F32 == Fraction(float(np.float32(1e-4)))
+    assert fp8_scale_exponent(0, arithmetic=F32) == -22
+    assert fp8_scale_exponent(Fraction(float(np.float32(1e-4))), arithmetic=F32) == -22
+    assert fp4_ue8m0_scale_exponent(0, F32) == fp4_ue8m0_scale_exponent(0) == -126
+    tiny = 6 * Fraction(1, 2**126) * (1 + Fraction(1, 2**22))  # log2(amax / 6) = -126 + 5.7e-7, a float32 -126
+    assert (fp4_ue8m0_scale_exponent(tiny, F32), fp4_ue8m0_scale_exponent(tiny)) == (-126, -125)
+    assert fp4_e4m3_scale_code(0, F32) == fp4_e4m3_scale_code(0)
+
+
+def test_log2_exceeds_refines_until_the_bounds_separate() -> None:
+    """Close to the threshold the first bounds overlap; the refinement still decides."""
+    h = Fraction(1, 2**22)
+    just_above = 1 + Fraction(3, 2**24)  # log2 = 2.58e-7 > 2**-22 = 2.38e-7
+    just_below = 1 + Fraction(5, 2**25)  # log2 = 2.15e-7 < 2**-22
+    assert scales.log2_exceeds(just_above, h)
+    assert not scales.log2_exceeds(just_below, h)
+    assert scales.log2_exceeds(Fraction(3, 2), Fraction(58, 100))  # log2(1.5) = 0.58496
+    assert not scales.log2_exceeds(Fraction(3, 2), Fraction(585, 1000))
