@@ -694,17 +694,16 @@ def test_log2_exceeds_gives_up_past_its_term_limit(monkeypatch: pytest.MonkeyPat
 
 
 def test_quantize_row_passes_the_arithmetic_to_every_scale_rule() -> None:
-    f32 = {"arithmetic": F32}
     v4 = row_format("v4_584")
     boundary_row = [BOUNDARY] + [Fraction(0)] * 511
-    assert quantize_row(v4, boundary_row, **f32).scales[0] == 127 + 4
+    assert quantize_row(v4, boundary_row, arithmetic=F32).scales[0] == 127 + 4
     assert quantize_row(v4, boundary_row).scales[0] == 127 + 5
     index_fp4 = row_format("index_fp4_68")
     tiny = 6 * Fraction(1, 2**126) * (1 + Fraction(1, 2**22))
-    assert quantize_row(index_fp4, [tiny] + [Fraction(0)] * 127, **f32).scales[0] == 127 - 126
+    assert quantize_row(index_fp4, [tiny] + [Fraction(0)] * 127, arithmetic=F32).scales[0] == 127 - 126
     assert quantize_row(index_fp4, [tiny] + [Fraction(0)] * 127).scales[0] == 127 - 125
     with pytest.raises(ValueError, match="must be a float32 value under f32 arithmetic"):
-        quantize_row(row_format("v41_fp4_288"), [Fraction(1, 3)] + [Fraction(0)] * 511, **f32)
+        quantize_row(row_format("v41_fp4_288"), [Fraction(1, 3)] + [Fraction(0)] * 511, arithmetic=F32)
     assert quantize_row(row_format("v41_fp4_288"), [Fraction(1, 3)] + [Fraction(0)] * 511).scales
 
 
