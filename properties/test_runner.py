@@ -16,7 +16,7 @@ from properties.runner import Property, run_property
 
 def test_a_failing_explicit_example_is_the_one_reported() -> None:
     (mutant,) = [m for m in register_mutants().find() if m.name == "store_nan_not_refused"]
-    (prop,) = [p for p in PROPERTIES if p.name == "quant_store_matches_reference"]
+    (prop,) = [p for p in PROPERTIES if p.name == "quant_store_refuses_bad_rows"]
     assert prop.examples[-1] is STORED_NAN and len(prop.examples) > 1  # others run after it
     outcome = run_property(prop, mutant, max_examples=1, shrink=False, derandomize=True)
     assert not outcome.passed
