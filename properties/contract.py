@@ -156,6 +156,18 @@ OPERATIONS: dict[str, Operation] = {
             "exact",
         ),
         _op(
+            "candidate_remap",
+            "columns of a sparse consumer's score row back to positions: the kept blocks sorted, cut at the length",
+            "columns, candidate_blocks, lengths; block_size",
+            """fn(columns: i32[M, k], candidate_blocks: i32[M, nb], lengths: i32[M], *, block_size: int)
+            -> (positions: i32[M, k], counts: i32[M]); row m's columns score the positions below lengths[m] of
+            its candidate blocks in ascending order (reference.candidates.kept_positions: blocks distinct, in
+            any order, -1 padding anywhere, blocks wholly at or past the length adding nothing); counts[m] is
+            how many there are, column c -> the c-th of them, -1 stays -1; columns are -1 or below counts[m]
+            (vLLM candidate_blocks_to_sparse_indices' end, then sparse_topk_remap)""",
+            "exact: positions and counts",
+        ),
+        _op(
             "slot_translation",
             "logical compressed row -> paged physical slot through a block table",
             "rows, block_table, lengths; block_size, ratio",

@@ -106,6 +106,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "topk": TOPK,
     "candidate_select": CANDIDATE_SELECT,
     "candidate_restore": {},
+    "candidate_remap": {},
     "slot_translation": SLOT_TRANSLATION,
     "gathered_rows": {},
     "window_indices": WINDOW_INDICES,

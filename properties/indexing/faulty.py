@@ -48,6 +48,9 @@ class Faults:
     # counted back from the tentative length; "window_plus_step_minus_2": one position fewer; "all": never releases)
     count_per_step: bool = False  # every query of a step sees end_pos // ratio rows (the public V4.1 decode)
     compressed_floor_p: bool = False  # the query at p sees p // ratio rows: the row p completes is left out
+    remap_given_order: bool = False  # remap columns walk the candidate blocks in their given order, not sorted
+    remap_whole_blocks: bool = False  # a block whose first position is visible counts whole (end = blocks * bs)
+    remap_past_length: bool = False  # blocks wholly at or past the length are not filtered out
 
 
 NO_FAULTS = Faults()
@@ -213,6 +216,37 @@ def candidate_restore(
     scale = 1 if faults.restore_unscaled else block_size
     row = block * scale + safe % block_size
     return torch.where((o == -1) | (block < 0), -1, row).to(torch.int32)
+
+
+def candidate_remap(
+    columns: torch.Tensor,
+    candidate_blocks: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    faults: Faults = NO_FAULTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Column c -> the c-th position below the length of the candidate blocks, ascending; -1 stays -1; with each
+    row's count of such positions."""
+    blocks = candidate_blocks.to(torch.int64)
+    if not faults.remap_given_order:
+        blocks = blocks.sort(dim=1).values
+    rows = blocks.shape[0]
+    starts = (blocks * block_size).unsqueeze(-1)
+    positions = (starts + torch.arange(block_size, device=blocks.device)).reshape(rows, -1)
+    limit = lengths.to(torch.int64).unsqueeze(-1)
+    if faults.remap_past_length:
+        seen = torch.ones_like(positions, dtype=torch.bool)
+    elif faults.remap_whole_blocks:
+        seen = (starts < limit.unsqueeze(-1)).expand(-1, -1, block_size).reshape(rows, -1)
+    else:
+        seen = positions < limit
+    ok = seen & (blocks >= 0).repeat_interleave(block_size, dim=1)
+    order = (~ok).to(torch.int8).sort(dim=1, stable=True).indices
+    compact = torch.cat([positions.gather(1, order), torch.full((rows, 1), -1, device=blocks.device)], dim=1)
+    c = columns.to(torch.int64)
+    picked = compact.gather(1, torch.where(c < 0, compact.shape[1] - 1, c))
+    return picked.to(torch.int32), ok.sum(dim=1).to(torch.int32)
 
 
 # --- addresses ---------------------------------------------------------------------------------------------------

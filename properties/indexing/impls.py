@@ -83,6 +83,19 @@ def reference_candidate_restore(
     return index_tensor(lanes, torch.int32, str(offsets.device))
 
 
+@collect(IMPLEMENTATIONS, "candidate_remap", "reference", origin="reference")
+def reference_candidate_remap(
+    columns: torch.Tensor, candidate_blocks: torch.Tensor, lengths: torch.Tensor, *, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    rows = [
+        candidates.remap_columns(c, blocks, n, block_size)
+        for c, blocks, n in zip(columns.tolist(), candidate_blocks.tolist(), lengths.tolist(), strict=True)
+    ]
+    device = str(columns.device)
+    counts = torch.tensor([count for _, count in rows], dtype=torch.int32, device=device)
+    return index_tensor([list(p) for p, _ in rows], torch.int32, device), counts
+
+
 def _slot_adapter(name: str) -> None:
     @collect(IMPLEMENTATIONS, "slot_translation", "reference", convention=name, origin="reference")
     def reference_slot_translation(

@@ -64,6 +64,13 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
 
     out[("candidate_restore", None)] = restore
 
+    def remap(
+        columns: torch.Tensor, candidate_blocks: torch.Tensor, lengths: torch.Tensor, *, block_size: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return mod.candidate_remap(columns, candidate_blocks, lengths, block_size=block_size)
+
+    out[("candidate_remap", None)] = remap  # type: ignore[assignment]
+
     def slots_for(guard: str) -> Fn:
         def slots(
             rows: torch.Tensor, block_table: torch.Tensor, lengths: torch.Tensor, *, block_size: int, ratio: int

@@ -42,6 +42,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
         return lambda offsets, candidate_blocks, *, block_size: ti.candidate_restore(
             offsets, candidate_blocks, block_size=block_size, faults=faults
         )
+    if op == "candidate_remap":
+        return lambda columns, candidate_blocks, lengths, *, block_size: ti.candidate_remap(
+            columns, candidate_blocks, lengths, block_size=block_size, faults=faults
+        )
     if op == "slot_translation":
         return lambda rows, block_table, lengths, *, block_size, ratio: ti.slot_translation(
             rows, block_table, lengths, block_size=block_size, ratio=ratio, faults=faults
@@ -216,5 +220,26 @@ MUTANTS = [
         None,
         "the query at p sees p // ratio rows, not (p + 1) // ratio: the row its position completes is missing",
         compressed_floor_p=True,
+    ),
+    mutant(
+        "candidate_remap",
+        "remap_blocks_in_given_order",
+        None,
+        "columns walk the candidate blocks in their given (rank) order, not ascending",
+        remap_given_order=True,
+    ),
+    mutant(
+        "candidate_remap",
+        "remap_partial_block_counted_whole",
+        None,
+        "the newest block counts all its positions (end = blocks * bs, not the visible fill)",
+        remap_whole_blocks=True,
+    ),
+    mutant(
+        "candidate_remap",
+        "remap_blocks_past_length_kept",
+        None,
+        "blocks wholly at or past the length are not filtered out",
+        remap_past_length=True,
     ),
 ]

@@ -240,6 +240,31 @@ def restore_cases(draw: st.DrawFn) -> dict[str, Any]:
     return {"offsets": offsets, "candidate_blocks": blocks, "block_size": block_size}
 
 
+REMAP_BLOCK_SIZES = (2, 3, 4, 8, 16)
+"""Candidate block sizes of the remap: the engines' 8 and 16 (a multiple of their sparse block) and small odd
+ones; 8 ids, so a row spans at most 128 positions."""
+
+
+@st.composite
+def remap_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"columns", "candidate_blocks", "lengths", "block_size"}``: per row distinct block ids of 0..7 in any
+    order or -1 padding, a length anywhere in 0..9 blocks (blocks past it, a partial newest block), and columns
+    below the row's count or -1."""
+    src = draw(source(4 + MAX_ROWS * (8 + 7 + MAX_K)))
+    rows, size = src.between(1, MAX_ROWS), REMAP_BLOCK_SIZES[src.below(len(REMAP_BLOCK_SIZES))]
+    slots, lanes = src.between(0, 6), src.between(0, MAX_K)
+    blocks, lengths, columns = [], [], []
+    for _ in range(rows):
+        pool = permutation(src, 8)
+        row = [-1 if src.byte() >= 208 else pool[i] for i in range(slots)]
+        n = src.below(9 * size + 1)
+        count = sum(min(max(n - b * size, 0), size) for b in row if b >= 0)
+        blocks.append(row)
+        lengths.append(n)
+        columns.append([-1 if count == 0 or (c := src.byte()) >= 224 else c % count for _ in range(lanes)])
+    return {"columns": columns, "candidate_blocks": blocks, "lengths": lengths, "block_size": size}
+
+
 def permutation(src: ByteSource, n: int) -> list[int]:
     """0..n-1 shuffled by the source (Fisher-Yates; all-zero bytes give a rotation)."""
     items = list(range(n))
