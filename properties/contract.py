@@ -122,6 +122,20 @@ OPERATIONS: dict[str, Operation] = {
             "lanes j < (p + 1) // r within twice the error of the same-precision torch einsum (ulp floor)",
         ),
         _op(
+            "paged_index_scores",
+            "index_scores of decode queries through a block table: next_n queries a request, each its own count",
+            "q, weights, cache, block_table, lengths;",
+            """fn(q: f32|bf16[B, T, H, D], weights: f32[B, T, H], cache: f32|bf16[num_blocks, Bc, D] (q's dtype),
+            block_table: i32[B, max_blocks], lengths: i32[B, T]) -> f32[B * T, max_blocks * Bc]; query t of
+            request b (row b * T + t; T = next_n, the speculative queries of one step) sees compressed rows
+            j < lengths[b, t] (>= 0; 0: none, a whole request may see none), row j at
+            cache[block_table[b, j // Bc], j % Bc]; I[b * T + t, j] = sum_h w[b, t, h] * relu(q[b, t, h] . row j);
+            lanes past lengths[b, t] are not compared; table entries no query of the request reads may hold
+            anything (-1, ids past the cache), and cache rows no query reads may hold NaN or inf""",
+            "lanes j < lengths[b, t] within twice the error of the same-precision torch einsum over the gathered "
+            "rows (ulp floor)",
+        ),
+        _op(
             "topk",
             "top-k over the valid prefix of each score row",
             "scores, lengths, offsets; k",

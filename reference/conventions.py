@@ -103,6 +103,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "compression_prefill": COMPRESSION_PREFILL,
     "compression_decode": COMPRESSION_DECODE,
     "index_scores": {},
+    "paged_index_scores": {},
     "topk": TOPK,
     "candidate_select": CANDIDATE_SELECT,
     "candidate_restore": {},

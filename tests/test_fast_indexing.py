@@ -636,6 +636,18 @@ def test_paged_logits_block_outside_cache() -> None:
     assert got[0, 4:8].isnan().all() and got[1, 4:8].isnan().all() and not got[0, :4].isnan().any()
 
 
+def test_paged_logits_empty_cache_and_zero_lengths() -> None:
+    """Every query sees no row: a cache of no blocks and a table of no entries (or of -1 padding) are accepted,
+    and every lane is -inf."""
+    q, w = torch.ones(2, 3, 1, 4, dtype=torch.bfloat16), torch.ones(2, 3, 1)
+    lengths = torch.zeros(2, 3, dtype=torch.int32)
+    for entries in (0, 2):
+        table = torch.full((2, entries), -1, dtype=torch.int32)
+        for fn in (K.paged_index_logits, naive.paged_index_logits):
+            got = fn(q, w, torch.zeros(0, 4, 4, dtype=torch.bfloat16), table, lengths, rows_per_block=4)
+            assert got.shape == (6, 4 * entries) and bool((got == float("-inf")).all())
+
+
 # --- bad input ------------------------------------------------------------------------------------------------------
 
 

@@ -100,7 +100,7 @@ def table_covers(
     lo, hi, need = (int(v) for v in torch.stack([lo_hi.min, lo_hi.max, blocks.max()]).tolist())
     require(need <= width, "block_table", f"has {width} entries per request, a request needs {need}")
     require(lo >= 0, "block_table", f"must hold block ids >= 0 for every block read, got {lo}")
-    if num_blocks is not None:
+    if num_blocks is not None and need > 0:
         require(hi < num_blocks, "block_table", f"names block {hi}, past the cache's {num_blocks} blocks")
 
 

@@ -51,6 +51,8 @@ class Faults:
     remap_given_order: bool = False  # remap columns walk the candidate blocks in their given order, not sorted
     remap_whole_blocks: bool = False  # a block whose first position is visible counts whole (end = blocks * bs)
     remap_past_length: bool = False  # blocks wholly at or past the length are not filtered out
+    paged_first_query_count: bool = False  # every query of a request sees its first query's count of rows
+    paged_table_of_request_0: bool = False  # every request reads its rows through request 0's table row
 
 
 NO_FAULTS = Faults()
@@ -84,6 +86,38 @@ def index_scores(
     lanes = torch.arange(k.shape[0], device=q.device)
     hidden = lanes >= visible_rows(positions, ratio, faults).unsqueeze(-1)
     return scores.masked_fill(hidden, float("-inf"))
+
+
+def paged_index_scores(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    cache: torch.Tensor,
+    block_table: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """Query (b, t) reads row j at ``cache[block_table[b, j // Bc], j % Bc]`` for ``j < lengths[b, t]`` and scores
+    it as ``index_scores`` does; -inf past its rows. f32[B * T, max_blocks * Bc]."""
+    requests, next_n = q.shape[:2]
+    per_block = cache.shape[1]
+    width = block_table.shape[1] * per_block
+    counts = lengths.to(torch.int64)
+    if faults.paged_first_query_count:
+        counts = counts[:, :1].expand(-1, next_n)
+    table = block_table.to(torch.int64)
+    if faults.paged_table_of_request_0:
+        table = table[:1].expand(requests, -1)
+    lanes = torch.arange(width, device=q.device)
+    hidden = lanes >= counts.unsqueeze(-1)
+    if cache.shape[0] == 0:
+        return torch.full((requests * next_n, width), float("-inf"), device=q.device)
+    read = lanes < counts.amax(dim=1, keepdim=True)
+    ids = torch.where(read, table[:, lanes // per_block], 0).clamp(0, cache.shape[0] - 1)
+    keys = cache[ids, lanes % per_block].float()
+    dots = torch.einsum("bthd,bnd->bthn", q.float(), keys)
+    scores = (dots.clamp_min(0) * weights.float().unsqueeze(-1)).sum(dim=2)
+    return scores.masked_fill(hidden, float("-inf")).reshape(requests * next_n, width)
 
 
 # --- top-k -------------------------------------------------------------------------------------------------------

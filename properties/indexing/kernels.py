@@ -38,6 +38,14 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
 
     out: dict[tuple[str, str | None], Fn] = {("index_scores", None): index_scores}
 
+    def paged_index_scores(
+        q: torch.Tensor, weights: torch.Tensor, cache: torch.Tensor, block_table: torch.Tensor, lengths: torch.Tensor
+    ) -> torch.Tensor:
+        rows = int(cache.shape[1]) if cache.dim() == 3 else 0  # a cache of another shape reaches the kernel's check
+        return mod.paged_index_logits(q, weights, cache, block_table, lengths, rows_per_block=max(rows, 1))
+
+    out[("paged_index_scores", None)] = paged_index_scores
+
     def topk_for(name: str) -> Fn:
         def topk(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
             return mod.topk(scores, lengths, k=k, convention=name, offsets=offsets)

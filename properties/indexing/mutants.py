@@ -23,6 +23,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
         return lambda q, weights, k, positions, *, ratio: ti.index_scores(
             q, weights, k, positions, ratio=ratio, faults=faults
         )
+    if op == "paged_index_scores":
+        return lambda q, weights, cache, block_table, lengths: ti.paged_index_scores(
+            q, weights, cache, block_table, lengths, faults=faults
+        )
     if op == "topk":
         return lambda scores, lengths, offsets, *, k: ti.topk(
             scores, lengths, offsets, k=k, convention=convention or "", faults=faults
@@ -241,5 +245,19 @@ MUTANTS = [
         None,
         "blocks wholly at or past the length are not filtered out",
         remap_past_length=True,
+    ),
+    mutant(
+        "paged_index_scores",
+        "paged_next_n_first_query_count",
+        None,
+        "every speculative query of a request sees the first query's count of rows",
+        paged_first_query_count=True,
+    ),
+    mutant(
+        "paged_index_scores",
+        "paged_table_of_request_0",
+        None,
+        "every request reads its rows through request 0's block table row",
+        paged_table_of_request_0=True,
     ),
 ]
