@@ -262,6 +262,23 @@ OPERATIONS: dict[str, Operation] = {
             "exact: every value equals the reference decoding of the stored bytes (sign of zero not compared)",
         ),
         _op(
+            "norm_rope_store",
+            "the fused compressor path's tail: RMSNorm, RoPE, then quantize_store of compressed rows",
+            "rows, weight, cos_sin, positions, slots, cache; fmt, rows_per_block, layer, eps, rope_dim",
+            """fn(rows: f32[R, d], weight: f32[d], cos_sin: f32[P, rope_dim], positions: i64[R], slots: i64[R],
+            cache: u8[num_blocks, layers * block_bytes] (in place), *, fmt: str, rows_per_block: int, layer: int,
+            eps: float, rope_dim: int) -> None; row r becomes y = x * w / sqrt(mean(x^2) + eps), its last
+            rope_dim values rotated in interleaved pairs (e, o) -> (e c - o s, o c + e s) by row positions[r] of
+            cos_sin (cos in its first rope_dim / 2 columns, sin in the rest), and y is quantized and stored as
+            quantize_store stores it (fmt, layout, layers, distinct slots, a row at slot -1 neither read nor
+            written, no other byte changed); stored rows are finite, their squares' mean below float32's
+            largest value (reference.norm_rope)""",
+            "faithful (reference.norm_rope.faithful): each stored scale, element and bf16 value is what quantizing "
+            "some row within 2^-7 of the exact one gives (per value: of |y_i|, or of |e c| + |o s| where rotated); "
+            "every byte outside the stored rows' data and scale parts unchanged",
+            in_place=("cache",),
+        ),
+        _op(
             "sparse_attention",
             "sparse MQA attention with a sink over selected lanes",
             "q, kv, indices, sink; scale, dv",

@@ -115,6 +115,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "compressed_indices": {},
     "quantize_store": FORMATS,
     "gather_dequantize": FORMATS,
+    "norm_rope_store": FORMATS,
     "sparse_attention": SPARSE_ATTENTION,
 }
 """Operation name -> its conventions, by name (an operation the public code agrees on has none)."""

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
-from properties.cache import props_attention, props_gather, props_store
+from properties.cache import props_attention, props_gather, props_norm_rope, props_store
 
-PROPERTIES = [*props_store.PROPERTIES, *props_gather.PROPERTIES, *props_attention.PROPERTIES]
+PROPERTIES = [
+    *props_store.PROPERTIES,
+    *props_gather.PROPERTIES,
+    *props_attention.PROPERTIES,
+    *props_norm_rope.PROPERTIES,
+]
