@@ -93,6 +93,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "target_ms": None if not base else factor * base})  # fmt: skip
 
     rate("indexing/logits_bf16_4096x16384", "logits 4096 x 16384, 64 x 128, bf16: >= 400 TFLOP/s", 400.0)
+    rate("indexing/logits_fp8qk_4096x16384", "logits 4096 x 16384, 64 x 128, FP8 q and k: >= 800 TFLOP/s", 800.0)
     topk = "indexing/topk_128x256K_k2048_v4.1"
     at_most(topk, "triton", "top-k 128 x 262144, k = 2048, -1 fill, index order: <= 0.25 ms", 0.25)
     at_most(topk, "triton (graph)", "the same, as a CUDA graph replay: <= 0.25 ms", 0.25)

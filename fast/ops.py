@@ -127,7 +127,8 @@ OPERATOR_RECORDS = (
     ),
     Operator(
         "index_logits",
-        "(Tensor q, Tensor weights, Tensor k, Tensor lengths, Tensor? k_scale=None, bool validate=True) -> Tensor",
+        "(Tensor q, Tensor weights, Tensor k, Tensor lengths, Tensor? k_scale=None, Tensor? q_scale=None, "
+        "bool validate=True) -> Tensor",
         _indexing("index_logits"),
         lambda q, k, **_: q.new_empty(q.shape[0], k.shape[0], dtype=torch.float32),
         "f32[M, N]: sum_h w[m, h] relu(q[m, h] . k[j]) for j < lengths[m], -inf past it",

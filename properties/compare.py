@@ -112,6 +112,43 @@ def errors(exact: Sequence[Fraction | float], got: Sequence[float]) -> list[floa
     return out
 
 
+def assert_within_magnitude(
+    exact: Sequence[Fraction], got: Sequence[float], magnitude: Sequence[Fraction], bound: Fraction, what: str
+) -> None:
+    """Each lane's error is at most ``bound * magnitude`` of that lane, or ULP_FLOOR float32 ulps of
+    ``max(|exact|, magnitude)``: for kernels whose arithmetic has a stated error bound rather than a torch twin of
+    the same precision (the e4m3 dot)."""
+    allowed = [
+        max(float(bound * size), ULP_FLOOR * ulp(max(abs(float(e)), float(size)), 23))
+        for e, size in zip(exact, magnitude, strict=True)
+    ]
+    _within(exact, got, errors(exact, got), allowed, what, f"{bound} of the lane's magnitude")
+
+
+def _within(
+    exact: Sequence[Fraction | float],
+    got: Sequence[float],
+    err: list[float],
+    allowed: list[float],
+    what: str,
+    rule: str,
+) -> None:
+    """Raise a Mismatch listing every lane whose error exceeds its allowance, the worst first."""
+    import math
+
+    bad = []
+    for i, (ge, e, limit) in enumerate(zip(err, exact, allowed, strict=True)):
+        if not ge <= limit:
+            bad.append(((i,), float(e), got[i], ge / limit if limit and math.isfinite(ge) else math.inf))
+    if bad:
+        bad.sort(key=lambda lane: -lane[3] if math.isfinite(lane[3]) else -math.inf)
+        raise Mismatch(
+            what,
+            [(i, e, g) for i, e, g, _ in bad],
+            detail=f"{len(bad)} lane(s) exceed {rule} (ulp floor {ULP_FLOOR})",
+        )
+
+
 def assert_within_twice_baseline(
     exact: Sequence[Fraction | float],
     got: Sequence[float],
@@ -134,15 +171,8 @@ def assert_within_twice_baseline(
         if scale is None
         else [max(abs(float(e)), s) for e, s in zip(exact, scale, strict=True)]
     )
-    bad = []
-    for i, (ge, be, e) in enumerate(zip(got_err, base_err, exact, strict=True)):
-        allowed = max(2 * be if math.isfinite(be) else 0.0, ULP_FLOOR * ulp(sizes[i], mantissa_bits))
-        if not ge <= allowed:
-            bad.append(((i,), float(e), got[i], ge / allowed if allowed and math.isfinite(ge) else math.inf))
-    if bad:
-        bad.sort(key=lambda lane: -lane[3] if math.isfinite(lane[3]) else -math.inf)
-        raise Mismatch(
-            what,
-            [(i, e, g) for i, e, g, _ in bad],
-            detail=f"{len(bad)} lane(s) exceed 2 x the same-precision torch error (ulp floor {ULP_FLOOR})",
-        )
+    allowed = [
+        max(2 * be if math.isfinite(be) else 0.0, ULP_FLOOR * ulp(size, mantissa_bits))
+        for be, size in zip(base_err, sizes, strict=True)
+    ]
+    _within(exact, got, got_err, allowed, what, "2 x the same-precision torch error")

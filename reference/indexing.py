@@ -1,4 +1,5 @@
-"""Index scores I_j = scale * sum_h w_h * max(0, q_h . k_j), exactly, and the compressed rows a query can see.
+"""Index scores I_j = scale * sum_h w_h * max(0, q_h . k_j), exactly (also of FP8 queries and keys with their
+scales), and the compressed rows a query can see.
 
 Shapes: ``queries`` is H heads of d entries, ``weights`` has H entries, ``keys`` is T rows of d entries; the result
 has T scores, one per compressed row. Entries are ``int`` or ``Fraction``.
@@ -20,10 +21,12 @@ from typing import Any
 from reference.checks import (
     require,
     require_exact,
+    require_int,
     require_length,
     require_nonnegative_int,
     require_positive_int,
 )
+from reference.grids import e4m3_decode
 
 
 def _matrix(rows: Sequence[Sequence[object]], argument: str, width: int | None) -> list[list[Fraction]]:
@@ -64,6 +67,52 @@ def index_scores(
             total += weight * max(Fraction(0), sum((a * b for a, b in zip(head, key, strict=True)), Fraction(0)))
         scores.append(factor * total)
     return scores
+
+
+def quantized_index_scores(
+    q_codes: Sequence[Sequence[int]],
+    q_scales: Sequence[object],
+    weights: Sequence[object],
+    k_codes: Sequence[Sequence[int]],
+    k_scales: Sequence[object],
+) -> list[Fraction]:
+    """:func:`index_scores` of FP8 queries and keys: head h is ``q_scales[h] * e4m3(q_codes[h])``, key row j is
+    ``k_scales[j] * e4m3(k_codes[j])``, every code an e4m3fn byte (NaN codes are refused).
+
+    Query scales must be positive: a kernel may then fold them into the head weights, as
+    ``relu(s * x) = s * relu(x)`` for s > 0. Key scales may be any exact value. Raises ValueError naming the
+    argument for a code that is not a finite e4m3 value, a non-positive query scale, or mismatched counts.
+    """
+    require_length(q_scales, len(q_codes), "q_scales", "one scale per query head")
+    require_length(k_scales, len(k_codes), "k_scales", "one scale per key row")
+    queries = []
+    for h, codes in enumerate(q_codes):  # the lengths agree (checked above)
+        s = require_exact(q_scales[h], f"q_scales[{h}]")
+        require(s > 0, f"q_scales[{h}]", f"must be positive (a query scale folds into the head weight), got {s}")
+        queries.append([s * _e4m3(c, f"q_codes[{h}][{i}]") for i, c in enumerate(codes)])
+    keys = []
+    for j, codes in enumerate(k_codes):
+        s = require_exact(k_scales[j], f"k_scales[{j}]")
+        keys.append([s * _e4m3(c, f"k_codes[{j}][{i}]") for i, c in enumerate(codes)])
+    return index_scores(queries, weights, keys)
+
+
+E4M3_DOT_BOUND = Fraction(1, 256)
+"""The error an FP8 index-score kernel may make, per lane, as a fraction of the lane's magnitude
+``sum_h |w_h| q_scale_h sum_d |q_hd| |k_scale k_d|`` (docs/indexing-kernels.md, "FP8 queries"). An e4m3
+tensor-core dot adds each group of 32 exact products at the largest product's exponent keeping about 13 fraction
+bits, truncated: each product may lose 2**-13 of the group's largest, so a group loses at most 31 * 2**-13 < 2**-8
+of its own magnitude, and the groups' float32 sum adds far less."""
+
+
+def _e4m3(code: object, argument: str) -> Fraction:
+    c = require_int(code, argument)
+    require(
+        c in range(256) and c & 0x7F != 0x7F,
+        argument,
+        f"must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got {c}",
+    )
+    return e4m3_decode(c)
 
 
 def public_weight_scale(index_head_dim: int, n_heads: int) -> Any:

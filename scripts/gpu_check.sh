@@ -2,12 +2,15 @@
 # The one command for a CUDA machine whose python3 already has torch and Triton (no network needed):
 # the whole test suite with the Triton kernels compiled (no TRITON_INTERPRET), then the benchmarks.
 #
-#   scripts/gpu_check.sh [all|tests|bench|fuzz]   # default: all (tests, then bench)
+#   scripts/gpu_check.sh [all|tests|bench|fuzz|profile]   # default: all (tests, then bench)
 #
 # fuzz: csa fuzz on the GPU (not part of all): the GPU tests of the supervised worker, the guards and
 # --sanitize (tests/test_fuzz_cmd.py, tests/test_guards.py, tests/test_isolation.py: a kernel writing one byte past
 # its output, a far out-of-bounds read reported with the run going on, memcheck's first error), then
 # `csa fuzz --device cuda --sanitize` on the project's Triton top-k and on one compression kernel (exit 0 expected).
+#
+# profile: ncu (Nsight Compute) on one kernel launch of each benchmark case in PROFILE_CASES (space-separated
+# "CASE:KERNEL_REGEX" pairs), the sections that show the limiting resource; output ncu.txt.
 #
 # Output under $OUT (default ./gpu_out), at most 6 files: env.txt, tests.log, bench.log, bench.json, bench.md,
 # roofline.png (fuzz: env.txt, fuzz.log, fuzz_topk.json, fuzz_compression.json). Wheels in .whl/ (e.g. hypothesis, pytest, pytest-xdist) are installed into /tmp/site first, if
@@ -19,7 +22,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PHASE=${1:-all}
-case "$PHASE" in all | tests | bench | fuzz) ;; *) echo "usage: $0 [all|tests|bench|fuzz]" >&2; exit 2 ;; esac
+case "$PHASE" in all | tests | bench | fuzz | profile) ;; *) echo "usage: $0 [all|tests|bench|fuzz|profile]" >&2; exit 2 ;; esac
 PY=${PYTHON:-python3}
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -59,6 +62,17 @@ if [ "$PHASE" = fuzz ]; then
     grep -q "pytest exit status 0" "$OUT/fuzz.log" && [ "$(grep -c 'csa fuzz exit status 0' "$OUT/fuzz.log")" = 2 ] || status=1
     echo "fuzz phase: status $status after $((SECONDS - start)) s" >>"$OUT/fuzz.log"
     tail -n 40 "$OUT/fuzz.log"
+    exit "$status"
+fi
+if [ "$PHASE" = profile ]; then
+    for pair in ${PROFILE_CASES:-}; do
+        echo "== ncu ${pair%%:*} (kernel ${pair#*:})"
+        ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+            --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
+            -k "regex:${pair#*:}" --launch-skip 2 --launch-count 1 "$PY" -m fast.profile "${pair%%:*}" 2>&1 |
+            grep -v "^==PROF==" || status=1
+    done >"$OUT/ncu.txt"
+    tail -n 20 "$OUT/ncu.txt"
     exit "$status"
 fi
 if [ "$PHASE" != bench ]; then

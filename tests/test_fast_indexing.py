@@ -587,6 +587,69 @@ def test_index_logits_fp8_keys_exact() -> None:
     assert naive.index_logits(q, w, codes, lengths, k_scale=scales).tolist() == expected
 
 
+def fp8_queries(g: torch.Generator, *shape: int) -> tuple[torch.Tensor, torch.Tensor, list[list[Fraction]]]:
+    """e4m3 query codes with magnitudes in [1, 4), scales 1 or 2 per (query, head), and the exact query heads (one
+    list per (query, head), in order). With
+    the keys of :func:`fp8_keys` (scales up to 2**2) and 8 dims, every dot and head sum stays exact in float32."""
+    *lead, dim = shape
+    sign = torch.randint(0, 2, shape, generator=g) << 7
+    codes = (sign | (torch.randint(7, 9, shape, generator=g) << 3) | torch.randint(0, 8, shape, generator=g)).to(
+        torch.uint8
+    )
+    scales = 2.0 ** torch.randint(0, 2, tuple(lead), generator=g).float()
+    flat = codes.reshape(-1, dim).tolist()
+    values = [
+        [e4m3_decode(c) * Fraction(s) for c in row] for row, s in zip(flat, scales.flatten().tolist(), strict=True)
+    ]
+    return codes, scales, values
+
+
+def exact_fp8_logits(
+    queries: list[list[list[Fraction]]], w: torch.Tensor, keys: list[list[Fraction]], lengths: list[int], width: int
+) -> list[list[float]]:
+    """The exact reference on exact queries (``queries[m][h]``), rounded to float32, -inf past each length."""
+    out = []
+    for heads, weights, n in zip(queries, w.tolist(), lengths, strict=True):
+        values = ref_index.index_scores(heads, [Fraction(x) for x in weights], keys[:n])
+        out.append([float(round_to(FP32, s)) for s in values] + [float("-inf")] * (width - n))
+    return out
+
+
+def test_index_logits_fp8_queries_exact() -> None:
+    """FP8 queries against FP8 keys: the e4m3 dot path, on values whose logits are exact in float32."""
+    g = torch.Generator().manual_seed(11)
+    m, n, h, d = 5, 19, 2, 8
+    codes, scales, values = fp8_queries(g, m, h, d)
+    queries = [values[i * h : (i + 1) * h] for i in range(m)]
+    w = weight_grid(g, m, h)
+    kcodes, kscales, keys = fp8_keys(g, n, d)
+    lengths = torch.tensor([19, 3, 0, 12, 7], dtype=torch.int32)
+    expected = exact_fp8_logits(queries, w, keys, lengths.tolist(), n)
+    got = K.index_logits(codes, w, kcodes, lengths, k_scale=kscales, q_scale=scales)
+    assert got.tolist() == expected
+    as_fp8 = codes.view(torch.float8_e4m3fn)
+    assert K.index_logits(as_fp8, w, kcodes, lengths, k_scale=kscales, q_scale=scales).tolist() == expected
+    assert naive.index_logits(codes, w, kcodes, lengths, k_scale=kscales, q_scale=scales).tolist() == expected
+
+
+def test_paged_logits_fp8_queries_exact() -> None:
+    """FP8 queries through block tables into the FP8 cache layout."""
+    _, w, cache, table, lengths, per_request, per_block = paged_case(True, 6)
+    b, t, h = w.shape
+    g = torch.Generator().manual_seed(12)
+    codes, scales, values = fp8_queries(g, b, t, h, 16)
+    width = table.shape[1] * per_block
+    got = K.paged_index_logits(codes, w, cache, table, lengths, rows_per_block=per_block, q_scale=scales)
+    twin = naive.paged_index_logits(codes, w, cache, table, lengths, rows_per_block=per_block, q_scale=scales)
+    expected = []
+    for r in range(b):
+        for s in range(t):
+            heads = values[(r * t + s) * h : (r * t + s + 1) * h]
+            expected += exact_fp8_logits([heads], w[r, s : s + 1], per_request[r], [int(lengths[r, s])], width)
+    assert got.tolist() == expected
+    assert twin.tolist() == expected
+
+
 def paged_case(fp8: bool, seed: int):  # type: ignore[no-untyped-def]
     """Two requests x next_n = 2 over a shuffled cache of 4-row blocks; -1 table padding past each request."""
     g = torch.Generator().manual_seed(seed)
@@ -693,6 +756,7 @@ def _bad_calls():  # type: ignore[no-untyped-def]
     q, w, k = torch.zeros(2, 2, 16, dtype=torch.bfloat16), torch.zeros(2, 2), torch.zeros(8, 16, dtype=torch.bfloat16)
     rows = torch.zeros(2, 3, dtype=torch.int32)
     table = torch.zeros(2, 2, dtype=torch.int32)
+    q8, k8, ks = torch.zeros(2, 2, 16, dtype=torch.uint8), torch.zeros(8, 16, dtype=torch.uint8), torch.ones(8)
     return [
         ("lengths", ValueError, lambda: K.topk(s, torch.tensor([-2, 2], dtype=torch.int32), k=2)),
         (
@@ -720,6 +784,11 @@ def _bad_calls():  # type: ignore[no-untyped-def]
             ValueError,
             lambda: K.index_logits(q, w, k.view(torch.uint8)[:, :16].contiguous(), lens, k_scale=torch.ones(3)),
         ),
+        ("q_scale", ValueError, lambda: K.index_logits(q8, w, k, lens, q_scale=torch.ones(2, 2))),
+        ("q_scale", ValueError, lambda: K.index_logits(q8, w, k8, lens, k_scale=ks, q_scale=torch.ones(2, 1))),
+        ("q_scale", ValueError, lambda: K.index_logits(q8, w, k8, lens, k_scale=ks, q_scale=-torch.ones(2, 2))),
+        ("q_scale", TypeError, lambda: K.index_logits(q8, w, k8, lens, k_scale=ks, q_scale=torch.ones(2, 2).double())),
+        ("q", TypeError, lambda: K.index_logits(q8, w, k8, lens, k_scale=ks)),
         (
             "block_table",
             ValueError,
@@ -776,6 +845,48 @@ def test_cuda_logits_match_float32_twin() -> None:
             q.abs(), w.abs(), key.abs() if scale is None else key.view(torch.uint8) & 0x7F, lengths, k_scale=scale
         )
         assert ((got - twin).abs()[live] <= 3e-5 * magnitude[live] + 1e-30).all()
+
+
+FP8_DOT_TOLERANCE = 2.0**-10
+"""Relative to sum_h |w| qs ks sum_d |q_d k_d|: a quarter of the contract's worst case for an e4m3 tensor-core dot
+(``reference.indexing.E4M3_DOT_BOUND``, docs/indexing-kernels.md). The worst case needs a group of 32 products
+dominated by one; on random data the truncations stay near 2**-13 of a group's magnitude (1.8e-5 measured on
+the H200), so a quarter of it still leaves a margin of about 50 and catches a lost product or head."""
+
+
+@pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")
+@pytest.mark.parametrize("paged", [False, True])
+def test_cuda_fp8_query_logits_match_float32_twin(paged: bool) -> None:
+    """FP8 queries and keys at 64 heads x 128 dims: the e4m3 dot within its accumulation bound of the float32
+    twin, with the same -inf lanes; the bound's magnitude is the twin on absolute values (sign bits cleared)."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    m, n, h, d, bc = 256, 2048, 64, 128, 64
+    x = torch.randn(m, h, d, device="cuda", generator=g)
+    qs = x.abs().amax(dim=-1) / 448
+    qc = (x / qs.unsqueeze(-1)).to(torch.float8_e4m3fn).view(torch.uint8)
+    w = torch.randn(m, h, device="cuda", generator=g)
+    codes = torch.randn(n, d, device="cuda", generator=g).to(torch.float8_e4m3fn).view(torch.uint8)
+    scales = 2.0 ** torch.randint(-4, 4, (n,), device="cuda", generator=g).float()
+    lengths = torch.randint(0, n + 1, (m,), device="cuda", generator=g, dtype=torch.int32)
+    perm = torch.randperm(n // bc, device="cuda", generator=g)  # paged: a shuffled cache of 64-row blocks
+    table = perm.int().expand(m, -1).contiguous()
+
+    def call(mod, q, weights, keys):  # type: ignore[no-untyped-def]
+        if not paged:
+            return mod.index_logits(q, weights, keys, lengths, k_scale=scales, q_scale=qs)
+        blocks = torch.cat([keys.view(n // bc, bc * d), scales.view(torch.uint8).view(n // bc, bc * 4)], 1)
+        cache = blocks[perm.argsort()].contiguous()
+        return mod.paged_index_logits(
+            q.view(m, 1, h, d), weights.view(m, 1, h), cache, table, lengths.view(m, 1), rows_per_block=bc,
+            q_scale=qs.view(m, 1, h),
+        )  # fmt: skip
+
+    got, twin = call(logits, qc, w, codes), call(naive, qc, w, codes)
+    magnitude = call(naive, qc & 0x7F, w.abs(), codes & 0x7F)
+    live = torch.isfinite(twin)
+    assert torch.equal(live, torch.isfinite(got))
+    err, bound = (got - twin).abs()[live], FP8_DOT_TOLERANCE * magnitude[live] + 1e-30
+    assert (err <= bound).all(), f"max error / magnitude {(err / bound).max().item() * FP8_DOT_TOLERANCE:.2e}"
 
 
 @pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")

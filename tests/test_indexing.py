@@ -16,6 +16,7 @@ from reference.indexing import (
     index_scores,
     prefill_visible_rows,
     public_weight_scale,
+    quantized_index_scores,
     visible_rows,
 )
 from reference.topk import SelectTopK, V4TopK, V41TopK, topk
@@ -157,6 +158,57 @@ def test_deepinfer_metadata_formula() -> None:
         assert prefill_visible_rows(seqlen_k - seqlen_q, seqlen_q, 4) == expected
 
 
+def e4m3_by_fields(code: int) -> Fraction:
+    """A second e4m3fn decoding, from its fields: (-1)^s 2^(e - 7) (1 + m / 8), subnormal 2^-6 m / 8 at e = 0."""
+    sign, exponent, mantissa = code >> 7, (code >> 3) & 0xF, code & 0x7
+    magnitude = (
+        Fraction(mantissa, 8) * Fraction(1, 64)
+        if exponent == 0
+        else Fraction(8 + mantissa, 8) * Fraction(2) ** (exponent - 7)
+    )
+    return -magnitude if sign else magnitude
+
+
+finite_codes = st.integers(0, 255).filter(lambda c: c & 0x7F != 0x7F)
+positive = st.fractions(min_value=Fraction(1, 1024), max_value=64, max_denominator=1024)
+
+
+@st.composite
+def quantized_problems(
+    draw: st.DrawFn,
+) -> tuple[list[list[int]], list[Fraction], list[Fraction], list[list[int]], list[Fraction]]:
+    heads, dim, rows = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(0, 5))
+    q = [[draw(finite_codes) for _ in range(dim)] for _ in range(heads)]
+    k = [[draw(finite_codes) for _ in range(dim)] for _ in range(rows)]
+    q_scales = [draw(positive) for _ in range(heads)]
+    k_scales = [Fraction(draw(exact)) for _ in range(rows)]
+    return q, q_scales, [Fraction(draw(exact)) for _ in range(heads)], k, k_scales
+
+
+@given(quantized_problems())
+def test_quantized_scores_are_the_scores_of_the_decoded_values(problem) -> None:  # type: ignore[no-untyped-def]
+    q, q_scales, w, k, k_scales = problem
+    queries = [[s * e4m3_by_fields(c) for c in head] for head, s in zip(q, q_scales, strict=True)]
+    keys = [[s * e4m3_by_fields(c) for c in row] for row, s in zip(k, k_scales, strict=True)]
+    assert quantized_index_scores(q, q_scales, w, k, k_scales) == oracle_scores(queries, w, keys)
+
+
+@given(quantized_problems())
+def test_query_scales_fold_into_the_weights(problem) -> None:  # type: ignore[no-untyped-def]
+    """relu(s x) = s relu(x) for s > 0: the FP8 kernels' folding of the query scales is exact."""
+    q, q_scales, w, k, k_scales = problem
+    folded = [weight * s for weight, s in zip(w, q_scales, strict=True)]
+    assert quantized_index_scores(q, q_scales, w, k, k_scales) == quantized_index_scores(
+        q, [1] * len(q), folded, k, k_scales
+    )
+
+
+def test_quantized_scores_cover_subnormal_and_largest_codes() -> None:
+    """0x01 is 2^-9, 0x7e is 448, 0x80 is -0; head scale 2, key scales 1 and 1/2."""
+    scores = quantized_index_scores([[0x01, 0x7E]], [2], [1], [[0x7E, 0x01], [0x80, 0x7E]], [1, Fraction(1, 2)])
+    assert scores == [2 * (Fraction(448, 512) + Fraction(448, 512)), 2 * Fraction(1, 2) * 448 * 448]
+
+
 @pytest.mark.parametrize(
     ("call", "error", "argument"),
     [
@@ -186,6 +238,56 @@ def test_bad_input_names_the_argument(call: Callable[[], object], error: type[Ex
 
 test_every_refusal_is_worded_exactly = worded_exactly(
     [
+        (
+            lambda: quantized_index_scores([[0x7F]], [1], [1], [[1]], [1]),
+            ValueError,
+            "q_codes[0][0]: must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got 127",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [1], [1], [[1, 0xFF]], [1]),
+            ValueError,
+            "k_codes[0][1]: must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got 255",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [1], [1], [[256]], [1]),
+            ValueError,
+            "k_codes[0][0]: must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got 256",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [1], [1], [[-1]], [1]),
+            ValueError,
+            "k_codes[0][0]: must be a finite e4m3fn code (0..255 but 0x7f / 0xff), got -1",
+        ),
+        (
+            lambda: quantized_index_scores([[1.0]], [1], [1], [[1]], [1]),  # type: ignore[list-item]
+            TypeError,
+            "q_codes[0][0]: must be an int, got float",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [0.5], [1], [[1]], [1]),
+            TypeError,
+            "q_scales[0]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [1], [1], [[1]], [0.5]),
+            TypeError,
+            "k_scales[0]: must be an int or Fraction, got float",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [0], [1], [[1]], [1]),
+            ValueError,
+            "q_scales[0]: must be positive (a query scale folds into the head weight), got 0",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [1, 2], [1], [[1]], [1]),
+            ValueError,
+            "q_scales: must have length 1 (one scale per query head), got 2",
+        ),
+        (
+            lambda: quantized_index_scores([[1]], [1], [1], [[1]], []),
+            ValueError,
+            "k_scales: must have length 1 (one scale per key row), got 0",
+        ),
         (lambda: index_scores([], [], []), ValueError, "queries: must hold at least one head"),
         (
             lambda: index_scores([[1, 2], [1]], [1, 1], [[1, 2]]),

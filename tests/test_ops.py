@@ -105,7 +105,7 @@ def decode_step(ratio: int, k: int) -> Callable[..., tuple[torch.Tensor, ...]]:
         call = (score, latent, cu, start, state, index)
         rows, store, positions = torch.ops.csa.compress_decode(*call, ratio, False, None, 3, False)
         cache = torch.cat([kv, rows])
-        logits = torch.ops.csa.index_logits(q_index, weights, keys, lengths, None, False)
+        logits = torch.ops.csa.index_logits(q_index, weights, keys, lengths, None, None, False)
         chosen = torch.ops.csa.topk(logits, lengths, None, k, "v4.1", False)
         out, lse = torch.ops.csa.sparse_attention(q, cache, chosen, sink, 0.125, cache.shape[1] // 2)
         return rows, store, positions, chosen, out, lse

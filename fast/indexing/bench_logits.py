@@ -13,6 +13,7 @@ import torch
 
 from fast.bench import DEVICE, Built, Case, compiled, generator, register
 from fast.indexing import logits, naive
+from reference.indexing import E4M3_DOT_BOUND
 
 HEADS, DIM = 64, 128
 
@@ -33,6 +34,37 @@ def eager_logits_fp8(
 ) -> torch.Tensor:
     keys = (codes.view(torch.float8_e4m3fn).float() * scale.unsqueeze(-1)).to(q.dtype)
     return eager_logits(q, weights, keys, lengths)
+
+
+def eager_logits_q8(
+    codes_q: torch.Tensor,
+    q_scale: torch.Tensor,
+    weights: torch.Tensor,
+    codes: torch.Tensor,
+    scale: torch.Tensor,
+    lengths: torch.Tensor,
+) -> torch.Tensor:
+    """FP8 queries and keys dequantized to bf16, then the einsum (what a model file without an FP8 kernel does)."""
+    q = (codes_q.view(torch.float8_e4m3fn).float() * q_scale.unsqueeze(-1)).bfloat16()
+    return eager_logits_fp8(q, weights, codes, scale, lengths)
+
+
+def fp8_queries(shape: tuple[int, ...], g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-(query, head) quantized queries: e4m3 codes of x / s with s = amax / 448, and the scales s."""
+    x = torch.randn(*shape, device=DEVICE, generator=g)
+    s = x.abs().amax(dim=-1).clamp_min(1e-4) / 448
+    return (x / s.unsqueeze(-1)).to(torch.float8_e4m3fn).view(torch.uint8), s
+
+
+FP8_DOT_BOUND = float(E4M3_DOT_BOUND)
+"""The e4m3 dot's error bound relative to the magnitude sum_h |w| qs ks sum_d |q_d k_d| (docs/indexing-kernels.md)."""
+
+
+def fp8_check(got: torch.Tensor, twin: torch.Tensor, magnitude: torch.Tensor, live: torch.Tensor) -> str:
+    """FP8 queries: the error against the float32 twin as a fraction of each lane's magnitude."""
+    err = ((got - twin).abs()[live] / magnitude[live].clamp_min(1e-30)).max().item() if live.any() else 0.0
+    verdict = "ok" if err <= FP8_DOT_BOUND else "over the bound"
+    return f"{verdict} (max error / magnitude {err:.1e}, bound {FP8_DOT_BOUND:.1e})"
 
 
 def eager_paged(
@@ -74,6 +106,17 @@ LOGITS_TILES = (
     (64, 128, 4, 4),
 )
 """(columns, BK, warps, stages) swept on the headline logits shapes."""
+Q8_TILES = (
+    (256, 64, 4, 3),
+    (256, 64, 4, 4),
+    (256, 64, 4, 2),
+    (128, 64, 4, 3),
+    (512, 64, 4, 3),
+    (256, 64, 8, 3),
+    (128, 128, 4, 2),
+    (256, 64, 8, 2),
+)
+"""The same sweep for FP8 queries and keys (e4m3 operands take half the shared memory of bf16)."""
 
 
 # --- index logits (gathered) --------------------------------------------------------------------------------
@@ -87,8 +130,10 @@ def logits_model(queries: int, lengths: torch.Tensor, rows: int, key_bytes: floa
     return moved, 2 * HEADS * DIM * seen
 
 
-def logits_case(queries: int, rows: int, fp8: bool, causal: bool, compile_it: bool, sweep: bool) -> None:
-    kind = "fp8" if fp8 else "bf16"
+def logits_case(
+    queries: int, rows: int, fp8: bool, causal: bool, compile_it: bool, sweep: bool, q8: bool = False
+) -> None:
+    kind = "fp8qk" if q8 else "fp8" if fp8 else "bf16"
     shape = f"{queries}x{rows}" + ("_causal" if causal else "")
 
     def build(with_compile: bool) -> Built:
@@ -99,7 +144,34 @@ def logits_case(queries: int, rows: int, fp8: bool, causal: bool, compile_it: bo
             lengths = (torch.arange(queries, device=DEVICE) + rows - queries + 1).int()
         else:
             lengths = torch.full((queries,), rows, dtype=torch.int32, device=DEVICE)
-        if fp8:
+        if q8:
+            codes = torch.randn(rows, DIM, device=DEVICE, generator=g).to(torch.float8_e4m3fn).view(torch.uint8)
+            scale = 2.0 ** torch.randint(-6, 0, (rows,), device=DEVICE, generator=g).float()
+            qc, qs = fp8_queries((queries, HEADS, DIM), g)
+            key_bytes = DIM + 4
+
+            def run(cfg=None):
+                return logits.index_logits(qc, w, codes, lengths, k_scale=scale, q_scale=qs, validate=False, config=cfg)
+
+            def eager():
+                return eager_logits_q8(qc, qs, w, codes, scale, lengths)
+
+            compiled_fn = compiled(eager_logits_q8)
+
+            def comp():
+                return compiled_fn(qc, qs, w, codes, scale, lengths)
+
+            def twin():
+                return naive.index_logits(qc[:64], w[:64], codes, lengths[:64], k_scale=scale, q_scale=qs[:64])
+
+            def mine():
+                return logits.index_logits(qc[:64], w[:64], codes, lengths[:64], k_scale=scale, q_scale=qs[:64])
+
+            def magnitude():
+                return naive.index_logits(
+                    qc[:64] & 0x7F, w[:64].abs(), codes & 0x7F, lengths[:64], k_scale=scale, q_scale=qs[:64]
+                )
+        elif fp8:
             codes = torch.randn(rows, DIM, device=DEVICE, generator=g).to(torch.float8_e4m3fn).view(torch.uint8)
             scale = 2.0 ** torch.randint(-6, 0, (rows,), device=DEVICE, generator=g).float()
             key_bytes = DIM + 4
@@ -142,6 +214,8 @@ def logits_case(queries: int, rows: int, fp8: bool, causal: bool, compile_it: bo
                 return logits.index_logits(q[:64], w[:64], k, lengths[:64])
 
         moved, flops = logits_model(queries, lengths, rows, key_bytes)
+        if q8:
+            moved -= queries * HEADS * DIM  # one byte a query entry, not two
         impls: dict[str, Callable[[], object]] = {"triton": run, "torch_eager": eager}
         if with_compile and compile_it:
             impls["torch_compile"] = comp
@@ -151,16 +225,18 @@ def logits_case(queries: int, rows: int, fp8: bool, causal: bool, compile_it: bo
             live = torch.isfinite(b)
             if not torch.equal(live, torch.isfinite(a)):
                 return "the -inf lanes differ from the float32 twin"
+            if q8:
+                return fp8_check(a, b, magnitude(), live)
             err = ((a - b).abs()[live] / b.abs()[live].clamp_min(1e-3)).max().item() if live.any() else 0.0
             return f"ok (max relative difference to the float32 twin {err:.1e})" if err < 1e-3 else f"rel {err:.1e}"
 
         variants: dict[str, Callable[[], object]] = {}
-        tiles = LOGITS_TILES if not fp8 else (*LOGITS_TILES[:2], (128, 64, 8, 2), (256, 64, 8, 3))
+        tiles = Q8_TILES if q8 else LOGITS_TILES if not fp8 else (*LOGITS_TILES[:2], (128, 64, 8, 2), (256, 64, 8, 3))
         if sweep:
             for cols, bk, warps, stages in tiles:
                 cfg = logits.LogitsConfig(columns=cols, block_k=bk, num_warps=warps, num_stages=stages)
                 variants[f"cols{cols}_bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
-        note = f"default tile {logits.default_config(fp8)}; TFLOP/s counts 2 * H * D per visible (query, row)"
+        note = f"default tile {logits.default_config(fp8, q8)}; TFLOP/s counts 2 * H * D per visible (query, row)"
         return Built(impls, moved, flops, check=check, sweep=variants, notes=[note])
 
     register(
@@ -171,9 +247,13 @@ def logits_case(queries: int, rows: int, fp8: bool, causal: bool, compile_it: bo
 # --- paged decode logits ------------------------------------------------------------------------------------
 
 
-def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: bool) -> None:
+PAGED_TILES = ((128, 4, 2), (64, 4, 3), (64, 8, 2), (128, 4, 3), (128, 8, 2), (256, 4, 2))
+"""(BK, warps, stages) swept on the paged FP8-query case."""
+
+
+def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: bool, q8: bool = False) -> None:
     bc = 64
-    kind = "fp8" if fp8 else "bf16"
+    kind = "fp8qk" if q8 else "fp8" if fp8 else "bf16"
 
     def build(with_compile: bool) -> Built:
         g = generator(requests * next_n + context)
@@ -197,11 +277,18 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
             row_bytes = 2 * DIM
             eager_fn = eager_paged
 
-        def run():
-            return logits.paged_index_logits(q, w, cache, table, lengths, rows_per_block=bc, validate=False)
+        qc, qs = q, None
+        if q8:  # the torch formulas see the queries the FP8 codes stand for
+            qc, scales = fp8_queries((requests, next_n, HEADS, DIM), g)
+            q, qs = (qc.view(torch.float8_e4m3fn).float() * scales.unsqueeze(-1)).bfloat16(), scales
+
+        def run(cfg=None):
+            return logits.paged_index_logits(
+                qc, w, cache, table, lengths, rows_per_block=bc, q_scale=qs, validate=False, config=cfg
+            )
 
         def checked():
-            return logits.paged_index_logits(q, w, cache, table, lengths, rows_per_block=bc)
+            return logits.paged_index_logits(qc, w, cache, table, lengths, rows_per_block=bc, q_scale=qs)
 
         def eager():
             return eager_fn(q, w, cache, table, lengths, bc)
@@ -213,21 +300,38 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
         rows_read = int(lengths.amax(dim=1).sum())
         moved = rows_read * row_bytes + requests * next_n * (HEADS * (DIM * 2 + 4) + blocks * bc * 4)
         moved += table.numel() * 4
+        if q8:
+            moved -= requests * next_n * HEADS * DIM
         flops = 2 * HEADS * DIM * int(lengths.sum())
 
         def check() -> str:
             a = run()
-            b = naive.paged_index_logits(q[:4], w[:4], cache, table[:4], lengths[:4], rows_per_block=bc)
+            b = naive.paged_index_logits(
+                qc[:4], w[:4], cache, table[:4], lengths[:4], rows_per_block=bc, q_scale=None if qs is None else qs[:4]
+            )
             a = a[: 4 * next_n]
             live = torch.isfinite(b)
             if not torch.equal(live, torch.isfinite(a)):
                 return "the -inf lanes differ from the float32 twin"
+            if qs is not None:
+                abs_cache = cache.clone()
+                abs_cache[:, : bc * DIM] &= 0x7F
+                mag = naive.paged_index_logits(
+                    qc[:4] & 0x7F, w[:4].abs(), abs_cache, table[:4], lengths[:4], rows_per_block=bc, q_scale=qs[:4]
+                )
+                return fp8_check(a, b, mag, live)
             err = ((a - b).abs()[live] / b.abs()[live].clamp_min(1e-3)).max().item()
             return f"ok (max relative difference {err:.1e})" if err < 1e-3 else f"rel {err:.1e}"
 
-        return Built(
-            impls, moved, flops, check=check, notes=["bytes: each request's rows read once (its longest query)"]
-        )
+        variants: dict[str, Callable[[], object]] = {}
+        if q8:
+            for bk, warps, stages in PAGED_TILES:
+                cfg = logits.LogitsConfig(block_k=bk, num_warps=warps, num_stages=stages)
+                variants[f"bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
+        note = "bytes: each request's rows read once (its longest query)"
+        if q8:
+            note += f"; default tile {logits.default_config(True, True, paged=True)}"
+        return Built(impls, moved, flops, check=check, sweep=variants, notes=[note])
 
     name = f"indexing/paged_{kind}_B{requests}_n{next_n}_ctx{context // 1024}K"
     register(Case(name, "indexing-paged", f"paged decode logits, {kind} cache, Bc = {bc}", build))

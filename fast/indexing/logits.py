@@ -1,9 +1,9 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """Index logits ``I[m, j] = sum_h w[m, h] * relu(q[m, h] . k[j])`` in Triton (docs/indexing-kernels.md).
 
-    index_logits(q, weights, k, lengths, *, k_scale=None, validate=True, config=None)         -> f32[M, N]
+    index_logits(q, weights, k, lengths, *, k_scale=None, q_scale=None, validate=True, config=None) -> f32[M, N]
     paged_index_logits(q, weights, cache, block_table, lengths, *, rows_per_block, width=None,
-                       validate=True, config=None)                                             -> f32[B*T, W]
+                       q_scale=None, validate=True, config=None)                                   -> f32[B*T, W]
 
 One program owns a tile of ``BQ`` queries (all their heads: ``BQ * HP`` columns, the queries' rows of
 ``q[M, H, D]`` are contiguous) and a range of key rows, which it walks ``BK`` rows at a time:
@@ -16,7 +16,10 @@ Keys are the dot's first operand so each key tile is loaded once for every query
 runs along the accumulator's columns. A query sees rows ``j < lengths[m]``: a key row is loaded only when some
 query of the tile sees it, lanes past a query's length are written -inf, and a tile past every query's length
 only writes -inf. FP8 keys (e4m3 codes with one float32 scale per row) are decoded with integer operations into
-exact bf16 values, so the dot itself is the bf16 one. float32 inputs use an IEEE float32 dot (checks only).
+exact bf16 values, so the dot itself is the bf16 one. FP8 queries (e4m3 codes with one positive float32 scale
+per query head) against FP8 keys: the dot runs on the e4m3 operands themselves (sm_89+ tensor cores, float32
+accumulation), each key row's scale multiplies its dots before the relu and the query scales are folded into the
+head weights (``relu(s * x) = s * relu(x)`` for s > 0). float32 inputs use an IEEE float32 dot (checks only).
 
 Paged layout (decode): query ``(b, t)`` reads its rows through ``block_table[b]``: row j lives in physical block
 ``block_table[b, j // Bc]`` at row ``j % Bc``; addresses are computed in int64. A block id outside the cache
@@ -52,12 +55,19 @@ COMPILED = LogitsConfig()
 97 KiB of shared memory (triton 3.6, sm_90), so two programs fit one SM."""
 COMPILED_FP8 = LogitsConfig(columns=128)
 """FP8 keys: the decode adds registers; 2 queries per tile keep two programs per SM (120 registers)."""
+COMPILED_Q8 = LogitsConfig(columns=256, block_k=64, num_warps=4, num_stages=3)
+"""FP8 queries and keys: an e4m3 dot (no decode), 4 queries x 64 heads per tile, one warp group (236 registers):
+the fastest of the benchmark's sweep on the H200 (results/bench.md, "Triton tile variants")."""
+PAGED_Q8 = LogitsConfig(block_k=128, num_warps=4, num_stages=2)
+"""Paged decode with FP8 queries: 128 rows (two 64-row blocks) a step, one warp group; the sweep's fastest."""
 INTERPRETED = LogitsConfig(columns=32, block_k=16, split=32, num_warps=1, num_stages=1)
 
 
-def default_config(fp8: bool = False) -> LogitsConfig:
+def default_config(fp8: bool = False, q8: bool = False, paged: bool = False) -> LogitsConfig:
     if v.interpreted():
         return INTERPRETED
+    if q8:
+        return PAGED_Q8 if paged else COMPILED_Q8
     return COMPILED_FP8 if fp8 else COMPILED
 
 
@@ -89,6 +99,39 @@ def _dot(keys, qt, F32: tl.constexpr, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def _queries(q_ptr, qs_ptr, w_ptr, rows, qcol, d, D, Q8: tl.constexpr, UPCAST: tl.constexpr):
+    """The tile's queries transposed ([DP, BQ * HP], the dot's second operand) and their head weights: FP8
+    queries as e4m3 (decoded to float32 in the interpreter), their positive scales folded into the weights."""
+    at = q_ptr + rows[:, None] * D + d[None, :]
+    mask = qcol[:, None] & (d[None, :] < D)
+    w = tl.load(w_ptr + rows, mask=qcol, other=0.0).to(tl.float32)
+    if Q8:
+        codes = tl.load(at, mask=mask, other=0)
+        if UPCAST:
+            q = _e4m3_to_f32(codes)
+        else:
+            q = codes.to(tl.float8e4nv, bitcast=True)
+        w = w * tl.load(qs_ptr + rows, mask=qcol, other=0.0)
+    else:
+        q = tl.load(at, mask=mask, other=0.0)
+    return tl.trans(q), w
+
+
+@triton.jit
+def _fp8_keys(codes, Q8: tl.constexpr, UPCAST: tl.constexpr):
+    """e4m3 key codes as the dot's operand: e4m3 itself against FP8 queries (compiled), else exact bf16
+    (float32 in the interpreter against FP8 queries)."""
+    if Q8:
+        if UPCAST:
+            keys = _e4m3_to_f32(codes)
+        else:
+            keys = codes.to(tl.float8e4nv, bitcast=True)
+    else:
+        keys = _e4m3_to_f32(codes).to(tl.bfloat16)
+    return keys
+
+
+@triton.jit
 def _hide_rest(out_rows, seen, j_lo, j_hi, query_ok, BK: tl.constexpr, BQ: tl.constexpr):
     """-inf into the program's rows ``max(seen, j_lo) .. j_hi - 1``, which no query of the tile sees, for the
     tile's queries (``out_rows``: [1, BQ] pointers to their output rows; ``query_ok``: [BQ])."""
@@ -101,6 +144,7 @@ def _hide_rest(out_rows, seen, j_lo, j_hi, query_ok, BK: tl.constexpr, BQ: tl.co
 @triton.jit
 def _logits_kernel(
     q_ptr,
+    qs_ptr,
     w_ptr,
     k_ptr,
     scale_ptr,
@@ -116,6 +160,7 @@ def _logits_kernel(
     DP: tl.constexpr,
     BK: tl.constexpr,
     FP8: tl.constexpr,
+    Q8: tl.constexpr,
     F32: tl.constexpr,
     UPCAST: tl.constexpr,
     EVEN_D: tl.constexpr,
@@ -128,11 +173,7 @@ def _logits_kernel(
     head = col % HP
     d = tl.arange(0, DP)
     qcol = (qi < M) & (head < H)
-    q = tl.load(
-        q_ptr + (qi.to(tl.int64) * H + head)[:, None] * D + d[None, :], mask=qcol[:, None] & (d[None, :] < D), other=0.0
-    )
-    qt = tl.trans(q)
-    w = tl.load(w_ptr + qi.to(tl.int64) * H + head, mask=qcol, other=0.0).to(tl.float32)
+    qt, w = _queries(q_ptr, qs_ptr, w_ptr, qi.to(tl.int64) * H + head, qcol, d, D, Q8, UPCAST)
     qrow = q0 + tl.arange(0, BQ)
     lens = tl.load(len_ptr + qrow, mask=qrow < M, other=0).to(tl.int32)
     lens = tl.minimum(tl.maximum(lens, 0), N)
@@ -144,7 +185,7 @@ def _logits_kernel(
         kmask = live[:, None] & ((d[None, :] < D) | EVEN_D)
         if FP8:
             codes = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0)
-            keys = _e4m3_to_f32(codes).to(tl.bfloat16)
+            keys = _fp8_keys(codes, Q8, UPCAST)
         else:
             keys = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0.0)
         s = _dot(keys, qt, F32, UPCAST)
@@ -159,6 +200,7 @@ def _logits_kernel(
 @triton.jit
 def _paged_logits_kernel(
     q_ptr,
+    qs_ptr,
     w_ptr,
     cache_ptr,
     table_ptr,
@@ -177,6 +219,7 @@ def _paged_logits_kernel(
     DP: tl.constexpr,
     BK: tl.constexpr,
     FP8: tl.constexpr,
+    Q8: tl.constexpr,
     F32: tl.constexpr,
     UPCAST: tl.constexpr,
     EVEN_D: tl.constexpr,
@@ -189,10 +232,7 @@ def _paged_logits_kernel(
     head = col % HP
     d = tl.arange(0, DP)
     qcol = (t < T) & (head < H)
-    qoff = (b * T + t) * H + head
-    q = tl.load(q_ptr + qoff[:, None] * D + d[None, :], mask=qcol[:, None] & (d[None, :] < D), other=0.0)
-    qt = tl.trans(q)
-    w = tl.load(w_ptr + qoff, mask=qcol, other=0.0).to(tl.float32)
+    qt, w = _queries(q_ptr, qs_ptr, w_ptr, (b * T + t) * H + head, qcol, d, D, Q8, UPCAST)
     tq = tl.arange(0, BQ)
     lens = tl.load(len_ptr + b * T + tq, mask=tq < T, other=0).to(tl.int32)
     lens = tl.minimum(tl.maximum(lens, 0), tl.minimum(W, table_width * rows_per_block))
@@ -209,7 +249,7 @@ def _paged_logits_kernel(
         if FP8:
             base = block * rows_per_block * (D + 4)
             codes = tl.load(cache_ptr + (base + within * D)[:, None] + d[None, :], mask=kmask, other=0)
-            keys = _e4m3_to_f32(codes).to(tl.bfloat16)
+            keys = _fp8_keys(codes, Q8, UPCAST)
             scale_at = (cache_ptr + base + rows_per_block * D + within * 4).to(tl.pointer_type(tl.float32))
             scale = tl.load(scale_at, mask=ok, other=0.0)
         else:
@@ -241,7 +281,7 @@ def _split(rows: int, tiles: int, block_k: int, device: torch.device, chosen: in
 
 
 def _constants(
-    cfg: LogitsConfig, tile: tuple[int, int, int], fp8: bool, dtype: torch.dtype, dim: int
+    cfg: LogitsConfig, tile: tuple[int, int, int], fp8: bool, dtype: torch.dtype, dim: int, q8: bool = False
 ) -> dict[str, Any]:
     """The kernels' compile-time constants (tile ``(BQ, HP, DP)``, key kind, dot precision) and launch
     options."""
@@ -252,6 +292,7 @@ def _constants(
         DP=dp,
         BK=cfg.block_k,
         FP8=fp8,
+        Q8=q8,
         F32=dtype == torch.float32,
         UPCAST=v.interpreted(),
         EVEN_D=dim == dp,
@@ -260,9 +301,10 @@ def _constants(
     )
 
 
-def _tile(heads: int, dim: int, queries: int, cfg: LogitsConfig) -> tuple[int, int, int]:
-    """(BQ, HP, DP): heads and dimension padded to powers of two >= 16 (tl.dot's least size)."""
-    hp, dp = _pow2(heads, 16), _pow2(dim, 16)
+def _tile(heads: int, dim: int, queries: int, cfg: LogitsConfig, q8: bool = False) -> tuple[int, int, int]:
+    """(BQ, HP, DP): heads and dimension padded to powers of two >= 16 (tl.dot's least size; an e4m3 dot's
+    reduction dimension >= 32)."""
+    hp, dp = _pow2(heads, 16), _pow2(dim, 32 if q8 else 16)
     bq = max(1, min(cfg.columns // hp, _pow2(queries, 1)))
     return bq, hp, dp
 
@@ -274,6 +316,7 @@ def index_logits(
     lengths: torch.Tensor,
     *,
     k_scale: torch.Tensor | None = None,
+    q_scale: torch.Tensor | None = None,
     validate: bool = True,
     config: LogitsConfig | None = None,
     out: torch.Tensor | None = None,
@@ -281,20 +324,23 @@ def index_logits(
     """Gathered (prefill) index logits: f32[M, N], -inf at ``j >= lengths[m]``.
 
     q: bf16|f32[M, H, D]; weights: f32|bf16[M, H]; k: same dtype as q [N, D], or e4m3 codes
-    (uint8|float8_e4m3fn)[N, D] with ``k_scale``: f32[N]; lengths: i32|i64[M] in [0, N].
+    (uint8|float8_e4m3fn)[N, D] with ``k_scale``: f32[N]; lengths: i32|i64[M] in [0, N]. FP8 queries: q holds
+    e4m3 codes and ``q_scale``: f32[M, H] positive scales (query ``(m, h)`` is ``q_scale[m, h] * e4m3(q[m, h])``),
+    against FP8 keys; the dot then runs on e4m3 operands.
     """
-    a = v.check_logits(q, weights, k, lengths, k_scale=k_scale, validate=validate)
+    a = v.check_logits(q, weights, k, lengths, k_scale=k_scale, q_scale=q_scale, validate=validate)
     v.backend_for("triton", q.device)
-    cfg = config or default_config(a.fp8)
+    cfg = config or default_config(a.fp8, a.q8)
     out = v.output(out, (a.queries, a.rows), torch.float32, q.device)
     if a.queries == 0 or a.rows == 0:
         return out
-    bq, hp, dp = _tile(a.heads, a.dim, a.queries, cfg)
+    bq, hp, dp = _tile(a.heads, a.dim, a.queries, cfg, a.q8)
     tiles = -(-a.queries // bq)
     split = _split(a.rows, tiles, cfg.block_k, q.device, cfg.split)
     codes = k.view(torch.uint8) if a.fp8 else k
     _logits_kernel[(tiles, -(-a.rows // split))](
-        q,
+        q.view(torch.uint8) if a.q8 else q,
+        a.q_scale if a.q8 else weights,
         weights,
         codes,
         k_scale if a.fp8 else lengths,
@@ -305,7 +351,7 @@ def index_logits(
         a.heads,
         a.dim,
         split,
-        **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim),
+        **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim, a.q8),
     )
     return out
 
@@ -319,6 +365,7 @@ def paged_index_logits(
     *,
     rows_per_block: int,
     width: int | None = None,
+    q_scale: torch.Tensor | None = None,
     validate: bool = True,
     config: LogitsConfig | None = None,
     out: torch.Tensor | None = None,
@@ -327,21 +374,32 @@ def paged_index_logits(
 
     q: bf16[B, next_n, H, D]; weights: f32[B, next_n, H]; cache: bf16[num_blocks, Bc, D], or the FP8 index
     layout u8[num_blocks, Bc * (D + 4)] (a block's Bc rows of e4m3 codes, then their Bc float32 scales);
-    block_table: i32[B, max_blocks]; lengths: i32[B, next_n]; W = ``width`` or ``max_blocks * Bc``.
+    block_table: i32[B, max_blocks]; lengths: i32[B, next_n]; W = ``width`` or ``max_blocks * Bc``. FP8
+    queries: q holds e4m3 codes [B, next_n, H, D] and ``q_scale``: f32[B, next_n, H] positive scales, against the
+    FP8 cache.
     """
     a = v.check_paged(
-        q, weights, cache, block_table, lengths, rows_per_block=rows_per_block, width=width, validate=validate
+        q,
+        weights,
+        cache,
+        block_table,
+        lengths,
+        rows_per_block=rows_per_block,
+        width=width,
+        q_scale=q_scale,
+        validate=validate,
     )
     v.backend_for("triton", q.device)
-    cfg = config or default_config(a.fp8)
+    cfg = config or default_config(a.fp8, a.q8, paged=True)
     out = v.output(out, (a.requests * a.next_n, a.width), torch.float32, q.device)
     if out.numel() == 0:
         return out
-    hp, dp = _pow2(a.heads, 16), _pow2(a.dim, 16)
+    hp, dp = _pow2(a.heads, 16), _pow2(a.dim, 32 if a.q8 else 16)
     bq = _pow2(a.next_n, 1)
     split = _split(a.width, a.requests, cfg.block_k, q.device, cfg.split)
     _paged_logits_kernel[(a.requests, -(-a.width // split))](
-        q,
+        q.view(torch.uint8) if a.q8 else q,
+        a.q_scale if a.q8 else weights,
         weights,
         cache,
         block_table,
@@ -355,6 +413,6 @@ def paged_index_logits(
         a.num_blocks,
         rows_per_block,
         split,
-        **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim),
+        **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim, a.q8),
     )
     return out

@@ -48,16 +48,22 @@ def _weighted_relu(dots: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return (dots.float().relu() * weights.float().unsqueeze(-1)).sum(dim=-2)
 
 
+def _query_values(q: torch.Tensor, q_scale: torch.Tensor | None) -> torch.Tensor:
+    """The queries as given, or FP8 queries as float32 values ``q_scale * e4m3(q)``."""
+    return q if q_scale is None else fp8_values(q) * q_scale.unsqueeze(-1)
+
+
 def index_logits(*tensors: torch.Tensor, precision: str = "float32", **options: Any) -> torch.Tensor:
     """``I[m, j] = sum_h w[m, h] relu(q[m, h] . k[j])`` for ``j < lengths[m]``, -inf elsewhere.
 
     Arguments: those of :func:`fast.indexing.logits.index_logits` (``q, weights, k, lengths, *, k_scale=None,
-    validate=True``; checked by ``validate.check_logits``). Key row j is ``k[j]``, or ``k_scale[j] * e4m3(k[j])``.
+    q_scale=None, validate=True``; checked by ``validate.check_logits``). Key row j is ``k[j]``, or
+    ``k_scale[j] * e4m3(k[j])``; query ``(m, h)`` is ``q[m, h]``, or ``q_scale[m, h] * e4m3(q[m, h])``.
     ``precision="float32"``: dots of the upcast operands in float32 (the twin of the kernels);
     ``"input"``: the public reference's einsum in the input dtype (bf16 dots rounded to bf16), then float32.
     """
     a = v.check_logits(*tensors, **options)
-    q, k, lengths = a.q, a.k, a.lengths
+    q, k, lengths = _query_values(a.q, a.q_scale), a.k, a.lengths
     seen = max(0, int(lengths.max())) if lengths.numel() else 0  # a padding row (-1) reads nothing
     if a.k_scale is not None:
         keys = fp8_values(k[:seen]) * a.k_scale[:seen].unsqueeze(-1)
@@ -100,11 +106,12 @@ def paged_index_logits(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
     """Decode logits through block tables: f32[B * next_n, W], query ``(b, t)`` at row ``b * next_n + t``.
 
     Arguments: those of :func:`fast.indexing.logits.paged_index_logits` (``q, weights, cache, block_table,
-    lengths, *, rows_per_block, width=None, validate=True``; checked by ``validate.check_paged``); cache: see
+    lengths, *, rows_per_block, width=None, q_scale=None, validate=True``; checked by ``validate.check_paged``);
+    FP8 queries as in :func:`index_logits`; cache: see
     :func:`paged_rows`. Lanes at or past a query's length are -inf.
     """
     a = v.check_paged(*tensors, **options)
-    q, lengths = a.q, a.lengths
+    q, lengths = _query_values(a.q, a.q_scale), a.lengths
     seen = min(max(0, int(lengths.max())) if lengths.numel() else 0, a.width)
     keys = paged_rows(a.cache, a.block_table, seen, a.rows_per_block, a.dim)
     dots = torch.einsum("bthd,bnd->bthn", q.float(), keys)

@@ -237,34 +237,64 @@ class LogitsArgs:
     heads: int
     dim: int
     fp8: bool
+    q_scale: torch.Tensor | None = None
+    q8: bool = False
 
 
 KEY_DTYPES = (torch.float32, torch.bfloat16)
 FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
 
 
+def positive_scales(scale: torch.Tensor, argument: str) -> None:
+    """Query scales are positive and finite: ``relu(s * x) = s * relu(x)`` then holds, so a kernel may fold them
+    into the head weights (``fast.indexing.logits``, FP8 queries)."""
+    if scale.numel():
+        require(bool((scale > 0).all() & scale.isfinite().all()), argument, "every scale must be positive and finite")
+
+
+def query_scale(q_scale: object, q: torch.Tensor, fp8_keys: bool) -> torch.Tensor | None:
+    """FP8 queries: ``q`` holds e4m3 codes and ``q_scale`` one float32 scale per (query, head); they go with FP8
+    keys only. Otherwise ``q_scale`` is None."""
+    if q_scale is None:
+        return None
+    require(fp8_keys, "q_scale", "FP8 queries need FP8 keys (an FP8 cache, or k with k_scale)")
+    scale = tensor(q_scale, "q_scale", (torch.float32,), q.dim() - 1, q.device)
+    shape(scale, tuple(q.shape[:-1]), "q_scale", "one scale per query head")
+    return scale
+
+
 def check_logits(
-    q: object, weights: object, k: object, lengths: object, *, k_scale: object = None, validate: bool = True
+    q: object,
+    weights: object,
+    k: object,
+    lengths: object,
+    *,
+    k_scale: object = None,
+    q_scale: object = None,
+    validate: bool = True,
 ) -> LogitsArgs:
     """Checks of :func:`fast.indexing.logits.index_logits` (same arguments and defaults, less ``config`` /
     ``out``)."""
-    qt = tensor(q, "q", KEY_DTYPES, 3)
+    qt = tensor(q, "q", FP8_DTYPES if q_scale is not None else KEY_DTYPES, 3)
     m, h, d = (int(v) for v in qt.shape)
     require(h > 0 and d > 0, "q", f"must have at least one head and one dimension, got {list(qt.shape)}")
     w = tensor(weights, "weights", (torch.float32, torch.bfloat16), 2, qt.device)
     shape(w, (m, h), "weights", "one weight per query head")
     fp8 = k_scale is not None
+    qs = query_scale(q_scale, qt, fp8)
     kt = tensor(k, "k", FP8_DTYPES if fp8 else (qt.dtype,), 2, qt.device)
     require(kt.shape[1] == d, "k", f"must have {d} columns (the head dimension of q), got {kt.shape[1]}")
     if fp8:
-        require(qt.dtype == torch.bfloat16, "q", "must be bfloat16 against FP8 keys")
+        require(qs is not None or qt.dtype == torch.bfloat16, "q", "must be bfloat16 against FP8 keys")
         sc = tensor(k_scale, "k_scale", (torch.float32,), 1, qt.device)
         shape(sc, (kt.shape[0],), "k_scale", "one scale per key row")
     lens = tensor(lengths, "lengths", INDEX_DTYPES, 1, qt.device)
     shape(lens, (m,), "lengths", "one visible count per query")
     if validate:
         lengths_in_range(lens, int(kt.shape[0]))
-    return LogitsArgs(qt, w, kt, lens, sc if fp8 else None, m, int(kt.shape[0]), h, d, fp8)
+        if qs is not None:
+            positive_scales(qs, "q_scale")
+    return LogitsArgs(qt, w, kt, lens, sc if fp8 else None, m, int(kt.shape[0]), h, d, fp8, qs, qs is not None)
 
 
 @dataclass(frozen=True)
@@ -285,6 +315,8 @@ class PagedArgs:
     width: int
     num_blocks: int
     fp8: bool
+    q_scale: torch.Tensor | None = None
+    q8: bool = False
 
 
 def check_paged(
@@ -296,11 +328,12 @@ def check_paged(
     *,
     rows_per_block: object,
     width: int | None = None,
+    q_scale: object = None,
     validate: bool = True,
 ) -> PagedArgs:
     """Checks of :func:`fast.indexing.logits.paged_index_logits` (same arguments and defaults, less ``config``
     / ``out``)."""
-    qt = tensor(q, "q", (torch.bfloat16, torch.float32), 4)
+    qt = tensor(q, "q", FP8_DTYPES if q_scale is not None else (torch.bfloat16, torch.float32), 4)
     b, t, h, d = (int(v) for v in qt.shape)
     require(h > 0 and d > 0 and t > 0, "q", f"must be [B, next_n, H, D] with positive sizes, got {list(qt.shape)}")
     w = tensor(weights, "weights", (torch.float32, torch.bfloat16), 3, qt.device)
@@ -309,9 +342,10 @@ def check_paged(
     if not isinstance(cache, torch.Tensor):
         raise TypeError(f"cache: must be a torch.Tensor, got {type(cache).__name__}")
     fp8 = cache.dtype == torch.uint8
+    qs = query_scale(q_scale, qt, fp8)
     if fp8:
         c = tensor(cache, "cache", (torch.uint8,), 2, qt.device)
-        require(qt.dtype == torch.bfloat16, "q", "must be bfloat16 against an FP8 cache")
+        require(qs is not None or qt.dtype == torch.bfloat16, "q", "must be bfloat16 against an FP8 cache")
         require(d % 4 == 0, "q", f"head dimension must be a multiple of 4 for the FP8 layout, got {d}")
         row_bytes = d + 4
         require(
@@ -335,7 +369,9 @@ def check_paged(
     if validate:
         lengths_in_range(lens, min(out_width, int(table.shape[1]) * per_block))
         table_covers(table, lens.amax(dim=1) if t else lens[:, 0], per_block, int(c.shape[0]))
-    return PagedArgs(qt, w, c, table, lens, per_block, b, t, h, d, out_width, int(c.shape[0]), fp8)
+        if qs is not None:
+            positive_scales(qs, "q_scale")
+    return PagedArgs(qt, w, c, table, lens, per_block, b, t, h, d, out_width, int(c.shape[0]), fp8, qs, qs is not None)
 
 
 @dataclass(frozen=True)

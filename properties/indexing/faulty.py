@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.conventions import TOPK
-from reference.topk import lane_layout
+from reference.conventions import parse
+from reference.topk import MaskedLanes, lane_layout
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,12 @@ class Faults:
     remap_past_length: bool = False  # blocks wholly at or past the length are not filtered out
     paged_first_query_count: bool = False  # every query of a request sees its first query's count of rows
     paged_table_of_request_0: bool = False  # every request reads its rows through request 0's table row
+    fp8_one_query_scale: bool = False  # FP8 queries: head 0's scale used for every head of the query
+    fp8_flush_subnormals: bool = False  # FP8 codes with exponent field 0 decoded as zero
+    fp8_key_scale_after_relu: bool = False  # key scale applied after the relu (wrong for negative scales)
+    neg_inf_eligible: bool = False  # top-k chooses -inf rows of the valid prefix under neg_inf_excluded
+    slot_via_block_size: bool = False  # slot = (block * block_size + (j % Bc) * ratio) // ratio: the product
+    # block * block_size wraps in int32 although the slot fits
 
 
 NO_FAULTS = Faults()
@@ -120,6 +126,40 @@ def paged_index_scores(
     return scores.masked_fill(hidden, float("-inf")).reshape(requests * next_n, width)
 
 
+def e4m3_values(codes: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
+    """e4m3fn codes (uint8) as float32 values."""
+    values = codes.view(torch.float8_e4m3fn).float()
+    if faults.fp8_flush_subnormals:
+        values = torch.where((codes & 0x78) == 0, 0.0, values)
+    return values
+
+
+def index_scores_fp8(
+    q: torch.Tensor,
+    q_scale: torch.Tensor,
+    weights: torch.Tensor,
+    k: torch.Tensor,
+    k_scale: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    ratio: int,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """``sum_h w[m, h] relu(q_scale[m, h] e4m3(q[m, h]) . k_scale[j] e4m3(k[j]))`` in float32; lanes past a
+    query's visible rows are -inf."""
+    qs = q_scale[:, :1].expand_as(q_scale) if faults.fp8_one_query_scale else q_scale
+    dots = torch.einsum("mhd,nd->mhn", e4m3_values(q, faults), e4m3_values(k, faults)) * qs.unsqueeze(-1)
+    key_scale = k_scale.view(1, 1, -1)
+    w = weights.float().unsqueeze(-1)
+    if faults.fp8_key_scale_after_relu:
+        scores = (dots.clamp_min(0) * key_scale * w).sum(dim=1)
+    else:
+        scores = ((dots * key_scale).clamp_min(0) * w).sum(dim=1)
+    lanes = torch.arange(k.shape[0], device=q.device)
+    hidden = lanes >= visible_rows(positions, ratio, faults).unsqueeze(-1)
+    return scores.masked_fill(hidden, float("-inf"))
+
+
 # --- top-k -------------------------------------------------------------------------------------------------------
 
 
@@ -134,11 +174,16 @@ def unsigned_lengths(lengths: torch.Tensor, width: int, faults: Faults) -> torch
     return torch.where(wide < 0, width, wide) if faults.padding_as_unsigned else wide
 
 
-def rank_lanes(scores: torch.Tensor, lengths: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
-    """Every lane of each row: valid lanes first, best first (NaN, +inf, numbers, -inf; ties by lowest index)."""
+def rank_lanes(
+    scores: torch.Tensor, lengths: torch.Tensor, faults: Faults = NO_FAULTS, exclude_neg_inf: bool = False
+) -> torch.Tensor:
+    """Every lane of each row: eligible lanes first (valid; not -inf under ``exclude_neg_inf``), best first (NaN,
+    +inf, numbers, -inf; ties by lowest index)."""
     width = scores.shape[1]
     lanes = torch.arange(width, device=scores.device)
     valid = lanes < lengths.to(torch.int64).unsqueeze(-1)
+    if exclude_neg_inf:
+        valid &= scores != float("-inf")
     key = (scores.half().float() if faults.float16_keys else scores) + 0.0  # -0.0 becomes 0.0
     if faults.rank_whole_row:
         return _stable_descending(key)
@@ -162,16 +207,22 @@ def topk(
 ) -> torch.Tensor:
     """The lanes of ``convention`` (see the contract): chosen rows plus offset, then fill lanes."""
     rows, width = scores.shape
-    layout = lane_layout(TOPK[convention].rule)
+    rule = parse("topk", convention).rule
+    layout = lane_layout(rule)
     lanes_out, fill = layout.lanes(k, width), layout.fill
+    exclude = getattr(rule, "masked_lanes", None) is MaskedLanes.EXCLUDED and not faults.neg_inf_eligible
     if layout.whole_row and bool((lengths != width).any()):
         raise ValueError(f"lengths: v4-decode scores exactly the visible rows: each must be {width}")
     if faults.all_zero_unwritten and rows and int(lengths.max()) <= 0:
         return torch.zeros((rows, lanes_out), dtype=torch.int32, device=scores.device)
     take = min(k, width)
     lengths64 = unsigned_lengths(lengths, width, faults)
-    order = rank_lanes(scores, lengths64, faults)[:, :take]
-    count = lengths64.clamp(max=k).unsqueeze(-1)
+    order = rank_lanes(scores, lengths64, faults, exclude)[:, :take]
+    eligible = lengths64
+    if exclude:
+        live = torch.arange(width, device=scores.device) < lengths64.unsqueeze(-1)
+        eligible = (live & (scores != float("-inf"))).sum(dim=1)
+    count = eligible.clamp(max=k).unsqueeze(-1)
     lane = torch.arange(take, device=scores.device)
     if faults.rank_whole_row:
         holds_row = order < lengths64.unsqueeze(-1)
@@ -207,7 +258,7 @@ def candidate_select(
     drop_nan: bool,
     faults: Faults = NO_FAULTS,
 ) -> torch.Tensor:
-    """Kept block ids ascending, -1 fill, ``topk_blocks`` lanes."""
+    """Kept block ids ascending (``rank_order_output``: in rank order), -1 fill, ``topk_blocks`` lanes."""
     rows, width = scores.shape
     blocks = -(-width // block_size)
     lengths64 = lengths.to(torch.int64).unsqueeze(-1)
@@ -229,7 +280,11 @@ def candidate_select(
     value = block_max.gather(1, order)
     drop = drop_nan != faults.flip_nan_policy
     keep = value > float("-inf") if drop else value != float("-inf")
-    kept = torch.where(keep, order, blocks).sort(dim=1).values
+    if faults.rank_order_output:
+        kept = torch.where(keep, order, blocks)
+        kept = kept.gather(1, _stable_descending((kept != blocks).to(torch.int8)))
+    else:
+        kept = torch.where(keep, order, blocks).sort(dim=1).values
     kept = torch.where(kept == blocks, -1, kept)
     pad = torch.full((rows, topk_blocks - kept.shape[1]), -1, dtype=torch.int64, device=scores.device)
     return torch.cat([kept, pad], dim=1).to(torch.int32)
@@ -294,8 +349,10 @@ def slot_translation(
     block_size: int,
     ratio: int,
     faults: Faults = NO_FAULTS,
+    out_dtype: torch.dtype = torch.int64,
 ) -> torch.Tensor:
-    """``block_table[j // Bc] * Bc + j % Bc`` in int64; -1 for -1 lanes and lanes past ``lengths``."""
+    """``block_table[j // Bc] * Bc + j % Bc`` in int64; -1 for -1 lanes and lanes past ``lengths``; the result
+    as ``out_dtype`` (int32 under the option int32_slots)."""
     per_block = block_size if faults.rows_per_block_is_block_size else block_size // ratio
     wide = torch.int32 if faults.int32_slots else torch.int64
     j = rows.to(wide)
@@ -304,13 +361,16 @@ def slot_translation(
     if not faults.ignore_lengths:
         live &= lane < unsigned_lengths(lengths, rows.shape[1], faults).unsqueeze(-1)
     if block_table.shape[1] == 0:
-        return torch.full(rows.shape, -1, dtype=torch.int64, device=rows.device)
+        return torch.full(rows.shape, -1, dtype=out_dtype, device=rows.device)
     last = block_table.shape[1] - 1
     safe = torch.where(live, j, 0)
     block = block_table.to(wide).gather(1, (safe // per_block).clamp(0, last).to(torch.int64))
     scale = 1 if faults.slot_unscaled else per_block
     slot = block * scale + safe % per_block
-    return torch.where(live, slot, -1).to(torch.int64)
+    if faults.slot_via_block_size:
+        narrow = block.to(torch.int32) * block_size + (safe % per_block).to(torch.int32) * (block_size // per_block)
+        slot = torch.div(narrow, block_size // per_block, rounding_mode="floor").to(wide)
+    return torch.where(live, slot, -1).to(out_dtype)
 
 
 def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:

@@ -66,6 +66,21 @@ def reference_paged_index_scores(
     return out.to(q.device)
 
 
+@collect(IMPLEMENTATIONS, "index_scores_fp8", "reference", origin="reference")
+def reference_index_scores_fp8(*tensors: torch.Tensor, ratio: int) -> torch.Tensor:
+    q, q_scale, weights, k, k_scale, positions = tensors  # the contract's order
+    keys, key_scales = k.tolist(), k_scale.tolist()
+    out = torch.full((q.shape[0], k.shape[0]), float("nan"), dtype=torch.float32)
+    rows = zip(q.tolist(), q_scale.tolist(), weights.tolist(), positions.tolist(), strict=True)
+    for m, (codes, scales, w, p) in enumerate(rows):
+        seen = padding.query_visible_rows(p, ratio)
+        exact = indexing.quantized_index_scores(
+            codes, _exact(scales), _exact(w), keys[:seen], _exact(key_scales[:seen])
+        )
+        out[m, :seen] = torch.tensor([nearest_float32(s) for s in exact], dtype=torch.float32)
+    return out.to(q.device)
+
+
 def _topk_adapter(name: str) -> None:
     convention = conventions.TOPK[name].rule
 

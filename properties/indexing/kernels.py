@@ -26,17 +26,28 @@ from reference.padding import PADDING_LENGTH
 Fn = Callable[..., torch.Tensor]
 
 
+def visible_counts(positions: torch.Tensor, ratio: int) -> torch.Tensor:
+    """Rows each query sees, ``(p + 1) // ratio``, the kernels' ``lengths`` (a padding query, -1, sees none)."""
+    require(isinstance(ratio, int) and ratio > 0, "ratio", f"must be a positive int, got {ratio!r}")
+    lowest = int(positions.min()) if positions.numel() else 0
+    require(lowest >= PADDING_LENGTH, "positions", f"must be >= 0, or -1 for a padding query, got {lowest}")
+    return (positions.to(torch.int64) + 1) // ratio
+
+
 def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
     """Contract-shaped callables over one backend module (``naive`` or the Triton modules)."""
 
     def index_scores(q: torch.Tensor, weights: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *, ratio: int):
-        require(isinstance(ratio, int) and ratio > 0, "ratio", f"must be a positive int, got {ratio!r}")
-        lowest = int(positions.min()) if positions.numel() else 0
-        require(lowest >= PADDING_LENGTH, "positions", f"must be >= 0, or -1 for a padding query, got {lowest}")
-        lengths = (positions.to(torch.int64) + 1) // ratio  # a padding query (-1) sees 0 rows
-        return mod.index_logits(q, weights, k, lengths)
+        return mod.index_logits(q, weights, k, visible_counts(positions, ratio))
 
-    out: dict[tuple[str, str | None], Fn] = {("index_scores", None): index_scores}
+    def index_scores_fp8(*tensors: torch.Tensor, ratio: int) -> torch.Tensor:
+        q, q_scale, weights, k, k_scale, positions = tensors  # the contract's order
+        return mod.index_logits(q, weights, k, visible_counts(positions, ratio), k_scale=k_scale, q_scale=q_scale)
+
+    out: dict[tuple[str, str | None], Fn] = {
+        ("index_scores", None): index_scores,
+        ("index_scores_fp8", None): index_scores_fp8,
+    }
 
     def paged_index_scores(
         q: torch.Tensor, weights: torch.Tensor, cache: torch.Tensor, block_table: torch.Tensor, lengths: torch.Tensor

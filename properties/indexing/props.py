@@ -16,6 +16,7 @@ from properties.indexing import (
     props_candidates,
     props_compressed,
     props_index_scores,
+    props_index_scores_fp8,
     props_topk,
     props_window_release,
 )
@@ -24,6 +25,7 @@ from properties.runner import Property
 
 HAND_WRITTEN: list[Property] = [
     *props_index_scores.PROPERTIES,
+    *props_index_scores_fp8.PROPERTIES,
     *props_topk.PROPERTIES,
     *props_candidates.PROPERTIES,
     *props_addressing.PROPERTIES,

@@ -450,3 +450,57 @@ def release_lives(draw: st.DrawFn) -> dict[str, Any]:
             steps.append([d, d if src.below(3) == 0 else src.between(1, d)])
         requests.append({"start": start, "steps": steps})
     return {"window": window, "block_size": block_size, "requests": requests}
+
+
+# --- FP8 index scores ----------------------------------------------------------------------------------------------
+
+FP8_INDEX_BYTES = 16 + 6 * 4 * (1 + 16 + 3) + 25 * (1 + 16 + 3) + 8
+"""Enough bytes for the largest FP8 index-score case: 6 queries x 4 heads x 16 dims, 25 key rows."""
+
+
+def e4m3_code(byte: int, style: int) -> int:
+    """A finite e4m3fn code (NaN codes 0x7f / 0xff step down to 0x7e / 0xfe); ``style`` 1: subnormal or zero
+    (exponent field 0), 2: within two binades of 1, else any."""
+    if style == 1:
+        return byte & 0x87
+    if style == 2:
+        byte = (byte & 0x87) | ((6 + (byte >> 3) % 3) << 3)
+    return byte - 1 if byte & 0x7F == 0x7F else byte
+
+
+def fp8_scale(src: ByteSource, signed: bool) -> float:
+    """A float32 scale 2**e * (1 + n / 256), e in [-12, 3]; negative half the time where ``signed``."""
+    value = 2.0 ** (src.byte() % 16 - 12) * (1 + src.byte() / 256)
+    return -value if signed and src.byte() & 1 else value
+
+
+@st.composite
+def fp8_index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
+    """``{"q", "q_scale", "weights", "k", "k_scale", "positions", "ratio"}`` for index_scores_fp8: e4m3 codes
+    (a row of codes is drawn in one style: subnormal, near 1, or any finite code), positive query scales, key
+    scales of either sign; key rows past the largest visible count hold NaN codes and garbage scales. ``mode`` as
+    for :func:`index_score_cases`."""
+    src = draw(source(FP8_INDEX_BYTES))
+    ratio, queries = src.between(1, 4), src.between(1, 6 if mode == "prefill" else 4)
+    heads, dim, extra = src.between(1, 4), src.between(1, 16), src.between(0, 3)
+    if mode == "prefill":
+        start = src.between(0, 12)
+        positions = list(range(start, start + queries))
+    else:
+        positions = [-1 if (b := src.byte()) >= 240 else b % 25 for _ in range(queries)]
+    visible = max((p + 1) // ratio for p in positions)
+
+    def codes(n: int) -> list[list[int]]:
+        rows = []
+        for _ in range(n):
+            style = src.below(3)
+            rows.append([e4m3_code(src.byte(), style) for _ in range(dim)])
+        return rows
+
+    q = [codes(heads) for _ in positions]
+    q_scale = [[fp8_scale(src, signed=False) for _ in range(heads)] for _ in positions]
+    weights = [[coarse(src.byte()) / 2 for _ in range(heads)] for _ in positions]
+    k = codes(visible) + [[0x7F] * dim for _ in range(extra)]
+    k_scale = [fp8_scale(src, signed=True) for _ in range(visible)] + [garbage(src.byte() % 4) for _ in range(extra)]
+    return {"q": q, "q_scale": q_scale, "weights": weights, "k": k, "k_scale": k_scale, "positions": positions,
+            "ratio": ratio}  # fmt: skip
