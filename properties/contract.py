@@ -141,6 +141,20 @@ OPERATIONS: dict[str, Operation] = {
             "lanes j < (p + 1) // r within twice the error of the same-precision torch einsum (ulp floor)",
         ),
         _op(
+            "paged_index_scores",
+            "index_scores of decode queries through a block table: next_n queries a request, each its own count",
+            "q, weights, cache, block_table, lengths;",
+            """fn(q: f32|bf16[B, T, H, D], weights: f32[B, T, H], cache: f32|bf16[num_blocks, Bc, D] (q's dtype),
+            block_table: i32[B, max_blocks], lengths: i32[B, T]) -> f32[B * T, max_blocks * Bc]; query t of
+            request b (row b * T + t; T = next_n, the speculative queries of one step) sees compressed rows
+            j < lengths[b, t] (>= 0; 0: none, a whole request may see none), row j at
+            cache[block_table[b, j // Bc], j % Bc]; I[b * T + t, j] = sum_h w[b, t, h] * relu(q[b, t, h] . row j);
+            lanes past lengths[b, t] are not compared; table entries no query of the request reads may hold
+            anything (-1, ids past the cache), and cache rows no query reads may hold NaN or inf""",
+            "lanes j < lengths[b, t] within twice the error of the same-precision torch einsum over the gathered "
+            "rows (ulp floor)",
+        ),
+        _op(
             "index_scores_fp8",
             "index scores of FP8 (e4m3) queries and keys with their scales, as deployed indexers run them",
             "q, q_scale, weights, k, k_scale, positions; ratio",
@@ -190,6 +204,18 @@ OPERATIONS: dict[str, Operation] = {
             offset into a padding block (-1) restores to -1; padding is exactly -1: a candidate block below -1
             raises ValueError""",
             "exact",
+        ),
+        _op(
+            "candidate_remap",
+            "columns of a sparse consumer's score row back to positions: the kept blocks sorted, cut at the length",
+            "columns, candidate_blocks, lengths; block_size",
+            """fn(columns: i32[M, k], candidate_blocks: i32[M, nb], lengths: i32[M], *, block_size: int)
+            -> (positions: i32[M, k], counts: i32[M]); row m's columns score the positions below lengths[m] of
+            its candidate blocks in ascending order (reference.candidates.kept_positions: blocks distinct, in
+            any order, -1 padding anywhere, blocks wholly at or past the length adding nothing); counts[m] is
+            how many there are, column c -> the c-th of them, -1 stays -1; columns are -1 or below counts[m]
+            (vLLM candidate_blocks_to_sparse_indices' end, then sparse_topk_remap)""",
+            "exact: positions and counts",
         ),
         _op(
             "slot_translation",
@@ -275,6 +301,23 @@ OPERATIONS: dict[str, Operation] = {
             outside the contract)""",
             "exact: every value equals the reference decoding of the stored bytes (sign of zero not compared)",
             contiguous=("cache",),
+        ),
+        _op(
+            "norm_rope_store",
+            "the fused compressor path's tail: RMSNorm, RoPE, then quantize_store of compressed rows",
+            "rows, weight, cos_sin, positions, slots, cache; fmt, rows_per_block, layer, eps, rope_dim",
+            """fn(rows: f32[R, d], weight: f32[d], cos_sin: f32[P, rope_dim], positions: i64[R], slots: i64[R],
+            cache: u8[num_blocks, layers * block_bytes] (in place), *, fmt: str, rows_per_block: int, layer: int,
+            eps: float, rope_dim: int) -> None; row r becomes y = x * w / sqrt(mean(x^2) + eps), its last
+            rope_dim values rotated in interleaved pairs (e, o) -> (e c - o s, o c + e s) by row positions[r] of
+            cos_sin (cos in its first rope_dim / 2 columns, sin in the rest), and y is quantized and stored as
+            quantize_store stores it (fmt, layout, layers, distinct slots, a row at slot -1 neither read nor
+            written, no other byte changed); stored rows are finite, their squares' mean below float32's
+            largest value (reference.norm_rope)""",
+            "faithful (reference.norm_rope.faithful): each stored scale, element and bf16 value is what quantizing "
+            "some row within 2^-7 of the exact one gives (per value: of |y_i|, or of |e c| + |o s| where rotated); "
+            "every byte outside the stored rows' data and scale parts unchanged",
+            in_place=("cache",),
         ),
         _op(
             "sparse_attention",

@@ -167,3 +167,41 @@ def restore_offsets(
         row = -1 if block < 0 else block * size + value % size
         rows.append(-1 if limit is not None and row >= limit else row)
     return tuple(rows)
+
+
+def kept_positions(candidate_blocks: Sequence[int], length: int, block_size: int) -> tuple[int, ...]:
+    """The positions a sparse consumer scores for one row, ascending: every position below ``length`` of every
+    candidate block, whatever order the blocks come in; ``-1`` padding blocks and blocks wholly at or past
+    ``length`` add nothing, and the newest block only its positions below ``length``.
+
+    This is :func:`candidate_rows` over the real blocks sorted ascending, cut at ``length``: the compact list
+    that :func:`restore_offsets` indexes keeps the blocks in their given order and padding in place, this one
+    does not (vLLM's ``candidate_blocks_to_sparse_indices``: blocks filtered to the row's range, sorted, the
+    valid columns a prefix of ``end`` columns).
+    """
+    limit = require_nonnegative_int(length, "length")
+    blocks = _block_ids(candidate_blocks, "candidate_blocks", allow_padding=True)
+    ordered = candidate_rows(sorted(b for b in blocks if b >= 0), block_size)
+    return tuple(p for p in ordered if p < limit)
+
+
+def remap_columns(
+    columns: Sequence[int], candidate_blocks: Sequence[int], length: int, block_size: int
+) -> tuple[tuple[int, ...], int]:
+    """Columns of the sparse score row back to positions, and the row's count of valid columns.
+
+    Column ``c`` scores ``kept_positions(...)[c]``; ``-1`` (a fill lane of the top-k over the columns) stays
+    ``-1``. The count is ``len(kept_positions(...))``: a column at or past it names no position and raises
+    ValueError, as does any negative column other than ``-1``.
+    """
+    kept = kept_positions(candidate_blocks, length, block_size)
+    positions: list[int] = []
+    for i, c in enumerate(columns):
+        value = require_int(c, f"columns[{i}]")
+        require(
+            -1 <= value < len(kept),
+            f"columns[{i}]",
+            f"must be -1 or in [0, {len(kept)}) (the row's valid columns), got {value}",
+        )
+        positions.append(-1 if value == -1 else kept[value])
+    return tuple(positions), len(kept)

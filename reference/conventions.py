@@ -111,10 +111,12 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "compression_prefill": COMPRESSION_PREFILL,
     "compression_decode": COMPRESSION_DECODE,
     "index_scores": {},
+    "paged_index_scores": {},
     "index_scores_fp8": {},
     "topk": TOPK,
     "candidate_select": CANDIDATE_SELECT,
     "candidate_restore": {},
+    "candidate_remap": {},
     "slot_translation": SLOT_TRANSLATION,
     "gathered_rows": {},
     "window_indices": WINDOW_INDICES,
@@ -122,6 +124,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "compressed_indices": {},
     "quantize_store": FORMATS,
     "gather_dequantize": FORMATS,
+    "norm_rope_store": FORMATS,
     "sparse_attention": SPARSE_ATTENTION,
 }
 """Operation name -> its conventions, by name (an operation the public code agrees on has none)."""

@@ -257,3 +257,14 @@ def dequantize_row(fmt: RowFormat, row: QuantizedRow) -> tuple[Fraction, ...]:
             raise fail("row.data", f"bf16 value {fmt.quantized_dims + j} is not finite (0x{bits:04x})")
         values.append(decode(BF16, bits))
     return tuple(values)
+
+
+def group_scale(fmt: RowFormat, group_amax: int | Fraction) -> Fraction:
+    """The scale ``fmt``'s rule gives a group whose largest magnitude is ``group_amax``."""
+    return _group_scale(fmt, [require_exact(group_amax, "group_amax")], 0)[0]
+
+
+def stored_scale(fmt: RowFormat, row: QuantizedRow, g: int) -> Fraction:
+    """The scale group ``g`` of a stored row holds (``ValueError`` for a NaN or non-finite code)."""
+    require(0 <= g < fmt.groups, "g", f"must be in [0, {fmt.groups}), got {g}")
+    return _stored_scale(fmt, row.scales, g)

@@ -51,6 +51,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "indexing": ("tests/test_indexing.py",),
     "layer": ("tests/test_compression.py",),
     "models": ("tests/test_accounting.py", "tests/test_sharing.py"),
+    "norm_rope": ("tests/test_norm_rope.py",),
     "padding": ("tests/test_padding.py",),
     "rope": ("tests/test_rope.py",),
     "scales": ("tests/test_formats.py",),

@@ -17,6 +17,8 @@ from reference.candidates import (
     candidate_mask,
     candidate_rows,
     kept_blocks,
+    kept_positions,
+    remap_columns,
     restore_offsets,
     restrict_to_blocks,
     topk_within_blocks,
@@ -377,5 +379,52 @@ test_every_refusal_is_worded_exactly = worded_exactly(
         (lambda: restore_offsets([0], [1], 4, visible=-1), ValueError, "visible: must be >= 0, got -1"),
         (lambda: block_scores([1, 2], 2, 0), ValueError, "block_size: must be a positive integer, got 0"),
         (lambda: kept_blocks([1, 2], 2, -1, 2), ValueError, "topk_blocks: must be >= 0, got -1"),
+        (lambda: kept_positions([0], -1, 4), ValueError, "length: must be >= 0, got -1"),
+        (lambda: kept_positions([0], 4, 0), ValueError, "block_size: must be a positive integer, got 0"),
+        (
+            lambda: kept_positions([0, -2], 4, 4),
+            ValueError,
+            "candidate_blocks[1]: must be a block index or -1 (padding), got -2",
+        ),
+        (lambda: kept_positions([1, 1], 8, 4), ValueError, "candidate_blocks: must not name a block twice"),
+        (lambda: remap_columns([0, 1.5], [1], 8, 4), TypeError, "columns[1]: must be an int, got float"),  # type: ignore[list-item]
+        (
+            lambda: remap_columns([0, 3], [1], 7, 4),
+            ValueError,
+            "columns[1]: must be -1 or in [0, 3) (the row's valid columns), got 3",
+        ),
+        (
+            lambda: remap_columns([-2], [1], 8, 4),
+            ValueError,
+            "columns[0]: must be -1 or in [0, 4) (the row's valid columns), got -2",
+        ),
     ]
 )
+
+
+# --- the sparse consumer's columns ---------------------------------------------------------------------------------
+
+
+def test_kept_positions_sort_blocks_and_cut_at_the_length() -> None:
+    # blocks in rank order with padding between them; block 9 lies wholly past the length, block 3 in part
+    assert kept_positions([3, -1, 0, 9], 30, 8) == (*range(8), *range(24, 30))
+    assert kept_positions([3, -1, 0, 9], 32, 8) == (*range(8), *range(24, 32))
+    assert kept_positions([3, -1, 0, 9], 24, 8) == tuple(range(8))
+    assert kept_positions([3, -1, 0, 9], 73, 8) == (*range(8), *range(24, 32), 72)
+    assert kept_positions([-1, -1], 9, 2) == ()
+    assert kept_positions([], 9, 2) == ()
+    assert kept_positions([1, 0], 0, 2) == ()
+
+
+def test_remap_columns_index_the_kept_positions() -> None:
+    assert remap_columns([0, 8, 13, -1, 7], [3, -1, 0, 9], 30, 8) == ((0, 24, 29, -1, 7), 14)
+    assert remap_columns([], [2], 5, 2) == ((), 1)
+    assert remap_columns([-1, 0], [2], 5, 2) == ((-1, 4), 1)
+    assert remap_columns([-1], [], 5, 2) == ((-1,), 0)
+
+
+def test_remap_differs_from_restore_only_by_order_padding_and_length() -> None:
+    """Ascending real blocks, no padding, every position visible: remapping a column is restoring an offset."""
+    blocks, size = [1, 4, 6], 4
+    offsets = list(range(len(blocks) * size))
+    assert remap_columns(offsets, [6, -1, 1, 4], 28, size)[0] == restore_offsets(offsets, blocks, size)

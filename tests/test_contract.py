@@ -19,6 +19,7 @@ def test_in_place_arguments_are_declared_as_the_signatures_say() -> None:
         "compression_prefill": ("state",),
         "compression_decode": ("state",),  # "same arguments as compression_prefill"
         "quantize_store": ("cache",),
+        "norm_rope_store": ("cache",),
     }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from fast.cache import FORMATS, gather_dequantize, quantize, quantize_store, sparse_attention
+from fast.cache import FORMATS, gather_dequantize, norm_rope_store, quantize, quantize_store, sparse_attention
 from fast.cache.attention import Config
 from fast.cache.checks import StoreArgs
 from reference.attention import NAN, POS_INF
@@ -755,3 +756,89 @@ def test_default_config_refuses_an_unknown_precision() -> None:
 
     with pytest.raises(ValueError, match="precision"):
         default_config(64, 512, True, "fp16")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# RMSNorm, RoPE, then store
+
+
+def _norm_rope_inputs(conv: str, count: int) -> dict[str, Any]:
+    fmt = FORMATS[conv]
+    rows = RNG.standard_normal((count, fmt.dims)) * np.exp2(RNG.integers(-8, 8, (count, 1)))
+    return dict(
+        rows=f32(rows),
+        weight=f32(0.5 + RNG.random(fmt.dims)),
+        cos_sin=f32(RNG.uniform(-1, 1, (6, 64))),
+        positions=torch.tensor(RNG.integers(0, 6, count), device=DEVICE),
+        eps=1e-6,
+        rope_dim=64,
+    )
+
+
+@pytest.mark.parametrize("conv", sorted(FORMATS))
+def test_norm_rope_store_is_faithful(conv: str) -> None:
+    """Both backends' stored rows are faithful quantizations of the exact normed and rotated rows (their float32
+    steps may differ on a GPU: torch's rsqrt and Triton's 1 / sqrt), and rows at slot -1 are not stored."""
+    from fractions import Fraction
+
+    from reference.formats import QuantizedRow
+    from reference.norm_rope import faithful, norm_rope_row
+
+    fmt = FORMATS[conv]
+    args = _norm_rope_inputs(conv, 3)
+    args["rows"][1] = float("nan")
+    layout = public_layout(fmt.row, 2)
+    table = args["cos_sin"].cpu().tolist()
+    for backend in BACKENDS:
+        cache = poisoned_cache(conv, 2, 2)
+        norm_rope_store(**args, slots=torch.tensor([2, -1, 0], device=DEVICE), cache=cache, fmt=conv, backend=backend)
+        flat = cache_bytes(cache)
+        for i, slot in ((0, 2), (2, 0)):
+            data_at, scale_at = slot_byte_offsets(layout, slot)
+            data, scales = flat[data_at : data_at + fmt.row.data_bytes], flat[scale_at : scale_at + fmt.row.scale_bytes]
+            values, weight = ([Fraction(v) for v in t.tolist()] for t in (args["rows"][i], args["weight"]))
+            p = int(args["positions"][i])
+            cos, sin = [Fraction(v) for v in table[p][:32]], [Fraction(v) for v in table[p][32:]]
+            y, sizes = norm_rope_row(values, weight, Fraction(1e-6), cos, sin, 64)
+            assert faithful(fmt.row, QuantizedRow(data, scales), y, sizes) is None, (backend, slot)
+        untouched = [slot_byte_offsets(layout, s) for s in (1, 3)]
+        assert all(flat[d] == POISON and flat[c] == POISON for d, c in untouched)
+
+
+NORM_ROPE_REFUSALS = [
+    ("weight of another width", dict(weight=torch.ones(128)), ValueError, "weight: must be f32[512]"),
+    ("odd rope_dim", dict(rope_dim=63), ValueError, "rope_dim: must be even, positive and <= 512, got 63"),
+    ("float rope_dim", dict(rope_dim=64.0), TypeError, "rope_dim: must be an int, got float"),
+    ("cos_sin of another width", dict(cos_sin=torch.ones(6, 32)), ValueError, "cos_sin: must be f32[P, 64]"),
+    ("one position short", dict(positions=torch.tensor([0])), ValueError, "positions: must have one position per row"),
+    (
+        "position past the table",
+        dict(positions=torch.tensor([0, 6])),
+        ValueError,
+        "positions: a stored row's position must be in [0, 6)",
+    ),
+    ("negative eps", dict(eps=-1.0), ValueError, "eps: must be a finite number >= 0, got -1.0"),
+    ("rows too narrow", dict(rows=torch.zeros(2, 128)), ValueError, "rows: v41_fp8_528 rows have 512 values"),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "change", "error", "message"), NORM_ROPE_REFUSALS, ids=[r[0] for r in NORM_ROPE_REFUSALS]
+)
+def test_bad_norm_rope_input_is_refused(what: str, change: dict[str, Any], error: type, message: str) -> None:
+    args: dict[str, Any] = dict(
+        rows=torch.ones(2, 512),
+        weight=torch.ones(512),
+        cos_sin=torch.ones(6, 64),
+        positions=torch.tensor([0, 5]),
+        slots=torch.tensor([0, 1]),
+        cache=poisoned_cache("v41_fp8_528", 4, 2),
+        fmt="v41_fp8_528",
+        eps=1e-6,
+        rope_dim=64,
+    )
+    args.update(change)
+    args = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+    for backend in BACKENDS:
+        with pytest.raises(error, match="^" + re.escape(message)):
+            norm_rope_store(**args, backend=backend)

@@ -10,6 +10,7 @@ skipped without a GPU.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -63,6 +64,11 @@ class K:
     slot_translation = staticmethod(on_device(addressing.slot_translation))
     gathered_rows = staticmethod(on_device(addressing.gathered_rows))
     decode_window_indices = staticmethod(on_device(window.decode_window_indices))
+
+    @staticmethod
+    def candidate_remap(*tensors: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        positions, counts = candidates.candidate_remap(*(t.to(DEVICE) for t in tensors), block_size=block_size)
+        return positions.cpu(), counts.cpu()
 
     @staticmethod
     def window_indices(**kwargs: Any) -> torch.Tensor:
@@ -461,6 +467,39 @@ def test_select_fill_bounds_match_the_reference() -> None:
                 fn(s, lens, k=4, convention="select", fill=fill, offsets=shift)
 
 
+def test_candidate_remap_equals_reference() -> None:
+    """Blocks in rank order with padding between them, one wholly past the length, a partial newest block, and
+    more blocks than one chunk of the Triton kernel holds."""
+    blocks = torch.tensor([[3, -1, 0, 9], [5, 1, -1, -1], [-1, -1, -1, -1]], dtype=torch.int32)
+    columns = torch.tensor([[0, 8, 9, -1, 5], [-1, 6, 0, 3, 4], [-1, -1, -1, -1, -1]], dtype=torch.int32)
+    lengths = torch.tensor([38, 23, 4], dtype=torch.int32)
+    many = torch.tensor([list(range(39, -1, -1))], dtype=torch.int32)
+    wide = torch.tensor([[0, 79, 80, 158, -1]], dtype=torch.int32)
+    for b, c, n in ((blocks, columns, lengths), (many, wide, torch.tensor([159], dtype=torch.int32))):
+        rows = [
+            ref_cand.remap_columns(cols, ids, length, 4)
+            for cols, ids, length in zip(c.tolist(), b.tolist(), n.tolist(), strict=True)
+        ]
+        for fn in (K.candidate_remap, naive.candidate_remap):
+            positions, counts = fn(c, b, n, block_size=4)
+            assert positions.tolist() == [list(p) for p, _ in rows]
+            assert counts.tolist() == [count for _, count in rows]
+
+
+def test_candidate_remap_refuses_bad_blocks_lengths_and_columns() -> None:
+    columns, lengths = torch.tensor([[0, 1]], dtype=torch.int32), torch.tensor([8], dtype=torch.int32)
+    cases = [
+        ("candidate_blocks", torch.tensor([[1, -2]]), columns, lengths, "must hold block ids >= 0 or -1 (padding)"),
+        ("candidate_blocks", torch.tensor([[1, -1, 1]]), columns, lengths, "must not name a block twice in a row"),
+        ("lengths", torch.tensor([[1]]), columns, torch.tensor([-1]), "must be >= 0, got -1"),
+        ("columns", torch.tensor([[1]]), torch.tensor([[0, -2]]), lengths, "must be -1 or a column >= 0, got -2"),
+    ]
+    for argument, blocks, cols, n, message in cases:
+        for fn in (K.candidate_remap, naive.candidate_remap):
+            with pytest.raises(ValueError, match=f"^{re.escape(argument + ': ' + message)}$"):
+                fn(cols.to(torch.int32), blocks.to(torch.int32), n.to(torch.int32), block_size=2)
+
+
 def test_candidate_restore_refuses_padding_other_than_minus_one() -> None:
     offsets = torch.tensor([[0, 3]], dtype=torch.int32)
     for blocks, expected in (([[2, -1]], [[4, -1]]), ([[-1, 2]], [[-1, 5]])):
@@ -658,6 +697,18 @@ def test_paged_logits_block_outside_cache() -> None:
         K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
     got = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block, validate=False)
     assert got[0, 4:8].isnan().all() and got[1, 4:8].isnan().all() and not got[0, :4].isnan().any()
+
+
+def test_paged_logits_empty_cache_and_zero_lengths() -> None:
+    """Every query sees no row: a cache of no blocks and a table of no entries (or of -1 padding) are accepted,
+    and every lane is -inf."""
+    q, w = torch.ones(2, 3, 1, 4, dtype=torch.bfloat16), torch.ones(2, 3, 1)
+    lengths = torch.zeros(2, 3, dtype=torch.int32)
+    for entries in (0, 2):
+        table = torch.full((2, entries), -1, dtype=torch.int32)
+        for fn in (K.paged_index_logits, naive.paged_index_logits):
+            got = fn(q, w, torch.zeros(0, 4, 4, dtype=torch.bfloat16), table, lengths, rows_per_block=4)
+            assert got.shape == (6, 4 * entries) and bool((got == float("-inf")).all())
 
 
 # --- bad input ------------------------------------------------------------------------------------------------------

@@ -517,6 +517,27 @@ def test_amax_of_one_value() -> None:
     assert scales.amax([-3]) == 3 and scales.amax([Fraction(1, 2), -2, 1]) == 2
 
 
+def test_group_scale_and_stored_scale() -> None:
+    from reference.formats import INDEX_FP8, V4_MAIN_FP8, V41_MAIN_FP4, group_scale, stored_scale
+
+    assert group_scale(V4_MAIN_FP8, 448) == 1
+    assert group_scale(V4_MAIN_FP8, 449) == 2
+    assert group_scale(V41_MAIN_FP4, -12) == 2
+    row = quantize_row(INDEX_FP8, [Fraction(3, 2)] + [0] * 127)
+    assert stored_scale(INDEX_FP8, row, 0) == group_scale(INDEX_FP8, Fraction(3, 2)) == Fraction(1, 256)
+    main = quantize_row(V41_MAIN_FP4, [7] * 16 + [0] * 496)
+    assert [stored_scale(V41_MAIN_FP4, main, g) for g in (0, 31)] == [group_scale(V41_MAIN_FP4, 7), Fraction(1, 512)]
+    for g in (-1, 32):
+        with pytest.raises(ValueError, match=rf"^g: must be in \[0, 32\), got {g}$"):
+            stored_scale(V41_MAIN_FP4, main, g)
+    with pytest.raises(
+        ValueError, match=r"^values: group 0 \(amax \d+\) needs scale 2\*\*192, outside the ue8m0 range"
+    ):
+        group_scale(V4_MAIN_FP8, 2**200)
+    with pytest.raises(TypeError, match=r"^group_amax: must be an int or Fraction, got float$"):
+        group_scale(V4_MAIN_FP8, 1.5)  # type: ignore[arg-type]
+
+
 # --- scales in float32 arithmetic (the option f32_scale) and bf16 rows (bf16_rows) --------------------------------
 
 F32 = scales.Arithmetic.F32

@@ -2,6 +2,8 @@
 
     quantize_store(rows, slots, cache, *, fmt, rows_per_block=None, layers=1, layer=0, backend="triton",
                    validate=True)
+    norm_rope_store(rows, weight, cos_sin, positions, slots, cache, *, fmt, eps, rope_dim, rows_per_block=None,
+                    layers=1, layer=0, backend="triton", validate=True)
     gather_dequantize(cache, slots, *, fmt, rows_per_block=None, layers=1, layer=0, backend="triton", out=None,
                       fill=0.0, validate=True) -> f32[R, d]
     sparse_attention(q, kv, indices, sink, *, scale, dv, empty_row="zero", invalid="out_of_range",
@@ -22,7 +24,15 @@ import torch
 from fast.cache import checks
 from fast.cache.formats import FORMATS, CacheFormat, cache_format
 
-__all__ = ["FORMATS", "CacheFormat", "cache_format", "gather_dequantize", "quantize_store", "sparse_attention"]
+__all__ = [
+    "FORMATS",
+    "CacheFormat",
+    "cache_format",
+    "gather_dequantize",
+    "norm_rope_store",
+    "quantize_store",
+    "sparse_attention",
+]
 
 EMPTY_ROW = {"zero": False, "empty_zero": False, "nan": True, "empty_nan": True}
 INVALID = ("out_of_range", "minus_one_only")
@@ -103,6 +113,55 @@ def quantize_store(
         from fast.cache import quantize
 
         quantize.store_rows(call)
+
+
+def norm_rope_store(
+    rows: torch.Tensor,
+    weight: torch.Tensor,
+    cos_sin: torch.Tensor,
+    positions: torch.Tensor,
+    slots: torch.Tensor,
+    cache: torch.Tensor,
+    *,
+    fmt: str,
+    eps: float,
+    rope_dim: int,
+    rows_per_block: int | None = None,
+    layers: int = 1,
+    layer: int = 0,
+    backend: str = "triton",
+    validate: bool = True,
+) -> None:
+    """RMSNorm, RoPE, then :func:`quantize_store`: row ``i`` of ``rows`` (f32[R, d]) becomes ``x * w / sqrt(mean(x^2)
+    + eps)`` (``weight``: f32[d]), its last ``rope_dim`` values rotated in interleaved pairs by row ``positions[i]``
+    (i64[R]) of ``cos_sin`` (f32[P, rope_dim]: cos, then sin), all in float32, and is stored at ``slots[i]`` as
+    ``quantize_store`` stores it (slot -1: nothing stored, the row not needed). ``validate`` adds: every stored
+    row's position inside ``cos_sin``; a stored row that is not finite is refused by the store's own check.
+    """
+    f = cache_format(fmt)
+    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
+    r = checks.tensor(rows, "rows", (torch.float32,), 2)
+    checks.same_device(r, "rows", c.device, "cache")
+    if r.shape[1] != f.dims:
+        raise ValueError(f"rows: {f.convention} rows have {f.dims} values, got shape {tuple(r.shape)}")
+    call = checks.norm_rope_inputs(r, weight, cos_sin, positions, eps, rope_dim)
+    s = _slots(slots, r.shape[0], c.device)
+    b = checks.backend(backend, c.device)
+    if validate:
+        stored = call.positions[s != -1]
+        if stored.numel():
+            lo, hi = (int(v) for v in torch.stack([stored.min(), stored.max()]).tolist())
+            if lo < 0 or hi >= call.cos_sin.shape[0]:
+                raise ValueError(
+                    f"positions: a stored row's position must be in [0, {call.cos_sin.shape[0]}) (the rows of "
+                    f"cos_sin), got {lo if lo < 0 else hi}"
+                )
+    if b == "torch":
+        from fast.cache import norm_rope_naive as rope_module
+    else:
+        from fast.cache import norm_rope as rope_module  # type: ignore[no-redef]
+    normed = rope_module.normed_rows(call)
+    quantize_store(normed, s, c, fmt=fmt, rows_per_block=rpb, layers=layers, layer=layer, backend=b, validate=validate)
 
 
 def gather_dequantize(

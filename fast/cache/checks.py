@@ -174,3 +174,43 @@ def lanes_minus_one_only(indices: torch.Tensor, kv_rows: int) -> None:
     if hi >= kv_rows:
         raise ValueError(f"indices: lane {hi} >= kv rows {kv_rows}; under minus_one_only it would be an "
                          "out-of-bounds read (use invalid='out_of_range' to skip it)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NormRopeArgs:
+    """A checked ``fast.cache.norm_rope_store`` call: the rows to norm and rotate and how."""
+
+    rows: torch.Tensor
+    weight: torch.Tensor
+    cos_sin: torch.Tensor
+    positions: torch.Tensor
+    eps: float
+    rope_dim: int
+
+
+def norm_rope_inputs(
+    rows: torch.Tensor, weight: object, cos_sin: object, positions: object, eps: object, rope_dim: object
+) -> NormRopeArgs:
+    """The norm and RoPE arguments beside already checked ``rows`` (f32[R, d])."""
+    d = int(rows.shape[1])
+    w = tensor(weight, "weight", (torch.float32,), 1)
+    same_device(w, "weight", rows.device, "cache")
+    if tuple(w.shape) != (d,):
+        raise ValueError(f"weight: must be f32[{d}] (one weight per value), got shape {tuple(w.shape)}")
+    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int):
+        raise TypeError(f"rope_dim: must be an int, got {type(rope_dim).__name__}")
+    if rope_dim <= 0 or rope_dim % 2 or rope_dim > d:
+        raise ValueError(f"rope_dim: must be even, positive and <= {d}, got {rope_dim}")
+    table = tensor(cos_sin, "cos_sin", (torch.float32,), 2)
+    same_device(table, "cos_sin", rows.device, "cache")
+    if table.shape[1] != rope_dim or table.shape[0] == 0:
+        raise ValueError(f"cos_sin: must be f32[P, {rope_dim}] with P >= 1 (cos, then sin), got {tuple(table.shape)}")
+    p = tensor(positions, "positions", (torch.int64,), 1)
+    same_device(p, "positions", rows.device, "cache")
+    if p.shape[0] != rows.shape[0]:
+        raise ValueError(f"positions: must have one position per row ({rows.shape[0]}), got {p.shape[0]}")
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 <= eps < float("inf"):
+        raise ValueError(f"eps: must be a finite number >= 0, got {eps!r}")
+    for x, name in ((w, "weight"), (table, "cos_sin"), (rows, "rows"), (p, "positions")):
+        contiguous(x, name)
+    return NormRopeArgs(rows, w, table, p, float(eps), rope_dim)

@@ -4,6 +4,7 @@
     block_scores(scores, lengths, *, block_size, pin_newest=True)                       -> f32[M, ceil(N / bs)]
     candidate_select(scores, lengths, *, block_size, topk_blocks, pin_newest=True, drop_nan=True) -> i32[M, topk_blocks]
     candidate_restore(offsets, candidate_blocks, *, block_size, visible=None)          -> i32[M, k]
+    candidate_remap(columns, candidate_blocks, lengths, *, block_size)                 -> (i32[M, k], i32[M])
 
 Block scores: one program per (row, tile of blocks) loads a [blocks, bs] tile of the visible rows (rows at or
 past ``lengths[m]`` are not loaded and count as -inf); a block holding a NaN scores NaN (explicitly: the
@@ -11,6 +12,12 @@ hardware max drops NaN); with ``pin_newest`` the block holding row ``lengths[m] 
 blocks are the top-k kernel's answer on those scores (``fast.indexing.topk``, ascending block index, ties to
 the lowest block) with chosen -inf blocks, and NaN blocks under ``drop_nan``, turned into -1 lanes. The
 restricted second-level top-k is ``topk(..., candidate_blocks=kept, block_size=bs)``.
+
+Remap: a sparse consumer scores the positions below ``lengths[m]`` of the candidate blocks in ascending order.
+Block j of a row holds ``v_j = clamp(lengths[m] - b_j * bs, 0, bs)`` of them (0 for padding) and they start at
+column ``p_j = sum of v_i over the row's blocks b_i < b_j`` (blocks are distinct), so no sort is needed: one
+program per (row, tile of columns) walks the blocks ``CH`` at a time, sums ``p_j`` over the blocks ``CH`` at a
+time, and column c lands in the block with ``p_j <= c < p_j + v_j``, at position ``b_j * bs + c - p_j``.
 """
 
 from __future__ import annotations
@@ -83,6 +90,51 @@ def _restore_kernel(
         seen = tl.load(visible_ptr + r, mask=r < rows, other=0).to(tl.int64)
         ok = ok & (restored < seen[:, None])
     tl.store(out_ptr + at, tl.where(ok, restored, -1).to(tl.int32), mask=here)
+
+
+@triton.jit
+def _visible_in_block(b, n, block_size):
+    """Positions below ``n`` in block ``b`` (0 for a padding block)."""
+    return tl.where(b >= 0, tl.minimum(tl.maximum(n - b * block_size, 0), block_size), 0)
+
+
+@triton.jit
+def _remap_kernel(
+    columns_ptr,
+    blocks_ptr,
+    lengths_ptr,
+    out_ptr,
+    counts_ptr,
+    lanes,
+    slots,
+    block_size,
+    BL: tl.constexpr,
+    CH: tl.constexpr,
+):
+    r = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1) * BL + tl.arange(0, BL)
+    here = c < lanes
+    n = tl.load(lengths_ptr + r).to(tl.int64)
+    col = tl.load(columns_ptr + r * lanes + c, mask=here, other=-1).to(tl.int64)
+    found = tl.full([BL], -1, dtype=tl.int64)
+    count = n * 0
+    for j0 in range(0, slots, CH):
+        j = j0 + tl.arange(0, CH)
+        bj = tl.load(blocks_ptr + r * slots + j, mask=j < slots, other=-1).to(tl.int64)
+        vj = _visible_in_block(bj, n, block_size)
+        start = tl.zeros([CH], dtype=tl.int64)
+        for i0 in range(0, slots, CH):
+            i = i0 + tl.arange(0, CH)
+            bi = tl.load(blocks_ptr + r * slots + i, mask=i < slots, other=-1).to(tl.int64)
+            vi = _visible_in_block(bi, n, block_size)
+            start += tl.sum(tl.where(bi[:, None] < bj[None, :], vi[:, None], 0), 0)
+        count += tl.sum(vj, 0)
+        inside = (col[:, None] >= start[None, :]) & (col[:, None] < (start + vj)[None, :])
+        position = bj[None, :] * block_size + col[:, None] - start[None, :]
+        found = tl.maximum(found, tl.max(tl.where(inside, position, -1), 1))
+    tl.store(out_ptr + r * lanes + c, found.to(tl.int32), mask=here)
+    if tl.program_id(1) == 0:
+        tl.store(counts_ptr + r, count.to(tl.int32))
 
 
 def block_scores(
@@ -177,3 +229,40 @@ def candidate_restore(
         num_warps=4,
     )
     return out
+
+
+def candidate_remap(
+    columns: torch.Tensor,
+    candidate_blocks: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    validate: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Column ``c`` of row m -> the c-th position below ``lengths[m]`` of its candidate blocks in ascending order
+    (blocks distinct, in any order, -1 padding anywhere); -1 and columns at or past the count give -1; with each
+    row's count (vLLM's ``end``). columns: i32|i64[M, k]; candidate_blocks: i32|i64[M, nb]; lengths: i32|i64[M]
+    -> (i32[M, k], i32[M])."""
+    a = v.check_remap(columns, candidate_blocks, lengths, block_size=block_size, validate=validate)
+    v.backend_for("triton", columns.device)
+    rows, lanes = columns.shape
+    out = torch.empty(rows, lanes, dtype=torch.int32, device=columns.device)
+    counts = torch.empty(rows, dtype=torch.int32, device=columns.device)
+    if rows == 0:
+        return out, counts
+    bl = v.lane_tiles()[1]
+    chunk = min(tk.pow2(max(a.candidate_blocks.shape[1], 1)), 16 if v.interpreted() else 64)
+    _remap_kernel[(rows, max(1, -(-lanes // bl)))](
+        columns,
+        candidate_blocks,
+        lengths,
+        out,
+        counts,
+        lanes,
+        candidate_blocks.shape[1],
+        block_size,
+        BL=bl,
+        CH=chunk,
+        num_warps=4,
+    )
+    return out, counts

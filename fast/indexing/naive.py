@@ -7,6 +7,7 @@
     block_scores(scores, lengths, *, block_size, pin_newest=True)                       -> f32[M, ceil(N / bs)]
     candidate_select(scores, lengths, *, block_size, topk_blocks, pin_newest, drop_nan) -> i32[M, topk_blocks]
     candidate_restore(offsets, candidate_blocks, *, block_size, visible=None)          -> i32[M, k]
+    candidate_remap(columns, candidate_blocks, lengths, *, block_size)                 -> (i32[M, k], i32[M])
     slot_translation(rows, block_table, lengths, *, rows_per_block, guard="sentinel")   -> i64[M, K]
     gathered_rows(rows, offsets)                                                        -> i64[M, K]
     window_indices(*, window, seqlen, start_pos, order)                                 -> i32[R, W]
@@ -246,6 +247,24 @@ def candidate_restore(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
     if a.visible is not None:
         ok &= row < a.visible.to(torch.int64).unsqueeze(-1)
     return torch.where(ok, row, -1).to(torch.int32)
+
+
+def candidate_remap(*tensors: torch.Tensor, **options: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Column ``c`` of row m -> the c-th position below ``lengths[m]`` of its candidate blocks, ascending (the
+    blocks sorted, -1 padding dropped); -1 and columns at or past the count give -1; with the counts. (i32[M, k],
+    i32[M]). Arguments: those of :func:`fast.indexing.candidates.candidate_remap` (``validate.check_remap``)."""
+    a = v.check_remap(*tensors, **options)
+    size, rows = a.block_size, a.columns.shape[0]
+    blocks = a.candidate_blocks.to(torch.int64).sort(dim=1).values
+    starts = (blocks * size).unsqueeze(-1)
+    positions = (starts + torch.arange(size, device=blocks.device)).reshape(rows, -1)
+    ok = (positions < a.lengths.to(torch.int64).unsqueeze(-1)) & (blocks >= 0).repeat_interleave(size, dim=1)
+    compact = positions.gather(1, (~ok).to(torch.int8).sort(dim=1, stable=True).indices)
+    counts = ok.sum(dim=1)
+    c = a.columns.to(torch.int64)
+    valid = (c >= 0) & (c < counts.unsqueeze(-1))
+    picked = compact.gather(1, torch.where(valid, c, 0)) if compact.shape[1] else torch.zeros_like(c)
+    return torch.where(valid, picked, -1).to(torch.int32), counts.to(torch.int32)
 
 
 # --- addresses ----------------------------------------------------------------------------------------------

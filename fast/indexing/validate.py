@@ -100,7 +100,7 @@ def table_covers(
     lo, hi, need = (int(v) for v in torch.stack([lo_hi.min, lo_hi.max, blocks.max()]).tolist())
     require(need <= width, "block_table", f"has {width} entries per request, a request needs {need}")
     require(lo >= 0, "block_table", f"must hold block ids >= 0 for every block read, got {lo}")
-    if num_blocks is not None:
+    if num_blocks is not None and need > 0:
         require(hi < num_blocks, "block_table", f"names block {hi}, past the cache's {num_blocks} blocks")
 
 
@@ -440,6 +440,39 @@ def check_restore(
         require(int(c.min()) >= -1, "candidate_blocks", "must hold block ids >= 0 or -1 (padding)")
         require(int(c.max()) * size + size - 1 <= INT32_MAX, "candidate_blocks", "restored rows must fit in int32")
     return RestoreArgs(o, c, size, v)
+
+
+@dataclass(frozen=True)
+class RemapArgs:
+    """A checked candidate-remap call: its tensors and block size as given."""
+
+    columns: torch.Tensor
+    candidate_blocks: torch.Tensor
+    lengths: torch.Tensor
+    block_size: int
+
+
+def check_remap(
+    columns: object, candidate_blocks: object, lengths: object, *, block_size: object, validate: bool = True
+) -> RemapArgs:
+    """Checks of :func:`fast.indexing.candidates.candidate_remap` (same arguments and defaults)."""
+    c = tensor(columns, "columns", INDEX_DTYPES, 2)
+    b = tensor(candidate_blocks, "candidate_blocks", INDEX_DTYPES, 2, c.device)
+    n = tensor(lengths, "lengths", INDEX_DTYPES, 1, c.device)
+    require(b.shape[0] == c.shape[0], "candidate_blocks", f"must have one row per columns row ({c.shape[0]})")
+    shape(n, (int(c.shape[0]),), "lengths", "one length per row")
+    size = int_arg(block_size, "block_size", 1)
+    if validate and c.numel():
+        require(int(c.min()) >= -1, "columns", f"must be -1 or a column >= 0, got {int(c.min())}")
+    if validate and n.numel():
+        require(int(n.min()) >= 0, "lengths", f"must be >= 0, got {int(n.min())}")
+        require(int(n.max()) <= INT32_MAX, "lengths", "positions must fit in int32")
+    if validate and b.numel():
+        require(int(b.min()) >= -1, "candidate_blocks", "must hold block ids >= 0 or -1 (padding)")
+        ordered = b.sort(dim=1).values
+        twice = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
+        require(not bool(twice.any()), "candidate_blocks", "must not name a block twice in a row")
+    return RemapArgs(c, b, n, size)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import torch
 
@@ -17,6 +18,7 @@ from properties.cache.common import (
     ATTENTION_CONVENTIONS,
     FORMAT_CONVENTIONS,
     AttentionCall,
+    CacheShape,
     exact_attention,
     gather_call,
     reference_decode_f32,
@@ -26,7 +28,8 @@ from properties.cache.common import (
     to_float32,
 )
 from properties.registry import Implementation
-from reference.formats import QuantizedRow
+from reference.formats import QuantizedRow, quantize_row
+from reference.norm_rope import norm_rope_row
 
 
 def reference_store(convention: str) -> Callable[..., None]:
@@ -68,6 +71,56 @@ def reference_store(convention: str) -> Callable[..., None]:
 
 reference_quantize_store = reference_store(FORMAT_CONVENTIONS[0])
 """The exact quantize_store of the contract's default options (float32 rows, exact scales), for every format."""
+
+
+def _place(cache: torch.Tensor, shape: CacheShape, stored: list[tuple[int, QuantizedRow]]) -> None:
+    """Write each stored row's data and scale parts at its slot's offsets."""
+    flat = cache.view(-1)
+    for slot, row in stored:
+        data_at, scale_at = shape.offsets(slot)
+        flat[data_at : data_at + len(row.data)] = torch.tensor(list(row.data), dtype=torch.uint8)
+        flat[scale_at : scale_at + len(row.scales)] = torch.tensor(list(row.scales), dtype=torch.uint8)
+
+
+def reference_norm_rope_store(
+    rows: torch.Tensor,
+    weight: torch.Tensor,
+    cos_sin: torch.Tensor,
+    positions: torch.Tensor,
+    slots: torch.Tensor,
+    cache: torch.Tensor,
+    *,
+    fmt: str,
+    rows_per_block: int,
+    layer: int,
+    eps: float,
+    rope_dim: int,
+) -> None:
+    """Every row at a slot other than -1 normed and rotated by ``reference.norm_rope`` (exact but for the stated
+    rounding of the inverse root), quantized by ``reference.formats`` and placed as quantize_store places it."""
+    shape, rowfmt = store_call(rows, slots, cache, fmt, rows_per_block, layer)
+    w = [Fraction(v) for v in weight.tolist()]
+    table = cos_sin.tolist()
+    if len(w) != rowfmt.dims:
+        raise ValueError(f"weight: must have {rowfmt.dims} values (one per row value), got {len(w)}")
+    stored: list[tuple[int, QuantizedRow]] = []
+    seen: set[int] = set()
+    for i, (slot, p) in enumerate(zip(slots.tolist(), positions.tolist(), strict=True)):
+        if slot == -1:
+            continue
+        if not 0 <= slot < shape.capacity or slot in seen:
+            raise ValueError(f"slots[{i}]: must be -1 or a distinct slot in [0, {shape.capacity}), got {slot}")
+        seen.add(slot)
+        if not 0 <= p < len(table):
+            raise ValueError(f"positions[{i}]: must be in [0, {len(table)}) (the rows of cos_sin), got {p}")
+        values = rows[i].tolist()
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"rows[{i}]: holds NaN or infinity; no cache format stores them")
+        cos = [Fraction(c) for c in table[p][: rope_dim // 2]]
+        sin = [Fraction(c) for c in table[p][rope_dim // 2 :]]
+        y, _ = norm_rope_row([Fraction(v) for v in values], w, Fraction(eps), cos, sin, rope_dim)
+        stored.append((slot, quantize_row(rowfmt, y)))
+    _place(cache, shape, stored)
 
 
 def reference_gather_dequantize(
@@ -130,6 +183,10 @@ IMPLEMENTATIONS = [
     ),
     *(
         Implementation("gather_dequantize", "reference", reference_gather_dequantize, f, "reference")
+        for f in FORMAT_CONVENTIONS
+    ),
+    *(
+        Implementation("norm_rope_store", "reference", reference_norm_rope_store, f, "reference")
         for f in FORMAT_CONVENTIONS
     ),
     *(

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fast.cache import cache_format, gather_dequantize, quantize_store, sparse_attention
+from fast.cache import cache_format, gather_dequantize, norm_rope_store, quantize_store, sparse_attention
 from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS, attention_convention
 from properties.devices import device_name
 from properties.registry import Implementation
@@ -57,6 +57,29 @@ def gather_adapter(backend: str) -> Callable[..., torch.Tensor]:
     return gather_dequantize_impl
 
 
+def norm_rope_adapter(backend: str) -> Callable[..., None]:
+    def norm_rope_store_impl(
+        rows: torch.Tensor,
+        weight: torch.Tensor,
+        cos_sin: torch.Tensor,
+        positions: torch.Tensor,
+        slots: torch.Tensor,
+        cache: torch.Tensor,
+        *,
+        fmt: str,
+        rows_per_block: int,
+        layer: int,
+        eps: float,
+        rope_dim: int,
+    ) -> None:
+        layers = layers_of(cache, fmt, rows_per_block)
+        norm_rope_store(rows, weight, cos_sin, positions, slots, cache, fmt=fmt, eps=eps, rope_dim=rope_dim,
+                        rows_per_block=rows_per_block, layers=layers, layer=layer, backend=backend)  # fmt: skip
+
+    norm_rope_store_impl.__name__ = f"norm_rope_store_{backend}"
+    return norm_rope_store_impl
+
+
 def attention_adapter(backend: str, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     invalid, empty = attention_convention(convention)
 
@@ -89,6 +112,7 @@ IMPLEMENTATIONS = [
     for impl in (
         *(_kernel("quantize_store", backend, store_adapter(backend), fmt) for fmt in FORMAT_CONVENTIONS),
         *(_kernel("gather_dequantize", backend, gather_adapter(backend), fmt) for fmt in FORMAT_CONVENTIONS),
+        *(_kernel("norm_rope_store", backend, norm_rope_adapter(backend), fmt) for fmt in FORMAT_CONVENTIONS),
         *(
             _kernel("sparse_attention", backend, attention_adapter(backend, convention), convention)
             for convention in ATTENTION_CONVENTIONS

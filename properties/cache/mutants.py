@@ -10,6 +10,7 @@ from __future__ import annotations
 from properties.cache.common import store_options
 from properties.cache.faulty_attention import AttentionBugs, attention_with
 from properties.cache.faulty_formats import FormatBugs, gather_with, store_with
+from properties.cache.faulty_norm_rope import NormRopeBugs, norm_rope_with
 from properties.ladder import ladder
 from properties.registry import Implementation
 
@@ -23,6 +24,10 @@ def _store(name: str, fmt: str, note: str, **bug: object) -> Implementation:
 
 def _gather(name: str, fmt: str, note: str, **bug: object) -> Implementation:
     return Implementation("gather_dequantize", name, gather_with(FormatBugs(**bug)), fmt, "mutant", note=note)  # type: ignore[arg-type]
+
+
+def _norm_rope(name: str, fmt: str, note: str, **bug: bool) -> Implementation:
+    return Implementation("norm_rope_store", name, norm_rope_with(NormRopeBugs(**bug)), fmt, "mutant", note=note)
 
 
 def _attention(name: str, convention: str, note: str, **bug: object) -> Implementation:
@@ -152,4 +157,12 @@ MUTANTS: list[Implementation] = [
         f"the dot products stop after {ladder('dim').tile} dims",
         dim_past_tile=True,
     ),
+    _norm_rope(
+        "norm_rope_rotate_half",
+        "v4_584",
+        "RoPE pairs (i, i + rope_dim / 2), the rotate-half layout, instead of interleaved pairs",
+        rotate_half=True,
+    ),
+    _norm_rope("norm_rope_weight_ignored", "index_fp4_68", "the RMSNorm weight not applied", weight_ignored=True),
+    _norm_rope("norm_rope_eps_dropped", "v41_fp8_528", "1 / sqrt(mean(x^2)): eps left out", eps_dropped=True),
 ]

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from properties.cache import props_attention, props_gather, props_shapes, props_store
+from properties.cache import props_attention, props_gather, props_norm_rope, props_shapes, props_store
 
-PROPERTIES = [*props_store.PROPERTIES, *props_gather.PROPERTIES, *props_attention.PROPERTIES, *props_shapes.PROPERTIES]
+PROPERTIES = [
+    *props_store.PROPERTIES,
+    *props_gather.PROPERTIES,
+    *props_attention.PROPERTIES,
+    *props_norm_rope.PROPERTIES,
+    *props_shapes.PROPERTIES,
+]

@@ -402,3 +402,35 @@ def attention_examples(
         "sink_offsets": offsets,
         "perm_seed": draw(st.integers(0, 2**32 - 1)) if permutation else None,
     }
+
+
+# The tail of the fused compressor path: norm, RoPE, store.
+
+NORM_EPS = (9.999999974752427e-07, 2.0**-4, 1.0)
+"""RMSNorm's eps: float32's 1e-6 (the models' value) and ones large enough to dominate small rows' mean square."""
+COS_SIN_ROWS = 8
+
+
+@st.composite
+def norm_rope_examples(draw: st.DrawFn) -> dict[str, Any]:
+    """A store example (``store_examples``) whose rows have no special values, with ``eps``, a ``weight_seed``
+    (weights in [0.5, 2)), a ``table_seed`` (cos and sin entries in [-1, 1], multiples of 2**-10, over
+    ``COS_SIN_ROWS`` positions) and a position for each row."""
+    example = draw(store_examples(max_rows=2))
+    example["patterns"] = [{**p, "edits": []} for p in example["patterns"]]
+    head = draw(st.binary(min_size=1 + len(example["rows"]), max_size=1 + len(example["rows"])))
+    example.update(
+        eps=NORM_EPS[head[0] % len(NORM_EPS)],
+        weight_seed=draw(st.integers(0, 2**32 - 1)),
+        table_seed=draw(st.integers(0, 2**32 - 1)),
+        positions=[b % COS_SIN_ROWS for b in head[1:]],
+    )
+    return example
+
+
+def norm_weights(seed: int, dims: int) -> list[float]:
+    return [(32 + mix(seed, i) % 96) / 64 for i in range(dims)]
+
+
+def cos_sin_table(seed: int, rope_dim: int) -> list[list[float]]:
+    return [[(mix(seed, r * rope_dim + j) % 2049 - 1024) / 1024 for j in range(rope_dim)] for r in range(COS_SIN_ROWS)]

@@ -11,6 +11,7 @@ from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS
 from properties.cache.faulty_attention import NO_BUGS as NO_ATTENTION_BUGS
 from properties.cache.faulty_attention import attention_with, float64_attention
 from properties.cache.faulty_formats import gather_dequantize, quantize_store
+from properties.cache.faulty_norm_rope import norm_rope_store
 from properties.catalog import all_properties
 from properties.contract import operation
 from properties.registry import Implementation
@@ -19,6 +20,7 @@ from properties.runner import hypothesis_test
 TWINS = [
     *(Implementation("quantize_store", "torch_twin", quantize_store, f, "fast") for f in FORMAT_CONVENTIONS),
     *(Implementation("gather_dequantize", "torch_twin", gather_dequantize, f, "fast") for f in FORMAT_CONVENTIONS),
+    *(Implementation("norm_rope_store", "torch_twin", norm_rope_store, f, "fast") for f in FORMAT_CONVENTIONS),
     *(
         Implementation("sparse_attention", "torch_twin", attention_with(NO_ATTENTION_BUGS, c), c, "fast")
         for c in ATTENTION_CONVENTIONS
@@ -41,4 +43,5 @@ def test_unmutated_format_twin(prop, impl):  # type: ignore[no-untyped-def]
 def test_format_conventions_match_the_contract() -> None:
     assert set(operation("quantize_store").conventions) == set(FORMAT_CONVENTIONS)
     assert set(operation("gather_dequantize").conventions) == set(FORMAT_CONVENTIONS)
+    assert set(operation("norm_rope_store").conventions) == set(FORMAT_CONVENTIONS)
     assert set(operation("sparse_attention").conventions) == set(ATTENTION_CONVENTIONS)

@@ -49,6 +49,11 @@ class Faults:
     # counted back from the tentative length; "window_plus_step_minus_2": one position fewer; "all": never releases)
     count_per_step: bool = False  # every query of a step sees end_pos // ratio rows (the public V4.1 decode)
     compressed_floor_p: bool = False  # the query at p sees p // ratio rows: the row p completes is left out
+    remap_given_order: bool = False  # remap columns walk the candidate blocks in their given order, not sorted
+    remap_whole_blocks: bool = False  # a block whose first position is visible counts whole (end = blocks * bs)
+    remap_past_length: bool = False  # blocks wholly at or past the length are not filtered out
+    paged_first_query_count: bool = False  # every query of a request sees its first query's count of rows
+    paged_table_of_request_0: bool = False  # every request reads its rows through request 0's table row
     fp8_one_query_scale: bool = False  # FP8 queries: head 0's scale used for every head of the query
     fp8_flush_subnormals: bool = False  # FP8 codes with exponent field 0 decoded as zero
     fp8_key_scale_after_relu: bool = False  # key scale applied after the relu (wrong for negative scales)
@@ -113,6 +118,38 @@ def index_scores(
     lanes = torch.arange(k.shape[0], device=q.device)
     hidden = lanes >= visible_rows(positions, ratio, faults).unsqueeze(-1)
     return scores.masked_fill(hidden, float("-inf"))
+
+
+def paged_index_scores(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    cache: torch.Tensor,
+    block_table: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """Query (b, t) reads row j at ``cache[block_table[b, j // Bc], j % Bc]`` for ``j < lengths[b, t]`` and scores
+    it as ``index_scores`` does; -inf past its rows. f32[B * T, max_blocks * Bc]."""
+    requests, next_n = q.shape[:2]
+    per_block = cache.shape[1]
+    width = block_table.shape[1] * per_block
+    counts = lengths.to(torch.int64)
+    if faults.paged_first_query_count:
+        counts = counts[:, :1].expand(-1, next_n)
+    table = block_table.to(torch.int64)
+    if faults.paged_table_of_request_0:
+        table = table[:1].expand(requests, -1)
+    lanes = torch.arange(width, device=q.device)
+    hidden = lanes >= counts.unsqueeze(-1)
+    if cache.shape[0] == 0:
+        return torch.full((requests * next_n, width), float("-inf"), device=q.device)
+    read = lanes < counts.amax(dim=1, keepdim=True)
+    ids = torch.where(read, table[:, lanes // per_block], 0).clamp(0, cache.shape[0] - 1)
+    keys = cache[ids, lanes % per_block].float()
+    dots = torch.einsum("bthd,bnd->bthn", q.float(), keys)
+    scores = (dots.clamp_min(0) * weights.float().unsqueeze(-1)).sum(dim=2)
+    return scores.masked_fill(hidden, float("-inf")).reshape(requests * next_n, width)
 
 
 def e4m3_values(codes: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
@@ -305,6 +342,37 @@ def candidate_restore(
     if (written := tile(faults, "restore_k")) is not None:
         out[:, written:] = -1
     return out
+
+
+def candidate_remap(
+    columns: torch.Tensor,
+    candidate_blocks: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_size: int,
+    faults: Faults = NO_FAULTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Column c -> the c-th position below the length of the candidate blocks, ascending; -1 stays -1; with each
+    row's count of such positions."""
+    blocks = candidate_blocks.to(torch.int64)
+    if not faults.remap_given_order:
+        blocks = blocks.sort(dim=1).values
+    rows = blocks.shape[0]
+    starts = (blocks * block_size).unsqueeze(-1)
+    positions = (starts + torch.arange(block_size, device=blocks.device)).reshape(rows, -1)
+    limit = lengths.to(torch.int64).unsqueeze(-1)
+    if faults.remap_past_length:
+        seen = torch.ones_like(positions, dtype=torch.bool)
+    elif faults.remap_whole_blocks:
+        seen = (starts < limit.unsqueeze(-1)).expand(-1, -1, block_size).reshape(rows, -1)
+    else:
+        seen = positions < limit
+    ok = seen & (blocks >= 0).repeat_interleave(block_size, dim=1)
+    order = (~ok).to(torch.int8).sort(dim=1, stable=True).indices
+    compact = torch.cat([positions.gather(1, order), torch.full((rows, 1), -1, device=blocks.device)], dim=1)
+    c = columns.to(torch.int64)
+    picked = compact.gather(1, torch.where(c < 0, compact.shape[1] - 1, c))
+    return picked.to(torch.int32), ok.sum(dim=1).to(torch.int32)
 
 
 # --- addresses ---------------------------------------------------------------------------------------------------

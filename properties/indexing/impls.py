@@ -17,6 +17,7 @@ from properties.indexing.values import exact_score, index_tensor, nearest_float3
 from properties.registry import Implementation, collect
 from reference import addressing, candidates, compressed_list, conventions, indexing, padding, window_release
 from reference import window as indexing_window
+from reference.checks import require_nonnegative_int
 from reference.score_values import Score
 
 IMPLEMENTATIONS: list[Implementation] = []
@@ -43,6 +44,25 @@ def reference_index_scores(
         seen = padding.query_visible_rows(p, ratio)
         exact = indexing.index_scores([_exact(h) for h in heads], _exact(w), [_exact(r) for r in keys[:seen]])
         out[m, :seen] = torch.tensor([nearest_float32(s) for s in exact], dtype=torch.float32)
+    return out.to(q.device)
+
+
+@collect(IMPLEMENTATIONS, "paged_index_scores", "reference", origin="reference")
+def reference_paged_index_scores(
+    q: torch.Tensor, weights: torch.Tensor, cache: torch.Tensor, block_table: torch.Tensor, lengths: torch.Tensor
+) -> torch.Tensor:
+    """Each query's rows read through its request's block table (``reference.addressing.rows_to_slots``), then
+    ``reference.indexing.index_scores``; NaN past a query's rows."""
+    per_block, requests, next_n = cache.shape[1], q.shape[0], q.shape[1]
+    rows = cache.reshape(-1, cache.shape[2]).tolist()
+    out = torch.full((requests * next_n, block_table.shape[1] * per_block), float("nan"), dtype=torch.float32)
+    for b, (table, counts) in enumerate(zip(block_table.tolist(), lengths.tolist(), strict=True)):
+        for t, n in enumerate(counts):
+            seen = require_nonnegative_int(n, f"lengths[{b}][{t}]")
+            slots = addressing.rows_to_slots(list(range(seen)), table[: -(-seen // per_block)], per_block, 1)
+            keys = [_exact(rows[s]) for s in slots]
+            exact = indexing.index_scores([_exact(h) for h in q[b, t].tolist()], _exact(weights[b, t].tolist()), keys)
+            out[b * next_n + t, :seen] = torch.tensor([nearest_float32(v) for v in exact], dtype=torch.float32)
     return out.to(q.device)
 
 
@@ -96,6 +116,19 @@ def reference_candidate_restore(
         for o, blocks in zip(offsets.tolist(), candidate_blocks.tolist(), strict=True)
     ]
     return index_tensor(lanes, torch.int32, str(offsets.device))
+
+
+@collect(IMPLEMENTATIONS, "candidate_remap", "reference", origin="reference")
+def reference_candidate_remap(
+    columns: torch.Tensor, candidate_blocks: torch.Tensor, lengths: torch.Tensor, *, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    rows = [
+        candidates.remap_columns(c, blocks, n, block_size)
+        for c, blocks, n in zip(columns.tolist(), candidate_blocks.tolist(), lengths.tolist(), strict=True)
+    ]
+    device = str(columns.device)
+    counts = torch.tensor([count for _, count in rows], dtype=torch.int32, device=device)
+    return index_tensor([list(p) for p, _ in rows], torch.int32, device), counts
 
 
 def _slot_adapter(name: str) -> None:

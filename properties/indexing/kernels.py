@@ -49,6 +49,14 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
         ("index_scores_fp8", None): index_scores_fp8,
     }
 
+    def paged_index_scores(
+        q: torch.Tensor, weights: torch.Tensor, cache: torch.Tensor, block_table: torch.Tensor, lengths: torch.Tensor
+    ) -> torch.Tensor:
+        rows = int(cache.shape[1]) if cache.dim() == 3 else 0  # a cache of another shape reaches the kernel's check
+        return mod.paged_index_logits(q, weights, cache, block_table, lengths, rows_per_block=max(rows, 1))
+
+    out[("paged_index_scores", None)] = paged_index_scores
+
     def topk_for(name: str) -> Fn:
         def topk(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
             return mod.topk(scores, lengths, k=k, convention=name, offsets=offsets)
@@ -74,6 +82,13 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
         return mod.candidate_restore(offsets, candidate_blocks, block_size=block_size)
 
     out[("candidate_restore", None)] = restore
+
+    def remap(
+        columns: torch.Tensor, candidate_blocks: torch.Tensor, lengths: torch.Tensor, *, block_size: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return mod.candidate_remap(columns, candidate_blocks, lengths, block_size=block_size)
+
+    out[("candidate_remap", None)] = remap  # type: ignore[assignment]
 
     def slots_for(guard: str) -> Fn:
         def slots(

@@ -28,6 +28,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
         return lambda q, weights, k, positions, *, ratio: ti.index_scores(
             q, weights, k, positions, ratio=ratio, faults=faults
         )
+    if op == "paged_index_scores":
+        return lambda q, weights, cache, block_table, lengths: ti.paged_index_scores(
+            q, weights, cache, block_table, lengths, faults=faults
+        )
     if op == "index_scores_fp8":
         return lambda q, q_scale, weights, k, k_scale, positions, *, ratio: ti.index_scores_fp8(
             q, q_scale, weights, k, k_scale, positions, ratio=ratio, faults=faults
@@ -50,6 +54,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
     if op == "candidate_restore":
         return lambda offsets, candidate_blocks, *, block_size: ti.candidate_restore(
             offsets, candidate_blocks, block_size=block_size, faults=faults
+        )
+    if op == "candidate_remap":
+        return lambda columns, candidate_blocks, lengths, *, block_size: ti.candidate_remap(
+            columns, candidate_blocks, lengths, block_size=block_size, faults=faults
         )
     if op == "slot_translation":
         narrow = parse(op, convention or "").setting(SlotWidth, SlotWidth.INT64) is SlotWidth.INT32
@@ -300,4 +308,39 @@ MUTANTS = [
             ("window_release", "release_requests", None, "requests past the first tile release nothing"),
         )
     ],
+    mutant(
+        "candidate_remap",
+        "remap_blocks_in_given_order",
+        None,
+        "columns walk the candidate blocks in their given (rank) order, not ascending",
+        remap_given_order=True,
+    ),
+    mutant(
+        "candidate_remap",
+        "remap_partial_block_counted_whole",
+        None,
+        "the newest block counts all its positions (end = blocks * bs, not the visible fill)",
+        remap_whole_blocks=True,
+    ),
+    mutant(
+        "candidate_remap",
+        "remap_blocks_past_length_kept",
+        None,
+        "blocks wholly at or past the length are not filtered out",
+        remap_past_length=True,
+    ),
+    mutant(
+        "paged_index_scores",
+        "paged_next_n_first_query_count",
+        None,
+        "every speculative query of a request sees the first query's count of rows",
+        paged_first_query_count=True,
+    ),
+    mutant(
+        "paged_index_scores",
+        "paged_table_of_request_0",
+        None,
+        "every request reads its rows through request 0's block table row",
+        paged_table_of_request_0=True,
+    ),
 ]

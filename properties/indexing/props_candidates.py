@@ -22,6 +22,7 @@ from properties.indexing.impls import visible_prefix
 from properties.indexing.strategies import (
     candidate_cases,
     newest_block_cases,
+    remap_cases,
     restore_cases,
     slots_for_every_block,
     two_level_cases,
@@ -318,6 +319,63 @@ def check_round_trip(impl: Implementation, case: dict[str, Any]) -> None:
     assert_exact(expected, got, "restored candidate top-k vs top-k over the whole valid prefix")
 
 
+# --- remapping a sparse consumer's columns -------------------------------------------------------------------------
+
+
+def run_remap(
+    impl: Implementation, case: dict[str, Any], columns: list[list[int]]
+) -> tuple[list[list[int]], list[int]]:
+    out = impl.fn(
+        index_tensor(columns, torch.int32, impl.device),
+        index_tensor(case["candidate_blocks"], torch.int32, impl.device),
+        torch.tensor(case["lengths"], dtype=torch.int32, device=impl.device),
+        block_size=case["block_size"],
+    )
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise Mismatch("candidate_remap output", detail=f"expected (positions, counts), got {type(out).__name__}")
+    shape = (len(columns), len(columns[0]) if columns else 0)
+    positions = output_lanes(out[0], torch.int32, shape, "candidate_remap positions")
+    return positions, output_lanes(out[1], torch.int32, (len(columns),), "candidate_remap counts")
+
+
+def check_remap_equals_reference(impl: Implementation, case: dict[str, Any]) -> None:
+    got, counts = run_remap(impl, case, case["columns"])
+    expected = [
+        candidates.remap_columns(c, b, n, case["block_size"])
+        for c, b, n in zip(case["columns"], case["candidate_blocks"], case["lengths"], strict=True)
+    ]
+    assert_exact([n for _, n in expected], counts, "candidate_remap counts vs the exact reference")
+    assert_exact([list(p) for p, _ in expected], got, "candidate_remap positions vs the exact reference")
+
+
+def check_remap_every_column(impl: Implementation, case: dict[str, Any]) -> None:
+    """Every valid column of each row, then a -1 lane: the positions ascend strictly, each below the length in a
+    candidate block, and the count is each real block's visible part summed (a second formulation)."""
+    size = case["block_size"]
+    visible = [
+        sum(min(max(n - b * size, 0), size) for b in blocks if b >= 0)
+        for blocks, n in zip(case["candidate_blocks"], case["lengths"], strict=True)
+    ]
+    width = max(visible)
+    columns = [list(range(v)) + [-1] * (width - v + 1) for v in visible]
+    got, counts = run_remap(impl, case, columns)
+    assert_exact(visible, counts, "candidate_remap counts vs the candidate blocks' visible positions")
+    rows = zip(got, visible, case["candidate_blocks"], case["lengths"], strict=True)
+    for m, (lanes, v, blocks, n) in enumerate(rows):
+        real = {b for b in blocks if b >= 0}
+        positions = lanes[:v]
+        if lanes[v:] != [-1] * (width - v + 1):
+            raise Mismatch(f"candidate_remap row {m}: a -1 column must stay -1", detail=f"{columns[m]} -> {lanes}")
+        if not all(a < b for a, b in itertools.pairwise(positions)) or not all(
+            0 <= p < n and p // size in real for p in positions
+        ):
+            raise Mismatch(
+                f"candidate_remap row {m}: columns 0..{v - 1} must name ascending positions below {n} of blocks "
+                f"{sorted(real)} (block size {size})",
+                detail=f"{positions}",
+            )
+
+
 PROPERTIES = [
     Property(
         "candidate_select_equals_reference",
@@ -383,5 +441,20 @@ PROPERTIES = [
         two_level_cases(),
         check_round_trip,
         doc="with every block a candidate, compact top-k restored equals top-k over the whole valid prefix",
+    ),
+    Property(
+        "candidate_remap_equals_reference",
+        "candidate_remap",
+        remap_cases(),
+        check_remap_equals_reference,
+        doc="remapped positions and each row's count of valid columns equal the exact reference",
+    ),
+    Property(
+        "candidate_remap_every_column",
+        "candidate_remap",
+        remap_cases(),
+        check_remap_every_column,
+        doc="all valid columns name ascending positions below the length in candidate blocks; the count is the "
+        "blocks' visible positions",
     ),
 ]

@@ -10,13 +10,14 @@ key rows no query sees hold NaN or inf.
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 from typing import Any
 
 import torch
 
 from properties.compare import assert_within_twice_baseline
-from properties.indexing.strategies import index_score_cases
+from properties.indexing.strategies import index_score_cases, paged_score_cases
 from properties.indexing.values import output_lanes
 from properties.registry import Implementation
 from properties.runner import Property
@@ -62,6 +63,38 @@ def check_within_rule(impl: Implementation, case: dict[str, Any]) -> None:
         )
 
 
+def check_paged_within_rule(impl: Implementation, case: dict[str, Any]) -> None:
+    """Each query's lanes j < lengths[b, t] against the exact scores of the rows its request's table names."""
+    dtype = DTYPES[case["dtype"]]
+    q = torch.tensor(case["q"], dtype=dtype)
+    requests, next_n, _, dim = q.shape
+    per_block = len(case["cache"][0]) if case["cache"] else 1
+    cache = torch.tensor(case["cache"], dtype=dtype).reshape(len(case["cache"]), per_block, dim)
+    weights = torch.tensor(case["weights"], dtype=torch.float32)
+    table = torch.tensor(case["block_table"], dtype=torch.int32).reshape(requests, -1)
+    lengths = torch.tensor(case["lengths"], dtype=torch.int32)
+    out = impl.fn(*(x.to(impl.device) for x in (q, weights, cache, table, lengths)))
+    shape = (requests * next_n, table.shape[1] * per_block)
+    got = output_lanes(out, torch.float32, shape, "paged_index_scores output")
+    for b, t in itertools.product(range(requests), range(next_n)):
+        seen = case["lengths"][b][t]
+        ids = [case["block_table"][b][j // per_block] for j in range(seen)]
+        keys = cache[ids, [j % per_block for j in range(seen)]].reshape(seen, dim)
+        exact = indexing.index_scores(
+            [[Fraction(x) for x in head] for head in q[b, t].float().tolist()],
+            [Fraction(w) for w in case["weights"][b][t]],
+            [[Fraction(x) for x in row] for row in keys.float().tolist()],
+        )
+        assert_within_twice_baseline(
+            exact,
+            got[b * next_n + t][:seen],
+            baseline(q[b, t : t + 1], weights[b, t : t + 1], keys)[0] if seen else [],
+            FLOAT32_MANTISSA_BITS,
+            f"paged_index_scores request {b} query {t} of {next_n} (sees {seen} rows, {per_block} a block, "
+            f"table {case['block_table'][b]}, {case['dtype']})",
+        )
+
+
 LAB_27: dict[str, Any] = {
     "q": [[[1.0, 0.0], [0.0, 1.0]]],
     "weights": [[1.0, 2.0]],
@@ -96,5 +129,21 @@ PROPERTIES = [
         check_within_rule,
         examples=(LAB_27_DECODE,),
         doc="decode, one query per request at its own position: lanes j < floor((p + 1) / r) within the rule",
+    ),
+    Property(
+        "paged_index_scores_decode",
+        "paged_index_scores",
+        paged_score_cases("decode"),
+        check_paged_within_rule,
+        doc="one query a request through its block table: lanes j < lengths[b] within twice the torch error; "
+        "zero lengths, garbage table entries and cache rows past what is read",
+    ),
+    Property(
+        "paged_index_scores_next_n",
+        "paged_index_scores",
+        paged_score_cases("next_n"),
+        check_paged_within_rule,
+        doc="2 or 3 speculative queries a request, each with its own count of rows: lanes j < lengths[b, t] "
+        "within the rule",
     ),
 ]

@@ -240,6 +240,31 @@ def restore_cases(draw: st.DrawFn) -> dict[str, Any]:
     return {"offsets": offsets, "candidate_blocks": blocks, "block_size": block_size}
 
 
+REMAP_BLOCK_SIZES = (2, 3, 4, 8, 16)
+"""Candidate block sizes of the remap: the engines' 8 and 16 (a multiple of their sparse block) and small odd
+ones; 8 ids, so a row spans at most 128 positions."""
+
+
+@st.composite
+def remap_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """``{"columns", "candidate_blocks", "lengths", "block_size"}``: per row distinct block ids of 0..7 in any
+    order or -1 padding, a length anywhere in 0..9 blocks (blocks past it, a partial newest block), and columns
+    below the row's count or -1."""
+    src = draw(source(4 + MAX_ROWS * (8 + 7 + MAX_K)))
+    rows, size = src.between(1, MAX_ROWS), REMAP_BLOCK_SIZES[src.below(len(REMAP_BLOCK_SIZES))]
+    slots, lanes = src.between(0, 6), src.between(0, MAX_K)
+    blocks, lengths, columns = [], [], []
+    for _ in range(rows):
+        pool = permutation(src, 8)
+        row = [-1 if src.byte() >= 208 else pool[i] for i in range(slots)]
+        n = src.below(9 * size + 1)
+        count = sum(min(max(n - b * size, 0), size) for b in row if b >= 0)
+        blocks.append(row)
+        lengths.append(n)
+        columns.append([-1 if count == 0 or (c := src.byte()) >= 224 else c % count for _ in range(lanes)])
+    return {"columns": columns, "candidate_blocks": blocks, "lengths": lengths, "block_size": size}
+
+
 def permutation(src: ByteSource, n: int) -> list[int]:
     """0..n-1 shuffled by the source (Fisher-Yates; all-zero bytes give a rotation)."""
     items = list(range(n))
@@ -303,6 +328,50 @@ def index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
     weights = [[coarse(src.byte()) / 2 for _ in range(heads)] for _ in positions]
     k = grid_matrix(src, visible, dim) + [[garbage(src.byte() % 4)] * dim for _ in range(extra)]
     return {"q": q, "weights": weights, "k": k, "positions": positions, "ratio": ratio, "dtype": dtype}
+
+
+PAGED_BYTES = 1400
+"""Enough bytes for the largest paged case: 3 requests x 3 queries x 4 heads x 8 dims, 70 cache rows of 8."""
+TABLE_GARBAGE = ("minus_one", "past", "int32_max", "zero")
+
+
+@st.composite
+def paged_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
+    """``{"q", "weights", "cache", "block_table", "lengths", "dtype"}`` for paged_index_scores.
+
+    ``mode``: ``"decode"`` (one query a request) or ``"next_n"`` (2 or 3 speculative queries a request at
+    consecutive positions). Query t of request b at position ``p_b + t`` sees ``(p + 1) // ratio`` rows (ratio 1
+    to 4), so early positions and whole requests see none (one request in five is emptied outright). Each
+    request owns distinct physical blocks shuffled over the cache (spare blocks too); table entries past what
+    a request reads hold -1, an id past the cache, INT32_MAX or block 0, and cache rows no query reads hold
+    garbage (NaN, inf, huge).
+    """
+    src = draw(source(PAGED_BYTES))
+    requests, next_n = src.between(1, 3), 1 if mode == "decode" else src.between(2, 3)
+    heads, dim, per_block, ratio = src.between(1, 4), src.between(1, 8), src.between(1, 4), src.between(1, 4)
+    dtype = ("float32", "bfloat16")[src.below(2)]
+    lengths = []
+    for _ in range(requests):
+        start, empty = src.below(20), src.byte() >= 204
+        lengths.append([0 if empty else (start + t + 1) // ratio for t in range(next_n)])
+    need = [-(-max(row) // per_block) for row in lengths]
+    width = max(need) + src.below(2)
+    total = sum(need) + src.below(3)
+    pool = permutation(src, total)
+    tables, at = [], 0
+    for n in need:
+        junk = [TABLE_GARBAGE[src.below(len(TABLE_GARBAGE))] for _ in range(width - n)]
+        spill = {"minus_one": -1, "past": total + 3, "int32_max": INT32_MAX, "zero": 0}
+        tables.append(pool[at : at + n] + [spill[j] for j in junk])
+        at += n
+    read = {(tables[b][j // per_block], j % per_block) for b, row in enumerate(lengths) for j in range(max(row))}
+    cache = [
+        [grid_matrix(src, 1, dim)[0] if (block, r) in read else [garbage(src.byte())] * dim for r in range(per_block)]
+        for block in range(total)
+    ]
+    q = [[grid_matrix(src, heads, dim) for _ in range(next_n)] for _ in range(requests)]
+    weights = [[[coarse(src.byte()) / 2 for _ in range(heads)] for _ in range(next_n)] for _ in range(requests)]
+    return {"q": q, "weights": weights, "cache": cache, "block_table": tables, "lengths": lengths, "dtype": dtype}
 
 
 # --- addresses -----------------------------------------------------------------------------------------------------
