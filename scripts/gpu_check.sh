@@ -80,10 +80,14 @@ if [ "$PHASE" != bench ]; then
     # shellcheck disable=SC2086
     workers=()
     "$PY" -c "import xdist" 2>/dev/null && workers=(-n "$(($(nproc) > 2 ? $(nproc) - 2 : 1))")
-    timeout "${TESTS_TIMEOUT_S:-3600}" "$PY" -m pytest -q -p no:cacheprovider --maxfail=30 ${workers[@]+"${workers[@]}"} ${PYTEST_ARGS:-} >"$OUT/tests.full" 2>&1
+    # SIGINT at the time limit: pytest stops and still prints its summary; -v names every test as it ends, and
+    # failed.txt keeps the names of those that failed or errored.
+    timeout -s INT -k 30 "${TESTS_TIMEOUT_S:-3600}" "$PY" -m pytest -v -rfE --tb=short -p no:cacheprovider \
+        ${workers[@]+"${workers[@]}"} ${PYTEST_ARGS:-} >"$OUT/tests.full" 2>&1
     status=$?
     echo "pytest exit status $status after $((SECONDS - start)) s" >>"$OUT/tests.full"
-    tail -n 300 "$OUT/tests.full" >"$OUT/tests.log"
+    grep -E "^(FAILED|ERROR) |\] (FAILED|ERROR) " "$OUT/tests.full" | sort -u >"$OUT/failed.txt"
+    grep -v -E "\] (PASSED|SKIPPED|XFAIL|XPASS) |PytestBenchmarkWarning|warner\(" "$OUT/tests.full" | tail -n 600 >"$OUT/tests.log"
     rm -f "$OUT/tests.full"
     tail -n 15 "$OUT/tests.log"
 fi
