@@ -88,13 +88,19 @@ SGLANG = Engine(
     "sglang",
     "0.5.23",
     "sglang==0.5.23",
-    stubbed=("msgspec", "orjson", "pybase64", "pydantic_core", "requests"),
+    stubbed=("einops", "msgspec", "orjson", "pybase64", "pydantic_core", "requests", "tvm_ffi", "zmq"),
     run_init=(
         "sglang.kernels.jit",
         "sglang.kernels.jit.utils",
+        "sglang.kernels.ops.attention.dsv4",
         "sglang.kernels.jit.utils.compile",
+        "sglang.srt.distributed",
+        "sglang.srt.model_executor.runner_backend_utils",
+        "sglang.srt.model_executor.runner_backend_utils.breakable_cuda_graph",
+        "sglang.srt.model_executor.runner_backend_utils.tc_piecewise_cuda_graph",
         "sglang.srt.platforms",
         "sglang.srt.plugins",
+        "sglang.srt.utils",
     ),
 )
 ENGINES = {e.package: e for e in (VLLM, SGLANG)}
