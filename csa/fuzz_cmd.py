@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--property", action="append", metavar="NAME", help="run only this property of --op (repeatable)"
     )
+    parser.add_argument(
+        "--leave-out",
+        action="append",
+        metavar="GROUP",
+        help="leave out this group of properties (repeatable; bad_input: the calls the contract refuses)",
+    )
     parser.add_argument("--keep-going", action="store_true", help="run the other properties after a failure")
     parser.add_argument("--in-process", action="store_true", help="call the kernel in this process (no worker)")
     parser.add_argument(
@@ -82,7 +88,7 @@ def _list(op: str | None) -> int:
 
     from properties.catalog import properties_for
     from properties.contract import OPERATIONS
-    from reference.conventions import CONVENTIONS
+    from reference.conventions import CONVENTIONS, OPTIONS
 
     def block(text: str, indent: str = "  ") -> str:
         return textwrap.fill(text, LIST_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
@@ -106,9 +112,14 @@ def _list(op: str | None) -> int:
         print("conventions (--convention):")
         for name, convention in CONVENTIONS[op].items():
             print(block(f"{name}: {convention.summary}"))
+    if item.options:
+        print("options (--convention NAME+OPTION+...):")
+        for name, option in OPTIONS[op].items():
+            print(block(f"{name}: {option.summary}"))
     print("properties:")
     for prop in properties_for(op):
-        print(block(f"{prop.name}: {prop.doc}" if prop.doc else prop.name))
+        group = f" [group {prop.group}]" if prop.group else ""
+        print(block(f"{prop.name}{group}: {prop.doc}" if prop.doc else prop.name + group))
     return 0
 
 
@@ -189,6 +200,12 @@ def _validate(args: argparse.Namespace) -> None:
         unknown = [name for name in args.property if name not in known]
         if unknown:
             raise UsageError(f"--property: {args.op} has no property {unknown[0]!r}; known: {', '.join(known)}")
+    if args.leave_out:
+        from properties.runner import GROUPS
+
+        unknown = [g for g in args.leave_out if g not in GROUPS]
+        if unknown:
+            raise UsageError(f"--leave-out: no property group {unknown[0]!r}; known: {', '.join(GROUPS)}")
     if args.convention is not None:
         from properties.contract import require_convention
 
@@ -234,6 +251,10 @@ def _load(args: argparse.Namespace, spec: str, timeout: float) -> tuple[Any, Any
     if args.in_process:
         from properties.guards import guarded
 
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from properties.interpreter_casts import install
+
+            install()
         try:
             fn = load_callable(spec)
         except LoadError as err:
@@ -300,6 +321,9 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
     props = [p for p in properties_for(args.op) if p.applies_to(impl)]
     if args.property:
         props = [p for p in props if p.name in args.property]
+    groups = args.leave_out or []
+    left_out = [p.name for p in props if p.group in groups]
+    props = [p for p in props if p.group not in groups]
     if not props:
         raise UsageError(f"--op: no property covers {args.op} under convention {convention!r}")
     profile, why = _profile(args)
@@ -317,6 +341,9 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         if not args.in_process
         else f"  each call {where}, guarded; no time limit"
     )
+    if groups:
+        shown = ", ".join(left_out) if left_out else "none of the properties to run is in it"
+        print(f"  left out (--leave-out {' '.join(groups)}): {shown}")
     report: dict[str, Any] = {
         "op": args.op,
         "impl": spec,
@@ -330,8 +357,12 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         "timeout_source": None if args.in_process else source,
         "shrink_seconds": args.shrink_seconds,
         "keep_going": args.keep_going,
+        "left_out": {"groups": groups, "properties": left_out},
         "properties": [],
     }
+    from properties.interpreter_casts import ROUNDED
+
+    rounded_before = ROUNDED[0]
     progress = PropertyProgress()
     start = time.perf_counter()
     tried = 0
@@ -384,20 +415,32 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
     report["worker_restarts"] = restarts
     report["seconds"] = round(elapsed, 3)
     restarted = f", {restarts} worker restart(s)" if restarts else ""
+    rounded = supervisor.rounded_casts if supervisor is not None else ROUNDED[0] - rounded_before
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    report["interpreter_casts"] = {"patched": interpreted, "rounded": rounded}
+    if rounded:
+        print(
+            f"Triton interpreter: {rounded} fp32 -> bf16 / e4m3 cast element(s) rounded to nearest even as compiled "
+            "code rounds them (csa fuzz patches the interpreter's casts, which truncate; "
+            "properties/interpreter_casts.py)"
+        )
     exit_status = 0
+    omitted = f" ({len(left_out)} left out: {', '.join(groups)})" if groups else ""
     if failed:
         names = sorted({p.name for p, _ in failed}, key=[p.name for p in props].index)
         stopped = ""
         if run_count < len(props):
             stopped = f"; stopped after {run_count} of {len(props)} (--keep-going runs the rest)"
         print(
-            f"FAIL: {len(names)} of {len(props)} properties failed ({', '.join(names)}){stopped}; "
+            f"FAIL: {len(names)} of {len(props)} properties failed ({', '.join(names)}){stopped}{omitted}; "
             f"{tried} examples, {elapsed:.1f} s, seed {args.seed}{restarted}"
         )
         report["result"] = "bug"
         exit_status = 1
     else:
-        print(f"\nPASS: {len(props)} properties, {tried} examples, {elapsed:.1f} s, seed {args.seed}{restarted}")
+        print(
+            f"\nPASS: {len(props)} properties{omitted}, {tried} examples, {elapsed:.1f} s, seed {args.seed}{restarted}"
+        )
         report["result"] = "pass"
     if args.sanitize is not None:
         exit_status = max(exit_status, _sanitize(args, spec, convention, timeout, failed, first_examples, report))

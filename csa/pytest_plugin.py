@@ -39,24 +39,34 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def kernel_tests(
-    op: str, fn: Callable[..., Any], *, convention: str | None = None, device: str | None = None
+    op: str,
+    fn: Callable[..., Any],
+    *,
+    convention: str | None = None,
+    device: str | None = None,
+    leave_out: tuple[str, ...] = (),
 ) -> Callable[..., None]:
-    """A pytest test function, parametrized over every property of ``op`` that applies to ``convention``.
+    """A pytest test function, parametrized over every property of ``op`` that applies to ``convention`` (options
+    included: ``"v4.1+ties_any"``), less the property groups named in ``leave_out`` (``("bad_input",)``).
 
-    ``fn`` has the operation's signature (``csa fuzz --list`` prints it); a wrong operation, convention or
+    ``fn`` has the operation's signature (``csa fuzz --list`` prints it); a wrong operation, convention, group or
     signature raises ``ValueError`` when the test file is imported, before anything runs.
     """
     from properties.catalog import properties_for
     from properties.contract import check_signature, operation, require_convention
     from properties.registry import Implementation
+    from properties.runner import GROUPS
 
     operation(op)
     require_convention(op, convention)
+    unknown = [g for g in leave_out if g not in GROUPS]
+    if unknown:
+        raise ValueError(f"leave_out: no property group {unknown[0]!r}; known: {', '.join(GROUPS)}")
     if not callable(fn):
         raise TypeError(f"fn: must be callable, got {type(fn).__name__}")
     check_signature(fn, op)
     probe = Implementation(op, "user", fn, convention, origin="user")
-    props = [p for p in properties_for(op) if p.applies_to(probe)]
+    props = [p for p in properties_for(op) if p.applies_to(probe) and p.group not in leave_out]
 
     @pytest.mark.csa(op, convention)
     @pytest.mark.parametrize("prop", props, ids=[p.name for p in props])

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reference.conventions import CONVENTIONS
+from reference.conventions import CONVENTIONS, OPTIONS, parse
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class Operation:
     signature: str
     conventions: tuple[str, ...]
     comparison: str
+    options: tuple[str, ...] = ()
+    """The options its conventions combine with, spelled ``convention+option`` (``reference.conventions.OPTIONS``)."""
 
 
 def _op(
@@ -72,6 +74,7 @@ def _op(
         " ".join(signature.split()),
         tuple(CONVENTIONS[name]),
         comparison,
+        tuple(OPTIONS.get(name, {})),
     )
 
 
@@ -131,7 +134,10 @@ OPERATIONS: dict[str, Operation] = {
             ties to the lowest index; offsets[m] is added to lanes holding a row, never to fill lanes; the
             convention sets the width W, the lane order and the fill (reference.conventions.TOPK); lengths[m] ==
             -1 is a padding row (reference.conventions.PADDING_ROWS): every lane the fill, refused (ValueError)
-            under v4-decode""",
+            under v4-decode. Options (convention+option): ties_any (any valid top-k set: the chosen scores'
+            multiset is the reference's), order_index / order_rank / order_any (the row lanes' order; fill lanes
+            still last), neg_inf_excluded (a -inf row inside the valid prefix is never chosen: a fill lane instead;
+            reference.selection, reference.topk.MaskedLanes)""",
             "exact: the chosen rows, their order, the fill lanes and the offsets per convention",
         ),
         _op(
@@ -142,7 +148,9 @@ OPERATIONS: dict[str, Operation] = {
             (kept block ids ascending, -1 fill); rows at or past lengths[m] count as -inf whatever they hold;
             pinned: the block holding row lengths[m] - 1 scores +inf; blocks ranked NaN > +inf > numbers > -inf,
             ties to the lowest block; a block in a slot is kept unless it scores -inf (drop_nan: or NaN);
-            lengths[m] == -1 is a padding row (reference.conventions.PADDING_ROWS): nothing kept""",
+            lengths[m] == -1 is a padding row (reference.conventions.PADDING_ROWS): nothing kept. Options:
+            ties_any (any blocks of the reference's scores), order_index / order_rank / order_any (the kept
+            ids' order; -1 fill still last; reference.selection)""",
             "exact",
         ),
         _op(
@@ -163,8 +171,10 @@ OPERATIONS: dict[str, Operation] = {
             -> i64[M, K]; Bc = block_size // ratio, slot = block_table[m, j // Bc] * Bc + j % Bc, computed in
             int64; lane i is -1 when rows[m, i] == -1 or i >= lengths[m]. sentinel: lengths[m] == K and -1 lanes
             anywhere; count: lanes below lengths[m] hold rows, lanes at or past it hold garbage and are not read;
-            lengths[m] == -1 is a padding row under both (reference.conventions.PADDING_ROWS): every lane -1""",
-            "exact, int64",
+            lengths[m] == -1 is a padding row under both (reference.conventions.PADDING_ROWS): every lane -1.
+            Option int32_slots: -> i32[M, K], slots int32 by design; block ids are drawn at most
+            2**31 // Bc - 1 (reference.addressing.max_block_id), which keeps every slot exact""",
+            "exact, int64 (int32_slots: int32); a slot off by 2**32 is reported as an int32 overflow",
         ),
         _op(
             "gathered_rows",
@@ -221,7 +231,9 @@ OPERATIONS: dict[str, Operation] = {
             distinct; a row at slot -1 may hold anything (NaN, inf) and is neither read nor written; a stored row
             holding NaN or +-inf, or a value the format cannot store (a RoPE value that overflows bf16), raises
             ValueError before any byte is written; no byte outside the stored rows' data and scale parts changes
-            (the V4 pad byte: 0 or untouched)""",
+            (the V4 pad byte: 0 or untouched). Options: bf16_rows (rows: bf16[R, d], values on bf16's grid and
+            range), f32_scale (group scales computed in f32: the quotient rounded to f32, log2 correctly rounded to
+            f32, reference.scales.Arithmetic.F32); the kernel's fmt is the base format name""",
             "exact bytes (a -0.0 input may give either zero code)",
             in_place=("cache",),
         ),
@@ -259,13 +271,20 @@ def operation(name: str) -> Operation:
 
 
 def require_convention(op: str, convention: str | None) -> None:
+    """``convention`` is one of ``op``'s conventions, optionally followed by options (``v4.1+ties_any``)."""
     known = operation(op).conventions
     if convention is None:
         if known and len(known) > 1:
             raise ValueError(f"convention: {op} needs one of {', '.join(known)}")
         return
-    if convention not in known:
-        raise ValueError(f"convention: {op} has no convention {convention!r}; known: {', '.join(known) or 'none'}")
+    if not known:
+        raise ValueError(f"convention: {op} has no convention {convention!r}; known: none")
+    try:
+        parse(op, convention)
+    except ValueError as err:
+        if str(err).startswith("convention: unknown convention"):
+            raise ValueError(f"convention: {op} has no convention {convention!r}; known: {', '.join(known)}") from err
+        raise
 
 
 def check_signature(fn: Callable[..., Any], op: str) -> None:

@@ -305,6 +305,8 @@ class Supervisor:
         self.timeout = DEFAULT_TIMEOUT[device] if timeout is None else timeout
         self.restarts = 0
         self.calls = 0
+        self.rounded_casts = 0
+        """Elements the workers' patched interpreter casts rounded (``properties.interpreter_casts``)."""
         self._worker: Worker | None = Worker(spec, op, device, guard)
 
     def hello(self) -> dict[str, Any]:
@@ -347,6 +349,7 @@ class Supervisor:
                 f"the worker running the kernel died with {worker.exit_text(code)} during the call "
                 f"(a fresh worker was started){tail}"
             )
+        self.rounded_casts += int(reply.get("rounded_casts", 0))
         for key, value in reply["in_place"].items():
             target = args[key] if isinstance(key, int) else kwargs[key]
             target.copy_(unpack(value))

@@ -14,6 +14,14 @@ from hypothesis.errors import Flaky
 
 from properties.registry import Implementation
 
+BAD_INPUT = "bad_input"
+GROUPS: dict[str, str] = {
+    BAD_INPUT: "calls the contract refuses (malformed arguments, a ring too small, NaN rows to store, padding "
+    "below -1): the implementation must raise ValueError or TypeError and change nothing",
+}
+"""Property groups by name: what their properties have in common. A production kernel that does not validate
+its input (a store that writes NaN rows as they are) is judged with the group left out."""
+
 
 @dataclass(frozen=True)
 class Property:
@@ -21,7 +29,8 @@ class Property:
 
     ``conventions``: the conventions the property applies to (None: all). ``examples``: frozen failures, always
     replayed before the random ones. ``hunt_examples``: examples per mutant in the mutation hunt when fewer than
-    ``mutation.MUTANT_EXAMPLES`` suffice (a property whose every example replays many calls).
+    ``mutation.MUTANT_EXAMPLES`` suffice (a property whose every example replays many calls). ``group``: the
+    group of :data:`GROUPS` it belongs to, which a user can leave out by name (``csa fuzz --leave-out``).
     """
 
     name: str
@@ -32,6 +41,11 @@ class Property:
     examples: tuple[Any, ...] = ()
     doc: str = ""
     hunt_examples: int | None = None
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        if self.group and self.group not in GROUPS:
+            raise ValueError(f"group: unknown property group {self.group!r}; known: {', '.join(GROUPS)}")
 
     def applies_to(self, impl: Implementation) -> bool:
         return impl.op == self.op and (self.conventions is None or impl.convention in self.conventions)

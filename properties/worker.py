@@ -1,8 +1,10 @@
 """The worker process of ``properties.isolation``: ``python -m properties.worker``, spoken to over its stdin and
 stdout (length-prefixed pickles); the kernel's own output goes to the worker's stderr.
 
-It reads one set-up message (spec, op, device, guard, the harness's sys.path), loads the kernel, answers with the
-kernel's declared convention and any signature problem, then answers calls until its input ends.
+It reads one set-up message (spec, op, device, guard, the harness's sys.path), under ``TRITON_INTERPRET=1`` patches
+the interpreter's fp32 -> bf16 / e4m3 casts (``properties.interpreter_casts``), loads the kernel, answers with the
+kernel's declared convention, any signature problem and whether the casts are patched, then answers calls (each
+reply counting the casts the patch rounded) until its input ends.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def serve(fn: Any, op: str, device: str, guard: bool, read: int, write: Any) -> 
 
     from properties.contract import operation
     from properties.guards import guarded_call
+    from properties.interpreter_casts import ROUNDED
     from properties.isolation import describe_error, pack, receive, send, unpack
 
     in_place = operation(op).params.in_place
@@ -41,6 +44,7 @@ def serve(fn: Any, op: str, device: str, guard: bool, read: int, write: Any) -> 
         args, kwargs = unpack(message["args"]), unpack(message["kwargs"])
         reply: dict[str, Any] = {}
         fatal = False
+        rounded = ROUNDED[0]
         try:
             result = guarded_call(fn, op, args, kwargs, target, guard=guard)
             reply["result"] = pack(result)
@@ -50,6 +54,7 @@ def serve(fn: Any, op: str, device: str, guard: bool, read: int, write: Any) -> 
             reply["error"] = describe_error(err)
             fatal = target.type == "cuda" and not _probe_cuda()
         reply["fatal"] = fatal
+        reply["rounded_casts"] = ROUNDED[0] - rounded
         reply["in_place"] = {
             **{i: pack(a) for i, a in enumerate(args) if i < len(positional) and positional[i] in in_place},
             **{k: pack(v) for k, v in kwargs.items() if k in in_place},
@@ -87,7 +92,10 @@ def main() -> None:
     if setup is None:
         return
     sys.path[:0] = [p for p in setup["sys_path"] if p not in sys.path]
+    from properties.interpreter_casts import install
     from properties.registry import LoadError, load_callable, signature_problem
+
+    patched = os.environ.get("TRITON_INTERPRET") == "1" and install()
 
     try:
         fn = load_callable(setup["spec"])
@@ -100,6 +108,7 @@ def main() -> None:
             "convention": getattr(fn, "csa_convention", None),
             "signature_problem": signature_problem(fn, setup["op"]),
             "pid": os.getpid(),
+            "interpreter_casts": patched,
         },
     )
     serve(fn, setup["op"], setup["device"], setup["guard"], read, write)

@@ -27,6 +27,24 @@ class LaneGuard(enum.Enum):
     """Lanes below the count must hold rows; lanes at or past it are not read (the public CUDA conversion)."""
 
 
+class SlotWidth(enum.Enum):
+    """The integer lanes slots are written in (the contract's default is int64)."""
+
+    INT64 = 64
+    INT32 = 32
+    """Slots are int32 by design (one public engine): exact only while every block id is at most
+    :func:`max_block_id`; a larger one is refused, naming the overflow."""
+
+
+def max_block_id(block_size: int, ratio: int, width: SlotWidth = SlotWidth.INT64) -> int:
+    """The largest physical block id whose every slot fits ``width``: the last slot of block b is
+    ``(b + 1) * Bc - 1``, so ``b <= 2**(bits - 1) // Bc - 1`` (int32 at Bc = 2: ``2**30 - 1``)."""
+    if not isinstance(width, SlotWidth):
+        raise TypeError(f"width: must be a SlotWidth, got {type(width).__name__}")
+    limit: int = 2 ** (width.value - 1)
+    return limit // rows_per_block(block_size, ratio) - 1
+
+
 def rows_per_block(block_size: int, ratio: int) -> int:
     """``Bc = block_size / ratio``; raises ValueError unless ``ratio`` divides ``block_size``."""
     b = require_positive_int(block_size, "block_size")
@@ -41,7 +59,7 @@ def _table(block_table: Sequence[int]) -> list[int]:
     return ids
 
 
-def _slot(row: int, table: list[int], per_block: int, argument: str) -> int:
+def _slot(row: int, table: list[int], per_block: int, argument: str, width: SlotWidth = SlotWidth.INT64) -> int:
     if row == -1:
         return -1
     require(row >= 0, argument, f"must be a row index >= 0 or -1 (no row), got {row}")
@@ -51,7 +69,15 @@ def _slot(row: int, table: list[int], per_block: int, argument: str) -> int:
         "block_table",
         f"too short for row {row}: it needs entry {index} but has {len(table)} entries",
     )
-    return table[index] * per_block + row % per_block
+    slot = table[index] * per_block + row % per_block
+    bits = width.value
+    require(
+        slot < 2 ** (bits - 1),
+        f"block_table[{index}]",
+        f"block {table[index]} at {per_block} rows a block gives row {row} slot {slot}, which overflows int{bits} "
+        f"(int{bits} slots need block ids <= {2 ** (bits - 1) // per_block - 1})",
+    )
+    return slot
 
 
 def row_to_slot(row: int, block_table: Sequence[int], block_size: int, ratio: int) -> int:
@@ -66,14 +92,18 @@ def rows_to_slots(
     block_size: int,
     ratio: int,
     valid_lanes: int | None = None,
+    width: SlotWidth = SlotWidth.INT64,
 ) -> tuple[int, ...]:
     """Physical slots of a top-k row list, lane by lane.
 
     ``valid_lanes=None`` (sentinel guard, the book's lab): a lane is empty iff it holds ``-1``.
     ``valid_lanes=n`` (count guard, the public CUDA conversion): lanes ``>= n`` are empty whatever they hold and
     are not read; lanes ``< n`` must hold a real row, and a ``-1`` there raises ValueError (that kernel would
-    translate it as a row).
+    translate it as a row). A slot that does not fit ``width`` raises ValueError naming the overflow and the
+    bound of :func:`max_block_id`.
     """
+    if not isinstance(width, SlotWidth):
+        raise TypeError(f"width: must be a SlotWidth, got {type(width).__name__}")
     per_block = rows_per_block(block_size, ratio)
     table = _table(block_table)
     count = len(rows) if valid_lanes is None else require_nonnegative_int(valid_lanes, "valid_lanes")
@@ -86,7 +116,7 @@ def rows_to_slots(
         row = require_int(rows[i], f"rows[{i}]")
         if valid_lanes is not None:
             require(row >= 0, f"rows[{i}]", f"lane {i} < valid_lanes = {count} must hold a row >= 0, got {row}")
-        slots.append(_slot(row, table, per_block, f"rows[{i}]"))
+        slots.append(_slot(row, table, per_block, f"rows[{i}]", width))
     return tuple(slots)
 
 

@@ -4,17 +4,25 @@ one-line summary of its lanes, fill and order.
 Where the public implementations disagree (docs/indexing.md, docs/ring-safety.md, docs/attention.md), each
 choice is a named convention. The contract's operations, the fast kernels' validators, the property tables and
 the registrations all take their convention names and rules from :data:`CONVENTIONS`.
+
+Choices that combine with any convention of an operation are options (:data:`OPTIONS`), spelled after the
+convention with ``+``: ``v4.1+ties_any+order_rank``, ``sentinel+int32_slots``, ``v41_fp8_528+bf16_rows+f32_scale``.
+:func:`parse` reads such a name into a :class:`Chosen` (the base convention, its options in table order).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from reference import addressing, attention, candidates, formats, padding, state, topk, window
+from reference import addressing, attention, candidates, formats, padding, scales, selection, state, topk, window
 
 R = TypeVar("R")
+E = TypeVar("E", bound=enum.Enum)
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,123 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
 """Operation name -> its conventions, by name (an operation the public code agrees on has none)."""
 
 
+OPTION_SEPARATOR: Final = "+"
+"""A convention with options is spelled ``base+option+option``: ``v4.1+ties_any+order_rank``."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """A named option that combines with an operation's conventions: ``rule`` is the enum member the reference
+    takes for it. Two options whose rules are members of one enum exclude each other (one lane order)."""
+
+    name: str
+    rule: enum.Enum
+    summary: str
+    bases: tuple[str, ...] | None = None
+    """The base conventions it combines with (None: every one)."""
+
+
+def _options(*options: Option) -> dict[str, Option]:
+    return {o.name: o for o in options}
+
+
+TIES_ANY = Option(
+    "ties_any", selection.Ties.ANY, "ties broken as torch.topk may: any valid top-k set (same keys), not the lowest"
+)
+ORDER_INDEX = Option("order_index", selection.Order.INDEX, "chosen lanes by ascending index")
+ORDER_RANK = Option("order_rank", selection.Order.RANK, "chosen lanes by descending score")
+ORDER_ANY = Option("order_any", selection.Order.ANY, "chosen lanes in any order (fill lanes still last)")
+_MASKABLE = tuple(n for n, c in TOPK.items() if hasattr(c.rule, "masked_lanes"))
+OPTIONS: dict[str, Mapping[str, Option]] = {
+    "topk": _options(
+        TIES_ANY,
+        ORDER_INDEX,
+        ORDER_RANK,
+        ORDER_ANY,
+        Option(
+            "neg_inf_excluded",
+            topk.MaskedLanes.EXCLUDED,
+            "-inf lanes inside the valid prefix never chosen (fill instead)",
+            _MASKABLE,
+        ),
+    ),
+    "candidate_select": _options(TIES_ANY, ORDER_INDEX, ORDER_RANK, ORDER_ANY),
+    "slot_translation": _options(
+        Option("int32_slots", addressing.SlotWidth.INT32, "i32 slots; block ids bounded so every slot fits int32")
+    ),
+    "quantize_store": _options(
+        Option("bf16_rows", formats.RowDtype.BF16, "bf16 input rows (values on bf16's grid and range)"),
+        Option("f32_scale", scales.Arithmetic.F32, "group scales computed in f32 arithmetic, roundings included"),
+    ),
+}
+"""Operation name -> the options its conventions combine with (``base+option``), by name."""
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A convention as an implementation declares it: the base convention and its options (in table order)."""
+
+    op: str
+    base: str
+    options: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The canonical spelling: the base, then the options in ``OPTIONS`` order."""
+        return OPTION_SEPARATOR.join((self.base, *self.options))
+
+    @property
+    def rule(self) -> Any:
+        """The base convention's rule, with each option whose enum is a field of it folded in
+        (``neg_inf_excluded`` sets a top-k rule's ``masked_lanes``)."""
+        found = CONVENTIONS[self.op][self.base].rule if CONVENTIONS[self.op] else None
+        for name in self.options:
+            option = OPTIONS[self.op][name]
+            if dataclasses.is_dataclass(found) and not isinstance(found, type):
+                for field in dataclasses.fields(found):
+                    if isinstance(getattr(found, field.name), type(option.rule)):
+                        found = dataclasses.replace(found, **{field.name: option.rule})
+        return found
+
+    def setting(self, kind: type[E], default: E) -> E:
+        """The rule of the option of enum ``kind`` the convention holds, else ``default``."""
+        for name in self.options:
+            rule = OPTIONS[self.op][name].rule
+            if isinstance(rule, kind):
+                return rule
+        return default
+
+
+def parse(op: str, name: str) -> Chosen:
+    """The base convention and options ``name`` spells for ``op`` (any option order); ValueError naming the known
+    conventions or options otherwise."""
+    if op not in CONVENTIONS:
+        raise ValueError(f"op: unknown operation {op!r}; known: {', '.join(CONVENTIONS)}")
+    table, options = CONVENTIONS[op], OPTIONS.get(op, {})
+    parts = name.split(OPTION_SEPARATOR)
+    for cut in range(len(parts), 0, -1):
+        base = OPTION_SEPARATOR.join(parts[:cut])
+        if base in table:
+            return _with_options(op, base, parts[cut:], options)
+    raise ValueError(f"convention: unknown convention {name!r}; known: {', '.join(table) or 'none'}")
+
+
+def _with_options(op: str, base: str, names: list[str], options: Mapping[str, Option]) -> Chosen:
+    for n in names:
+        if n not in options:
+            known = ", ".join(options) or "none"
+            raise ValueError(f"convention: {op} has no option {n!r} (after {base!r}); known options: {known}")
+        if names.count(n) > 1:
+            raise ValueError(f"convention: option {n!r} given twice")
+        allowed = options[n].bases
+        if allowed is not None and base not in allowed:
+            raise ValueError(f"convention: option {n!r} combines only with {', '.join(allowed)}, not {base!r}")
+    for a, b in itertools.combinations(names, 2):
+        if type(options[a].rule) is type(options[b].rule):
+            raise ValueError(f"convention: options {a!r} and {b!r} exclude each other")
+    return Chosen(op, base, tuple(n for n in options if n in names))
+
+
 def lookup(table: Mapping[str, Convention[R]], name: str, what: str) -> R:
     """The rule of convention ``name`` in ``table``; ValueError naming the known ones otherwise."""
     if name not in table:
@@ -126,7 +251,7 @@ def lookup(table: Mapping[str, Convention[R]], name: str, what: str) -> R:
 
 
 def rule(op: str, name: str) -> object:
-    """The reference rule of convention ``name`` of operation ``op``."""
+    """The reference rule of convention ``name`` of operation ``op`` (with its options folded in, ``parse``)."""
     if op not in CONVENTIONS:
         raise ValueError(f"op: unknown operation {op!r}; known: {', '.join(CONVENTIONS)}")
-    return lookup(CONVENTIONS[op], name, "convention")
+    return parse(op, name).rule

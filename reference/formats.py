@@ -18,6 +18,7 @@ stored little-endian. The pad byte of v4_584 is written as 0 and ignored when re
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -38,7 +39,31 @@ from reference.grids import (
     ue8m0_decode,
     ue8m0_encode,
 )
-from reference.scales import amax, fp4_e4m3_scale_code, fp4_ue8m0_scale_exponent, fp8_scale_exponent
+from reference.scales import Arithmetic, amax, fp4_e4m3_scale_code, fp4_ue8m0_scale_exponent, fp8_scale_exponent
+
+
+class RowDtype(enum.Enum):
+    """The dtype of the rows a store takes (the convention option ``bf16_rows``)."""
+
+    F32 = "f32"
+    """float32 rows (the contract's default); the reference takes any exact value."""
+    BF16 = "bf16"
+    """bf16 rows, as the engines pass K: every value must be a finite bf16 value (bf16's range and grid)."""
+
+
+def require_row_dtype(values: Sequence[Fraction], dtype: RowDtype) -> None:
+    """ValueError naming the first value a ``dtype`` row cannot hold (bf16: off bf16's grid or beyond its range)."""
+    if not isinstance(dtype, RowDtype):
+        raise TypeError(f"dtype: must be a RowDtype, got {type(dtype).__name__}")
+    if dtype is RowDtype.BF16:
+        for i, v in enumerate(values):
+            bits = encode(BF16, v)
+            require(
+                classify(BF16, bits) == "finite" and decode(BF16, bits) == v,
+                f"values[{i}]",
+                f"{v} is not a finite bf16 value (bf16_rows: rows are bf16)",
+            )
+
 
 Element = Literal["e4m3", "e2m1"]
 ScaleKind = Literal["ue8m0", "e4m3", "fp32_pow2"]
@@ -125,13 +150,18 @@ class QuantizedRow:
         return self.data + self.scales
 
 
-def _group_scale(fmt: RowFormat, group: Sequence[Fraction], g: int) -> tuple[Fraction, bytes]:
+def _group_scale(
+    fmt: RowFormat, group: Sequence[Fraction], g: int, arithmetic: Arithmetic = Arithmetic.EXACT
+) -> tuple[Fraction, bytes]:
     """The scale of group ``g`` as an exact value and as its stored bytes."""
     group_amax = amax(group)
     if fmt.scale_kind == "e4m3":
-        code = fp4_e4m3_scale_code(group_amax)
+        code = fp4_e4m3_scale_code(group_amax, arithmetic)
         return e4m3_decode(code), bytes([code])
-    exponent = fp4_ue8m0_scale_exponent(group_amax) if fmt.element == "e2m1" else fp8_scale_exponent(group_amax)
+    if fmt.element == "e2m1":
+        exponent = fp4_ue8m0_scale_exponent(group_amax, arithmetic)
+    else:
+        exponent = fp8_scale_exponent(group_amax, arithmetic=arithmetic)
     require(
         -127 <= exponent <= 127,
         "values",
@@ -154,15 +184,23 @@ def _unpack_nibbles(data: bytes) -> list[int]:
     return codes
 
 
-def quantize_row(fmt: RowFormat, values: Sequence[int | Fraction]) -> QuantizedRow:
-    """Quantize ``fmt.dims`` exact values into the row's data and scale bytes."""
+def quantize_row(
+    fmt: RowFormat,
+    values: Sequence[int | Fraction],
+    *,
+    dtype: RowDtype = RowDtype.F32,
+    arithmetic: Arithmetic = Arithmetic.EXACT,
+) -> QuantizedRow:
+    """Quantize ``fmt.dims`` exact values into the row's data and scale bytes: a row of ``dtype``, its group scales
+    evaluated in ``arithmetic`` (``reference.scales``)."""
     require_length(values, fmt.dims, "values", f"{fmt.name} rows have {fmt.dims} values")
     exact = [require_exact(v, f"values[{i}]") for i, v in enumerate(values)]
+    require_row_dtype(exact, dtype)
     codes: list[int] = []
     scale_bytes = bytearray()
     for g in range(fmt.groups):
         group = exact[g * fmt.group_size : (g + 1) * fmt.group_size]
-        scale, stored = _group_scale(fmt, group, g)
+        scale, stored = _group_scale(fmt, group, g, arithmetic)
         scale_bytes += stored
         encode_element = e4m3_encode if fmt.element == "e4m3" else e2m1_encode
         codes.extend(encode_element(v / scale) for v in group)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from reference import indexing
-from reference.addressing import rows_to_slots
+from reference.addressing import SlotWidth, rows_to_slots
 from reference.candidates import CandidateRule, kept_blocks
 from reference.checks import require, require_int, require_positive_int
 from reference.topk import TopKConvention, lane_layout, topk
@@ -91,14 +91,15 @@ def slot_row(
     ratio: int,
     length: int,
     count_guard: bool,
+    width: SlotWidth = SlotWidth.INT64,
 ) -> tuple[int, ...]:
     """:func:`reference.addressing.rows_to_slots` of one request's lanes, ``length`` lanes live (the count guard:
     lanes past it are not read; the sentinel guard: lanes past it are -1); a padding row is every lane -1."""
     live = row_length(length, "lengths")
     require(live <= len(rows), "lengths", f"must be <= the {len(rows)} lanes of a row, got {live}")
     if count_guard:
-        return rows_to_slots(rows, block_table, block_size, ratio, valid_lanes=live)
-    return rows_to_slots(list(rows[:live]) + [-1] * (len(rows) - live), block_table, block_size, ratio)
+        return rows_to_slots(rows, block_table, block_size, ratio, valid_lanes=live, width=width)
+    return rows_to_slots(list(rows[:live]) + [-1] * (len(rows) - live), block_table, block_size, ratio, width=width)
 
 
 def query_visible_rows(position: int, ratio: int) -> int:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The csa fuzz runs docs/fuzzing.md quotes, run now and saved as transcripts under results/fuzz/:
 #
-#   scripts/fuzz_transcripts.sh   # writes results/fuzz/{broken_topk,project_topk,misbehaving,usage,self_test}.txt
+#   scripts/fuzz_transcripts.sh   # writes results/fuzz/{broken_topk,project_topk,misbehaving,usage,self_test,
+#                                 #   triton_store}.txt
 #
 # Each runs in a scratch directory holding a link to examples/, so paths print as the docs show them; `csa` in a
 # transcript is `$PYTHON -m csa.cli`. Environment: PYTHON (default .venv/bin/python), ONLY (one transcript name).
@@ -79,8 +80,14 @@ self_test() {
     csa fuzz --self-test
 }
 
+triton_store() {
+    csa fuzz --op quantize_store --impl examples/triton_index_store.py:store --convention index_fp8_132+f32_scale \
+        --leave-out bad_input
+}
+
 transcript broken_topk broken_topk
 transcript project_topk project_topk
 transcript misbehaving misbehaving
 transcript usage usage
 transcript self_test self_test
+transcript triton_store triton_store

@@ -54,6 +54,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "padding": ("tests/test_padding.py",),
     "rope": ("tests/test_rope.py",),
     "scales": ("tests/test_formats.py",),
+    "selection": ("tests/test_selection.py",),
     "score_values": ("tests/test_topk.py", "tests/test_candidates.py"),
     "sharing": ("tests/test_sharing.py",),
     "state": ("tests/test_rings.py",),

@@ -9,7 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reference.addressing import (
+    SlotWidth,
     gathered_rows,
+    max_block_id,
     row_to_slot,
     rows_per_block,
     rows_to_slots,
@@ -194,3 +196,51 @@ test_every_refusal_is_worded_exactly = worded_exactly(
 
 def test_row_zero_is_a_row_under_the_count_guard() -> None:
     assert rows_to_slots([0, 5, 3], [1, 2], 8, 2, valid_lanes=2) == (4, 9, -1)
+
+
+# --- int32 slots (the option int32_slots) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("block_size", "ratio", "bound"), [(2, 1, 2**30 - 1), (8, 4, 2**30 - 1), (4, 1, 2**29 - 1), (3, 1, 715827881)]
+)
+def test_max_block_id_is_the_last_block_whose_slots_fit_int32(block_size: int, ratio: int, bound: int) -> None:
+    per_block = block_size // ratio
+    assert max_block_id(block_size, ratio, SlotWidth.INT32) == bound
+    assert (bound + 1) * per_block - 1 <= 2**31 - 1 < (bound + 2) * per_block - 1
+    assert rows_to_slots([per_block - 1], [bound], block_size, ratio, width=SlotWidth.INT32) == (
+        (bound + 1) * per_block - 1,
+    )
+
+
+def test_max_block_id_int64() -> None:
+    assert max_block_id(2, 1) == 2**62 - 1
+
+
+def test_int32_slots_the_engine_case() -> None:
+    """Block 2**30 at 2 rows a block: slot 2**31, which an int32 lane holds as -2**31."""
+    assert rows_to_slots([0], [2**30], 2, 1) == (2**31,)
+    with pytest.raises(ValueError, match="overflows int32"):
+        rows_to_slots([0], [2**30], 2, 1, width=SlotWidth.INT32)
+    assert rows_to_slots([1], [2**30 - 1], 2, 1, width=SlotWidth.INT32) == (2**31 - 1,)
+    assert rows_to_slots([-1, 0], [5], 2, 1, width=SlotWidth.INT32) == (-1, 10)
+
+
+test_int32_refusals = worded_exactly(
+    [
+        (
+            lambda: rows_to_slots([3], [7, 2**30], 2, 1, width=SlotWidth.INT32),
+            ValueError,
+            "block_table[1]: block 1073741824 at 2 rows a block gives row 3 slot 2147483649, which overflows int32 "
+            "(int32 slots need block ids <= 1073741823)",
+        ),
+        (
+            lambda: rows_to_slots([0], [2**62], 2, 1),
+            ValueError,
+            "block_table[0]: block 4611686018427387904 at 2 rows a block gives row 0 slot 9223372036854775808, which "
+            "overflows int64 (int64 slots need block ids <= 4611686018427387903)",
+        ),
+        (lambda: rows_to_slots([0], [1], 2, 1, width=32), TypeError, "width: must be a SlotWidth, got int"),  # type: ignore[arg-type]
+        (lambda: max_block_id(2, 1, 32), TypeError, "width: must be a SlotWidth, got int"),  # type: ignore[arg-type]
+    ]
+)

@@ -5,6 +5,7 @@ the kernels quantize."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from fractions import Fraction
 
 import ml_dtypes
@@ -30,12 +31,13 @@ from reference.formats import (
     V41_MAIN_FP4,
     V41_MAIN_FP8,
     QuantizedRow,
+    RowDtype,
     RowFormat,
     dequantize_row,
     quantize_row,
     row_format,
 )
-from reference.grids import FP32, decode
+from reference.grids import FP32, decode, e4m3_encode
 from reference.scales import fp4_e4m3_scale_code, fp4_ue8m0_scale_exponent, fp8_scale_exponent
 from tests.refusals import worded_exactly
 
@@ -513,3 +515,121 @@ test_every_scale_refusal_is_worded_exactly = worded_exactly(
 
 def test_amax_of_one_value() -> None:
     assert scales.amax([-3]) == 3 and scales.amax([Fraction(1, 2), -2, 1]) == 2
+
+
+# --- scales in float32 arithmetic (the option f32_scale) and bf16 rows (bf16_rows) --------------------------------
+
+F32 = scales.Arithmetic.F32
+BOUNDARY = 7168 + Fraction(1, 2**10)
+"""The float32 nearest 7168 * (1 + 2**-23): amax / 448 rounds to 16 * (1 + 2**-23), whose float32 log2 is 4.0."""
+
+
+def _f32_scale_by_numpy(amax: float, c: float, floor: float) -> int:
+    """The same rule as a float32 kernel computes it, log2 taken in float64 and rounded once to float32."""
+    q = np.maximum(np.float32(amax), np.float32(floor)) / np.float32(c)
+    return int(np.ceil(np.float32(np.log2(np.float64(q)))))
+
+
+def test_f32_scale_boundary() -> None:
+    assert fp8_scale_exponent(BOUNDARY) == 5
+    assert fp8_scale_exponent(BOUNDARY, arithmetic=F32) == 4
+    assert fp8_scale_exponent(BOUNDARY + Fraction(1, 2**10), arithmetic=F32) == 5
+    assert fp8_scale_exponent(7168, arithmetic=F32) == fp8_scale_exponent(7168) == 4
+
+
+@pytest.mark.parametrize("e", [-30, -22, -10, -5, -4, -3, -1, 0, 1, 3, 4, 5, 10, 60, 100])
+@pytest.mark.parametrize("ulps", [-2, -1, 0, 1, 2, 3, 5])
+def test_f32_scales_agree_with_float32_arithmetic(e: int, ulps: int) -> None:
+    """Around every boundary 448 * 2**e (6 * 2**e), the exact evaluation of the float32 roundings equals the float32
+    computation; the exact rule differs where the quotient's float32 log2 rounds down."""
+    for c, floor, rule in (
+        (448.0, 1e-4, lambda a, ar: fp8_scale_exponent(a, arithmetic=ar)),
+        (6.0, 6 * 2.0**-126, fp4_ue8m0_scale_exponent),
+    ):
+        base = np.float32(c * 2.0**e)
+        amax = float(np.nextafter(base, np.float32(np.inf)) if ulps > 0 else base)
+        for _ in range(abs(ulps) - (1 if ulps > 0 else 0)):
+            amax = float(np.nextafter(np.float32(amax), np.float32(np.inf if ulps > 0 else 0)))
+        assert rule(Fraction(amax), F32) == _f32_scale_by_numpy(amax, c, floor), (c, e, ulps, amax)
+
+
+def test_f32_e4m3_scale_is_the_exact_one() -> None:
+    """amax / 6 rounded to float32 and then to e4m3 gives the exact rule's code: checked with float32 arithmetic at
+    every e4m3 midpoint times 6 and its float32 neighbours."""
+    values = sorted({float(v) for v in torch.arange(0x7F, dtype=torch.uint8).view(torch.float8_e4m3fn).float()})
+    for lo, hi in itertools.pairwise(values):
+        centre = np.float32(6 * (lo + hi) / 2)
+        for amax in (np.nextafter(centre, np.float32(0)), centre, np.nextafter(centre, np.float32(np.inf))):
+            quotient = np.clip(np.float32(amax) / np.float32(6), np.float32(2**-9), np.float32(448))
+            by_float32 = torch.tensor([float(quotient)]).to(torch.float8_e4m3fn).view(torch.uint8).item()
+            assert fp4_e4m3_scale_code(Fraction(float(amax)), F32) == fp4_e4m3_scale_code(Fraction(float(amax)))
+            assert fp4_e4m3_scale_code(Fraction(float(amax)), F32) == by_float32, (lo, hi, float(amax))
+    assert fp4_e4m3_scale_code(Fraction(13, 2), F32) == e4m3_encode(Fraction(13, 12))
+
+
+def test_log2_exceeds() -> None:
+    assert scales.log2_exceeds(Fraction(3, 2), Fraction(1, 2))
+    assert not scales.log2_exceeds(Fraction(3, 2), Fraction(3, 5))
+    assert scales.log2_exceeds(1 + Fraction(1, 2**23), Fraction(1, 2**23))
+    assert not scales.log2_exceeds(1 + Fraction(1, 2**23), Fraction(1, 2**22))
+
+
+def test_f32_ceil_log2() -> None:
+    assert scales.f32_ceil_log2(16) == 4
+    assert scales.f32_ceil_log2(16 * (1 + Fraction(1, 2**23))) == 4
+    assert scales.f32_ceil_log2(16 * (1 + Fraction(2, 2**23))) == 5
+    assert scales.f32_ceil_log2(1 + Fraction(1, 2**23)) == 1
+    assert scales.f32_ceil_log2(Fraction(1, 32) * (1 + Fraction(1, 2**23))) == -5
+    assert scales.f32_ceil_log2(Fraction(1, 16) * (1 + Fraction(1, 2**23))) == -3
+
+
+def test_bf16_rows() -> None:
+    fmt = row_format("v41_fp8_528")
+    row = [Fraction(3, 2)] * 511 + [Fraction(2**100)]
+    assert quantize_row(fmt, row, dtype=RowDtype.BF16) == quantize_row(fmt, row)
+
+
+test_f32_and_bf16_refusals = worded_exactly(
+    [
+        (
+            lambda: fp8_scale_exponent(7168 * (1 + Fraction(1, 2**23)), arithmetic=F32),
+            ValueError,
+            "group_amax: must be a float32 value under f32 arithmetic, got 58720263/8192",
+        ),
+        (
+            lambda: fp8_scale_exponent(1, floor_applies_to="quotient", arithmetic=F32),
+            ValueError,
+            "floor_applies_to: f32 arithmetic floors amax",
+        ),
+        (lambda: fp8_scale_exponent(1, arithmetic="f32"), TypeError, "arithmetic: must be an Arithmetic, got str"),  # type: ignore[arg-type]
+        (
+            lambda: fp4_ue8m0_scale_exponent(Fraction(1, 3), F32),
+            ValueError,
+            "group_amax: must be a float32 value under f32 arithmetic, got 1/3",
+        ),
+        (
+            lambda: fp4_e4m3_scale_code(Fraction(1, 3), F32),
+            ValueError,
+            "group_amax: must be a float32 value under f32 arithmetic, got 1/3",
+        ),
+        (lambda: scales.f32_ceil_log2(0), ValueError, "q: must be a positive float32 value, got 0"),
+        (lambda: scales.f32_ceil_log2(Fraction(1, 3)), ValueError, "q: must be a positive float32 value, got 1/3"),
+        (lambda: scales.log2_exceeds(Fraction(2), Fraction(1)), ValueError, "m: must lie in (1, 2), got 2"),
+        (lambda: scales.log2_exceeds(Fraction(1), Fraction(1)), ValueError, "m: must lie in (1, 2), got 1"),
+        (
+            lambda: quantize_row(row_format("index_fp8_132"), [Fraction(1, 3)] + [0] * 127, dtype=RowDtype.BF16),
+            ValueError,
+            "values[0]: 1/3 is not a finite bf16 value (bf16_rows: rows are bf16)",
+        ),
+        (
+            lambda: quantize_row(row_format("index_fp8_132"), [0] * 127 + [2**128], dtype=RowDtype.BF16),
+            ValueError,
+            f"values[127]: {2**128} is not a finite bf16 value (bf16_rows: rows are bf16)",
+        ),
+        (
+            lambda: quantize_row(row_format("index_fp8_132"), [0] * 128, dtype="bf16"),  # type: ignore[arg-type]
+            TypeError,
+            "dtype: must be a RowDtype, got str",
+        ),
+    ]
+)

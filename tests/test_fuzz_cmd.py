@@ -380,3 +380,56 @@ def test_list_fits_in_100_columns_and_names_each_conventions_rule(capsys: pytest
         assert max(len(line) for line in out.splitlines()) <= 100, op
         if op:
             assert all(f"{name}: {c.summary}" in out for name, c in CONVENTIONS[op].items())
+
+
+TRITON_STORE = ROOT / "examples" / "triton_index_store.py"
+STORE_ARGS = (
+    "--op", "quantize_store", "--impl", f"{TRITON_STORE}:store", "--convention", "index_fp8_132+f32_scale",
+    "--leave-out", "bad_input", "--property", "quant_store_matches_reference",
+)  # fmt: skip
+
+
+def test_interpreter_casts_are_patched_and_said(tmp_path: pathlib.Path) -> None:
+    """A user's Triton store that casts fp32 to e4m3 passes on the CPU: csa fuzz rounds the interpreter's casts as
+    compiled code does, and says so; bad_input is reported as left out."""
+    report = tmp_path / "report.json"
+    run = csa(*STORE_ARGS, "--max-examples", "8", "--report", str(report), cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "  left out (--leave-out bad_input): none of the properties to run is in it\n" in run.stdout
+    assert re.search(
+        r"Triton interpreter: \d+ fp32 -> bf16 / e4m3 cast element\(s\) rounded to nearest even", run.stdout
+    )
+    data = json.loads(report.read_text())
+    assert data["interpreter_casts"]["patched"] and data["interpreter_casts"]["rounded"] > 0
+    assert data["left_out"] == {"groups": ["bad_input"], "properties": []}
+
+
+def test_without_the_patch_the_interpreter_fails_a_correct_kernel(tmp_path: pathlib.Path) -> None:
+    script = (
+        "import sys, properties.interpreter_casts as casts\n"
+        "casts.install = lambda: False\n"
+        "from csa.cli import main\n"
+        f"sys.exit(main(['fuzz', *{list(STORE_ARGS)!r}, '--in-process', '--max-examples', '20', "
+        "'--shrink-seconds', '1']))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
+    env.pop("CI", None)
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "quantize_store bytes" in run.stdout and "Triton interpreter:" not in run.stdout
+
+
+def test_leave_out_bad_input_reports_what_it_left_out(tmp_path: pathlib.Path) -> None:
+    run = csa(
+        "--op", "candidate_restore", "--impl", "registry:candidate_restore:reference", "--leave-out", "bad_input",
+        "--max-examples", "3", cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "  left out (--leave-out bad_input): candidate_restore_refuses_bad_padding\n" in run.stdout
+    assert "candidate_restore_refuses_bad_padding ..." not in run.stdout
+    assert re.search(r"PASS: \d+ properties \(1 left out: bad_input\)", run.stdout)
+    bad = csa("--op", "topk", "--impl", f"{BROKEN}:topk", "--leave-out", "nope", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr == "csa fuzz: --leave-out: no property group 'nope'; known: bad_input\n"

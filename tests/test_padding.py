@@ -8,6 +8,7 @@ from fractions import Fraction
 import pytest
 
 from reference import padding
+from reference.addressing import SlotWidth
 from reference.candidates import CandidateRule
 from reference.conventions import PADDED_OPERATIONS, PADDING_ROWS, TOPK
 from reference.score_values import NAN, POS_INF
@@ -108,3 +109,12 @@ test_every_refusal_is_worded_exactly = worded_exactly(
         (lambda: padding.query_visible_rows(-1, 0), ValueError, "ratio: must be a positive integer, got 0"),
     ]
 )
+
+
+@pytest.mark.parametrize("count_guard", [True, False])
+def test_slot_rows_in_int32(count_guard: bool) -> None:
+    """The slot width reaches the translation under both guards: block 2**30 at two rows a block overflows int32."""
+    assert padding.slot_row([1, 0], [2**30], 2, 1, 2, count_guard) == (2**31 + 1, 2**31)
+    assert padding.slot_row([1, 0], [2**30 - 1], 2, 1, 2, count_guard, SlotWidth.INT32) == (2**31 - 1, 2**31 - 2)
+    with pytest.raises(ValueError, match="overflows int32"):
+        padding.slot_row([1, 0], [2**30], 2, 1, 2, count_guard, SlotWidth.INT32)

@@ -48,3 +48,22 @@ def test_kernel_tests_refuses_a_wrong_operation_convention_or_signature() -> Non
         kernel_tests("topk", topk, convention="v5")
     with pytest.raises(ValueError, match=r"fn: topk needs a callable accepting \(scores, lengths, offsets, k=\)"):
         kernel_tests("topk", lambda scores: None, convention="v4.1")
+
+
+def test_kernel_tests_take_options_and_leave_out_groups() -> None:
+    from csa.pytest_plugin import kernel_tests
+
+    def restore(offsets: object, candidate_blocks: object, *, block_size: int) -> None: ...
+
+    def topk(scores: object, lengths: object, offsets: object, *, k: int) -> None: ...
+
+    def names(test: object) -> list[str]:
+        marks = [m for m in getattr(test, "pytestmark", []) if m.name == "parametrize"]
+        return [p.name for p in marks[0].args[1]]
+
+    assert "candidate_restore_refuses_bad_padding" in names(kernel_tests("candidate_restore", restore))
+    left = names(kernel_tests("candidate_restore", restore, leave_out=("bad_input",)))
+    assert left and "candidate_restore_refuses_bad_padding" not in left
+    assert names(kernel_tests("topk", topk, convention="v4.1+ties_any+order_rank"))
+    with pytest.raises(ValueError, match=r"^leave_out: no property group 'nope'; known: bad_input$"):
+        kernel_tests("topk", topk, convention="v4.1", leave_out=("nope",))

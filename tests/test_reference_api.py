@@ -11,8 +11,10 @@ import types
 import pytest
 
 import reference
-from reference import conventions
+from properties.contract import operation, require_convention
+from reference import addressing, conventions, scales, selection, topk
 from reference.conventions import CONVENTIONS
+from tests.refusals import worded_exactly
 
 
 def test_every_export_exists() -> None:
@@ -73,3 +75,109 @@ def test_rules_are_looked_up_by_name() -> None:
     for call, message in refusals:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             call()
+
+
+def test_options_parse_in_any_order_into_the_canonical_spelling() -> None:
+    chosen = conventions.parse("topk", "v4.1+order_rank+ties_any")
+    assert (chosen.base, chosen.options, chosen.name) == (
+        "v4.1",
+        ("ties_any", "order_rank"),
+        "v4.1+ties_any+order_rank",
+    )
+    assert chosen.setting(selection.Ties, selection.Ties.LOWEST) is selection.Ties.ANY
+    assert chosen.setting(selection.Order, selection.Order.INDEX) is selection.Order.RANK
+    assert chosen.rule == conventions.TOPK["v4.1"].rule
+    plain = conventions.parse("topk", "v4.1")
+    assert plain.options == () and plain.setting(selection.Ties, selection.Ties.LOWEST) is selection.Ties.LOWEST
+    assert conventions.parse("candidate_select", "pinned+drop_nan+ties_any").base == "pinned+drop_nan"
+    store = conventions.parse("quantize_store", "v41_fp8_528+f32_scale+bf16_rows")
+    assert store.name == "v41_fp8_528+bf16_rows+f32_scale"
+    assert store.rule is conventions.FORMATS["v41_fp8_528"].rule
+    assert store.setting(scales.Arithmetic, scales.Arithmetic.EXACT) is scales.Arithmetic.F32
+    assert (
+        conventions.parse("slot_translation", "count+int32_slots").setting(
+            addressing.SlotWidth, addressing.SlotWidth.INT64
+        )
+        is addressing.SlotWidth.INT32
+    )
+
+
+def test_an_option_that_is_a_field_of_the_rule_is_folded_in() -> None:
+    rule = conventions.rule("topk", "select-unsorted+neg_inf_excluded")
+    assert rule == topk.SelectTopK(sorted_index=False, masked_lanes=topk.MaskedLanes.EXCLUDED)
+    assert conventions.TOPK["select-unsorted"].rule == topk.SelectTopK(sorted_index=False)
+
+
+def test_every_option_is_an_enum_rule_of_the_reference() -> None:
+    assert set(conventions.OPTIONS) <= set(conventions.CONVENTIONS)
+    for op, options in conventions.OPTIONS.items():
+        assert {o.name for o in options.values()} == set(options)
+        for option in options.values():
+            assert option.bases is None or set(option.bases) <= set(conventions.CONVENTIONS[op])
+            assert operation(op).options == tuple(options)
+    assert conventions.OPTIONS["topk"]["neg_inf_excluded"].bases == (
+        "v4.1",
+        "v4.1-clamped",
+        "select",
+        "select-unsorted",
+    )
+
+
+test_option_refusals = worded_exactly(
+    [
+        (
+            lambda: conventions.parse("topk", "v4.1+nope"),
+            ValueError,
+            "convention: topk has no option 'nope' (after 'v4.1'); known options: ties_any, order_index, order_rank, "
+            "order_any, neg_inf_excluded",
+        ),
+        (
+            lambda: conventions.parse("topk", "v4-decode+neg_inf_excluded"),
+            ValueError,
+            "convention: option 'neg_inf_excluded' combines only with v4.1, v4.1-clamped, select, select-unsorted, "
+            "not 'v4-decode'",
+        ),
+        (
+            lambda: conventions.parse("topk", "v4.1+order_rank+order_any"),
+            ValueError,
+            "convention: options 'order_rank' and 'order_any' exclude each other",
+        ),
+        (
+            lambda: conventions.parse("topk", "v4.1+ties_any+ties_any"),
+            ValueError,
+            "convention: option 'ties_any' given twice",
+        ),
+        (
+            lambda: conventions.parse("window_indices", "v4+ties_any"),
+            ValueError,
+            "convention: window_indices has no option 'ties_any' (after 'v4'); known options: none",
+        ),
+        (
+            lambda: conventions.parse("topk", "ties_any"),
+            ValueError,
+            "convention: unknown convention 'ties_any'; known: v4.1, v4.1-clamped, v4-prefill, v4-decode, select, "
+            "select-unsorted",
+        ),
+        (
+            lambda: conventions.parse("top-k", "v4.1"),
+            ValueError,
+            f"op: unknown operation 'top-k'; known: {', '.join(CONVENTIONS)}",
+        ),
+        (
+            lambda: require_convention("topk", "v5+ties_any"),
+            ValueError,
+            "convention: topk has no convention 'v5+ties_any'; known: v4.1, v4.1-clamped, v4-prefill, v4-decode, "
+            "select, select-unsorted",
+        ),
+        (
+            lambda: require_convention("topk", "v4.1+order_index+order_rank"),
+            ValueError,
+            "convention: options 'order_index' and 'order_rank' exclude each other",
+        ),
+        (
+            lambda: require_convention("gathered_rows", "x"),
+            ValueError,
+            "convention: gathered_rows has no convention 'x'; known: none",
+        ),
+    ]
+)

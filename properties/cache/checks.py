@@ -4,6 +4,7 @@ block, row and part of the first differing byte (docs/cache-properties.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from properties.cache.common import (
     reference_decode,
     reference_decode_f32,
     reference_row,
+    store_options,
 )
 from properties.cache.strategies import (
     garbage_row,
@@ -27,14 +29,17 @@ from properties.cache.strategies import (
 from properties.compare import Lane, Mismatch
 from properties.registry import Implementation
 from reference.cache_blocks import BlockLayout, slot_byte_offsets
-from reference.formats import RowFormat
+from reference.formats import RowDtype, RowFormat
+from reference.scales import Arithmetic
 
 SHOWN_VALUES = 8  # row values quoted in a failure report
 
 
 @dataclass(frozen=True)
 class StoreCase:
-    """One quantize_store call, expanded for a format: into layer ``layer`` of a cache of ``layers`` layers."""
+    """One quantize_store call, expanded for a format: into layer ``layer`` of a cache of ``layers`` layers;
+    ``dtype`` and ``arithmetic``: the convention's options (``bf16_rows``: rows rounded to bf16 and passed as
+    bf16; ``f32_scale``)."""
 
     fmt: str
     layout: BlockLayout
@@ -43,6 +48,8 @@ class StoreCase:
     poison: bytes
     layers: int = 1
     layer: int = 0
+    dtype: RowDtype = RowDtype.F32
+    arithmetic: Arithmetic = Arithmetic.EXACT
 
     @property
     def rowfmt(self) -> RowFormat:
@@ -77,12 +84,26 @@ def memo(kind: str, example: dict[str, Any], fmt: str, build: Callable[[], Any])
     return _EXPANDED[key]
 
 
-def store_case(example: dict[str, Any], fmt: str) -> StoreCase:
-    """The rows, slots and poisoned cache an example stands for in ``fmt`` (memoized)."""
-    return memo("store", example, fmt, lambda: _store_case(example, fmt))  # type: ignore[no-any-return]
+def store_case(example: dict[str, Any], convention: str) -> StoreCase:
+    """The rows, slots and poisoned cache an example stands for under ``convention`` (memoized)."""
+    return memo("store", example, convention, lambda: _store_case(example, convention))  # type: ignore[no-any-return]
 
 
-def _store_case(example: dict[str, Any], fmt: str) -> StoreCase:
+def as_dtype(rows: list[list[float]], dtype: RowDtype) -> list[list[float]]:
+    """``rows`` as a store of ``dtype`` receives them: bf16 rounds each value to nearest even (beyond bf16's range:
+    an infinity, which a stored row may not hold)."""
+    if dtype is RowDtype.F32 or not rows:
+        return rows
+    rounded: list[list[float]] = torch.tensor(rows, dtype=torch.float32).to(torch.bfloat16).float().tolist()
+    return rounded
+
+
+def torch_dtype(dtype: RowDtype) -> torch.dtype:
+    return torch.bfloat16 if dtype is RowDtype.BF16 else torch.float32
+
+
+def _store_case(example: dict[str, Any], convention: str) -> StoreCase:
+    fmt, dtype, arithmetic = store_options(convention)
     layout = cache_layout(fmt, example["rows_per_block"])
     patterns = [row_values(p, layout.fmt) for p in example["patterns"]]
     rows = [
@@ -92,7 +113,7 @@ def _store_case(example: dict[str, Any], fmt: str) -> StoreCase:
     slots = [slot for _, slot, _ in example["rows"]]
     layers, layer = layers_of(example)
     poison = poison_bytes(example["poison"], example["num_blocks"] * layers * layout.block_bytes)
-    return StoreCase(fmt, layout, rows, slots, poison, layers, layer)
+    return StoreCase(fmt, layout, as_dtype(rows, dtype), slots, poison, layers, layer, dtype, arithmetic)
 
 
 def layers_of(example: dict[str, Any]) -> tuple[int, int]:
@@ -116,7 +137,8 @@ def run_store(
 ) -> bytes:
     """Run the implementation's quantize_store on a copy of ``cache`` (into ``layer``, default the case's); the
     cache's bytes afterwards."""
-    rows_t = torch.tensor(rows, dtype=torch.float32, device=impl.device).reshape(len(rows), case.rowfmt.dims)
+    rows_t = torch.tensor(rows, dtype=torch.float32).to(torch_dtype(case.dtype)).to(impl.device)
+    rows_t = rows_t.reshape(len(rows), case.rowfmt.dims)
     slots_t = torch.tensor(slots, dtype=torch.int64, device=impl.device)
     cache_t = cache_tensor(cache, case, impl.device)
     which = case.layer if layer is None else layer
@@ -194,12 +216,14 @@ def _zero_sign_bits(fmt: RowFormat, values: list[float]) -> dict[int, int]:
     return free
 
 
-def row_refusal(fmt: str, values: list[float]) -> str | None:
+def row_refusal(
+    fmt: str, values: list[float], dtype: RowDtype = RowDtype.F32, arithmetic: Arithmetic = Arithmetic.EXACT
+) -> str | None:
     """Why the reference refuses to store a row (NaN, infinity, a RoPE value beyond bf16), or None."""
     if not all(math.isfinite(v) for v in values):
         return "holds NaN or infinity"
     try:
-        reference_row(fmt, tuple(values))
+        reference_row(fmt, tuple(values), dtype, arithmetic)
     except ValueError as err:
         return str(err)
     return None
@@ -221,10 +245,24 @@ def cheap_refusal(fmt: RowFormat, values: list[float]) -> str | None:
 def refusal(case: StoreCase, *, cheap: bool = False) -> str | None:
     """Why the reference refuses the call (a stored row it cannot store), or None."""
     for i, _ in case.stored:
-        why = cheap_refusal(case.rowfmt, case.rows[i]) if cheap else row_refusal(case.fmt, case.rows[i])
+        why = refused_row(case, i, cheap)
         if why is not None:
             return f"rows[{i}] is stored and {why}"
     return None
+
+
+def refused_row(case: StoreCase, i: int, cheap: bool = False) -> str | None:
+    """Why the reference refuses to store ``case.rows[i]``, or None."""
+    if cheap:
+        return cheap_refusal(case.rowfmt, case.rows[i])
+    return row_refusal(case.fmt, case.rows[i], case.dtype, case.arithmetic)
+
+
+def storable(case: StoreCase, *, cheap: bool = False) -> StoreCase:
+    """``case`` with every stored row the reference refuses moved to slot -1 (where a row may hold anything): a
+    call the contract accepts. Refusals have their own property (``quant_store_refuses_bad_rows``)."""
+    slots = [-1 if s != -1 and refused_row(case, i, cheap) is not None else s for i, s in enumerate(case.slots)]
+    return case if slots == case.slots else dataclasses.replace(case, slots=slots)
 
 
 def expected_cache(
@@ -249,7 +287,7 @@ def _expected_layer(
     choices: dict[int, set[int]],
 ) -> None:
     for i, slot in case.stored:
-        row = reference_row(case.fmt, tuple(rows[i]))
+        row = reference_row(case.fmt, tuple(rows[i]), case.dtype, case.arithmetic)
         data_at, scale_at = case.offsets(slot, layer)
         out[data_at : data_at + len(row.data)] = row.data
         out[scale_at : scale_at + len(row.scales)] = row.scales

@@ -19,9 +19,10 @@ import torch
 from reference.attention import EmptyRow, HeadResult, InvalidLanes, Sink, valid_lanes
 from reference.attention import sparse_attention as reference_attention
 from reference.cache_blocks import BlockLayout, public_layout, slot_byte_offsets
-from reference.conventions import FORMATS, SPARSE_ATTENTION, lookup
-from reference.formats import QuantizedRow, RowFormat, dequantize_row, quantize_row
+from reference.conventions import FORMATS, SPARSE_ATTENTION, lookup, parse
+from reference.formats import QuantizedRow, RowDtype, RowFormat, dequantize_row, quantize_row
 from reference.grids import FP32, encode
+from reference.scales import Arithmetic
 from reference.score_values import NAN, NEG_INF, POS_INF
 
 FORMAT_CONVENTIONS: tuple[str, ...] = tuple(FORMATS)
@@ -31,6 +32,13 @@ ATTENTION_CONVENTIONS: tuple[str, ...] = tuple(SPARSE_ATTENTION)
 def row_format_of(fmt: str) -> RowFormat:
     """The reference row format a contract format name stands for."""
     return lookup(FORMATS, fmt, "fmt")
+
+
+def store_options(convention: str) -> tuple[str, RowDtype, Arithmetic]:
+    """A quantize_store convention (``v41_fp8_528+bf16_rows+f32_scale``) as its format name (the kernel's
+    ``fmt``), the dtype of its rows and the arithmetic of its scales."""
+    chosen = parse("quantize_store", convention)
+    return chosen.base, chosen.setting(RowDtype, RowDtype.F32), chosen.setting(Arithmetic, Arithmetic.EXACT)
 
 
 def cache_layout(fmt: str, rows_per_block: int) -> BlockLayout:
@@ -79,18 +87,26 @@ def _described(x: object) -> str:
 
 
 def store_call(
-    rows: object, slots: object, cache: object, fmt: str, rows_per_block: int, layer: object
+    rows: object,
+    slots: object,
+    cache: object,
+    fmt: str,
+    rows_per_block: int,
+    layer: object,
+    dtype: RowDtype = RowDtype.F32,
 ) -> tuple[CacheShape, RowFormat]:
-    """A quantize_store call's cache shape and row format; ValueError naming a malformed argument."""
+    """A quantize_store call's cache shape and row format (rows of ``dtype``); ValueError naming a malformed
+    argument."""
     import torch
 
     layout = cache_layout(fmt, rows_per_block)
     rowfmt = row_format_of(fmt)
     shape = cache_shape(cache, layout, layer)
-    if not isinstance(rows, torch.Tensor) or rows.dtype != torch.float32 or rows.dim() != 2:
-        raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {_described(rows)}")
+    want, name = (torch.bfloat16, "bf16") if dtype is RowDtype.BF16 else (torch.float32, "f32")
+    if not isinstance(rows, torch.Tensor) or rows.dtype != want or rows.dim() != 2:
+        raise ValueError(f"rows: must be {name}[R, {rowfmt.dims}], got {_described(rows)}")
     if rows.shape[1] != rowfmt.dims:
-        raise ValueError(f"rows: must be f32[R, {rowfmt.dims}], got {_described(rows)}")
+        raise ValueError(f"rows: must be {name}[R, {rowfmt.dims}], got {_described(rows)}")
     if not isinstance(slots, torch.Tensor) or slots.dtype != torch.int64 or slots.shape != (rows.shape[0],):
         raise ValueError(f"slots: must be i64[{rows.shape[0]}], got {_described(slots)}")
     return shape, rowfmt
@@ -126,9 +142,12 @@ def attention_convention(convention: str) -> tuple[InvalidLanes, EmptyRow]:
 
 
 @functools.lru_cache(maxsize=8192)
-def reference_row(fmt: str, values: tuple[float, ...]) -> QuantizedRow:
-    """The exact stored bytes of one row of finite float values (``Fraction(x)`` is exact)."""
-    return quantize_row(row_format_of(fmt), [Fraction(v) for v in values])
+def reference_row(
+    fmt: str, values: tuple[float, ...], dtype: RowDtype = RowDtype.F32, arithmetic: Arithmetic = Arithmetic.EXACT
+) -> QuantizedRow:
+    """The exact stored bytes of one row of finite float values (``Fraction(x)`` is exact): a row of ``dtype``,
+    scales in ``arithmetic``."""
+    return quantize_row(row_format_of(fmt), [Fraction(v) for v in values], dtype=dtype, arithmetic=arithmetic)
 
 
 @functools.lru_cache(maxsize=8192)

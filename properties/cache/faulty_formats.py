@@ -17,7 +17,8 @@ from typing import Literal
 import torch
 
 from properties.cache.common import CacheShape, gather_call, store_call
-from reference.formats import RowFormat
+from reference.formats import RowDtype, RowFormat
+from reference.scales import Arithmetic
 
 E4M3_MAX = 448.0
 E4M3_SCALE_MIN = 2.0**-9
@@ -43,6 +44,8 @@ class FormatBugs:
     nonfinite_unchecked: bool = False  # NaN / inf in a stored row quantized instead of refused
     e4m3_scale_as_ue8m0: bool = False  # reader decodes the main-FP4 e4m3 scale bytes as UE8M0 exponents
     scales_alias_layer_0: bool = False  # every layer's scale part addressed in layer 0's page (an engine's bug)
+    rows_through_f16: bool = False  # bf16 rows converted through float16 (range 65504, subnormals below 2**-14)
+    scales_exact_under_f32: bool = False  # scales by the exact rule although f32_scale is declared
 
 
 NO_BUGS = FormatBugs()
@@ -84,14 +87,25 @@ def _e4m3_bytes(v32: torch.Tensor) -> torch.Tensor:
     return v32.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
 
 
-def _quantize(x: torch.Tensor, fmt: RowFormat, bugs: FormatBugs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Data and scale bytes of float32 rows ``x`` [R, dims]."""
+def _exponent_f32(a: torch.Tensor, c: float, floor: float) -> torch.Tensor:
+    """``ceil(fl(log2(fl(max(a, floor) / c))))`` in float32 arithmetic (``a``: float32 values held in float64): the
+    quotient a float32 division, the logarithm taken in float64 and rounded once to float32."""
+    q = a.to(torch.float32).clamp(min=torch.tensor(floor, dtype=torch.float32)) / torch.tensor(c, dtype=torch.float32)
+    return torch.ceil(torch.log2(q.to(torch.float64)).to(torch.float32)).to(torch.int64)
+
+
+def _quantize(
+    x: torch.Tensor, fmt: RowFormat, bugs: FormatBugs, arithmetic: Arithmetic = Arithmetic.EXACT
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Data and scale bytes of float32 rows ``x`` [R, dims], the scales in ``arithmetic``."""
     rows = x.shape[0]
     x64 = x.to(torch.float64)
     groups = x64[:, : fmt.quantized_dims].reshape(rows, fmt.groups, fmt.group_size)
     amax = groups.abs().amax(-1)
+    f32 = arithmetic is Arithmetic.F32 and not bugs.scales_exact_under_f32
     if fmt.scale_kind == "e4m3":
-        wanted = (amax / FP4_MAX).clamp(min=E4M3_SCALE_MIN)
+        quotient = (amax.to(torch.float32) / torch.tensor(FP4_MAX)).to(torch.float64) if f32 else amax / FP4_MAX
+        wanted = quotient.clamp(min=E4M3_SCALE_MIN)
         if not bugs.e4m3_scale_nosat:
             wanted = wanted.clamp(max=E4M3_MAX)
         scale = _round_e4m3(wanted)
@@ -101,8 +115,12 @@ def _quantize(x: torch.Tensor, fmt: RowFormat, bugs: FormatBugs) -> tuple[torch.
         scale = torch.where(over, torch.full_like(scale, float("nan")), scale)
         codes = _e2m1_codes(groups / scale[..., None])
     else:
-        if fmt.element == "e2m1":
+        if fmt.element == "e2m1" and f32:
+            k = _exponent_f32(amax, FP4_MAX, FP4_UE8M0_AMAX_FLOOR)
+        elif fmt.element == "e2m1":
             k = _exponent(amax.clamp(min=FP4_UE8M0_AMAX_FLOOR), FP4_MAX, floor=bugs.scale_floor)
+        elif f32:
+            k = _exponent_f32(amax, E4M3_MAX, FP8_AMAX_FLOOR)
         else:
             k = _exponent(amax.clamp(min=FP8_AMAX_FLOOR), E4M3_MAX, floor=bugs.scale_floor)
         scaled = groups * _pow2(-k)[..., None]
@@ -154,10 +172,13 @@ def quantize_store(
     rows_per_block: int,
     layer: int,
     bugs: FormatBugs = NO_BUGS,
+    dtype: RowDtype = RowDtype.F32,
+    arithmetic: Arithmetic = Arithmetic.EXACT,
 ) -> None:
-    """Quantize ``rows`` (f32[R, d]) into layer ``layer`` of ``cache`` at ``slots`` (i64[R], -1 skipped), in
-    place."""
-    shape, rowfmt = store_call(rows, slots, cache, fmt, rows_per_block, layer)
+    """Quantize ``rows`` (f32[R, d], or bf16 under ``dtype``) into layer ``layer`` of ``cache`` at ``slots`` (i64[R],
+    -1 skipped), in place; the scales in ``arithmetic``."""
+    shape, rowfmt = store_call(rows, slots, cache, fmt, rows_per_block, layer, dtype)
+    rows = rows.to(torch.float16).to(torch.float32) if bugs.rows_through_f16 else rows.to(torch.float32)
     capacity = shape.capacity
     slots = slots.cpu()
     if bugs.minus_one_wraps:
@@ -177,7 +198,7 @@ def quantize_store(
         tail = x[:, rowfmt.quantized_dims :].to(torch.bfloat16)
         if torch.isinf(tail).any():
             raise ValueError("rows: a RoPE value overflows bf16")
-    data, scales = _quantize(x, rowfmt, bugs)
+    data, scales = _quantize(x, rowfmt, bugs, arithmetic)
     data_at, scale_at = _offsets(shape, kept, bugs)
     flat = cache.view(-1)
     device_data = (data_at[:, None] + torch.arange(rowfmt.data_bytes)).to(cache.device)
@@ -228,9 +249,12 @@ def gather_dequantize(
     return torch.cat([values, tail], dim=1).to(torch.float32).to(cache.device)
 
 
-def store_with(bugs: FormatBugs) -> Callable[..., None]:
-    """quantize_store with ``bugs`` planted, as a contract-shaped callable."""
-    return functools.partial(quantize_store, bugs=bugs)
+def store_with(
+    bugs: FormatBugs, dtype: RowDtype = RowDtype.F32, arithmetic: Arithmetic = Arithmetic.EXACT
+) -> Callable[..., None]:
+    """quantize_store with ``bugs`` planted, as a contract-shaped callable taking rows of ``dtype`` and computing
+    scales in ``arithmetic`` (the options ``bf16_rows`` and ``f32_scale``)."""
+    return functools.partial(quantize_store, bugs=bugs, dtype=dtype, arithmetic=arithmetic)
 
 
 def gather_with(bugs: FormatBugs) -> Callable[..., torch.Tensor]:

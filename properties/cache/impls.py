@@ -22,41 +22,52 @@ from properties.cache.common import (
     reference_decode_f32,
     reference_row,
     store_call,
+    store_options,
     to_float32,
 )
 from properties.registry import Implementation
 from reference.formats import QuantizedRow
 
 
-def reference_quantize_store(
-    rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
-) -> None:
-    """Every row at a slot other than -1, quantized by ``reference.formats`` and placed at its public offsets in
-    layer ``layer``'s pages."""
-    shape, _ = store_call(rows, slots, cache, fmt, rows_per_block, layer)
-    capacity = shape.capacity
-    stored: list[tuple[int, QuantizedRow]] = []
-    seen: set[int] = set()
-    for i, slot in enumerate(slots.tolist()):
-        if slot == -1:
-            continue
-        if not 0 <= slot < capacity:
-            raise ValueError(f"slots[{i}]: must be -1 or in [0, {capacity}), got {slot}")
-        if slot in seen:
-            raise ValueError(f"slots[{i}]: slot {slot} is stored twice")
-        seen.add(slot)
-        values = tuple(rows[i].tolist())
-        if not all(math.isfinite(v) for v in values):
-            raise ValueError(f"rows[{i}]: holds NaN or infinity; no cache format stores them")
-        try:
-            stored.append((slot, reference_row(fmt, values)))
-        except ValueError as err:
-            raise ValueError(f"rows[{i}]: {err}") from err
-    flat = cache.view(-1)
-    for slot, row in stored:
-        data_at, scale_at = shape.offsets(slot)
-        flat[data_at : data_at + len(row.data)] = torch.tensor(list(row.data), dtype=torch.uint8)
-        flat[scale_at : scale_at + len(row.scales)] = torch.tensor(list(row.scales), dtype=torch.uint8)
+def reference_store(convention: str) -> Callable[..., None]:
+    """The exact quantize_store of ``convention`` (a format, optionally with ``bf16_rows`` / ``f32_scale``)."""
+    _, dtype, arithmetic = store_options(convention)
+
+    def reference_quantize_store(
+        rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
+    ) -> None:
+        """Every row at a slot other than -1, quantized by ``reference.formats`` and placed at its public offsets
+        in layer ``layer``'s pages."""
+        shape, _ = store_call(rows, slots, cache, fmt, rows_per_block, layer, dtype)
+        capacity = shape.capacity
+        stored: list[tuple[int, QuantizedRow]] = []
+        seen: set[int] = set()
+        for i, slot in enumerate(slots.tolist()):
+            if slot == -1:
+                continue
+            if not 0 <= slot < capacity:
+                raise ValueError(f"slots[{i}]: must be -1 or in [0, {capacity}), got {slot}")
+            if slot in seen:
+                raise ValueError(f"slots[{i}]: slot {slot} is stored twice")
+            seen.add(slot)
+            values = tuple(rows[i].float().tolist())
+            if not all(math.isfinite(v) for v in values):
+                raise ValueError(f"rows[{i}]: holds NaN or infinity; no cache format stores them")
+            try:
+                stored.append((slot, reference_row(fmt, values, dtype, arithmetic)))
+            except ValueError as err:
+                raise ValueError(f"rows[{i}]: {err}") from err
+        flat = cache.view(-1)
+        for slot, row in stored:
+            data_at, scale_at = shape.offsets(slot)
+            flat[data_at : data_at + len(row.data)] = torch.tensor(list(row.data), dtype=torch.uint8)
+            flat[scale_at : scale_at + len(row.scales)] = torch.tensor(list(row.scales), dtype=torch.uint8)
+
+    return reference_quantize_store
+
+
+reference_quantize_store = reference_store(FORMAT_CONVENTIONS[0])
+"""The exact quantize_store of the contract's default options (float32 rows, exact scales), for every format."""
 
 
 def reference_gather_dequantize(

@@ -7,13 +7,17 @@ Each is registered for the one format or convention where its bug shows; the sui
 
 from __future__ import annotations
 
+from properties.cache.common import store_options
 from properties.cache.faulty_attention import AttentionBugs, attention_with
 from properties.cache.faulty_formats import FormatBugs, gather_with, store_with
 from properties.registry import Implementation
 
 
 def _store(name: str, fmt: str, note: str, **bug: object) -> Implementation:
-    return Implementation("quantize_store", name, store_with(FormatBugs(**bug)), fmt, "mutant", note=note)  # type: ignore[arg-type]
+    """A store mutant under convention ``fmt`` (a format, optionally with options it honours but for its bug)."""
+    _, dtype, arithmetic = store_options(fmt)
+    fn = store_with(FormatBugs(**bug), dtype, arithmetic)  # type: ignore[arg-type]
+    return Implementation("quantize_store", name, fn, fmt, "mutant", note=note)
 
 
 def _gather(name: str, fmt: str, note: str, **bug: object) -> Implementation:
@@ -46,6 +50,18 @@ MUTANTS: list[Implementation] = [
     _store("store_rope_bf16_truncated", "v4_584", "bf16 RoPE tail truncated, not rounded", rope_truncated=True),
     _store("store_v4_blocks_unpadded", "v4_584", "block stride rows * 584, not padded to 576", unpadded_blocks=True),
     _store("store_nan_not_refused", "index_fp8_132", "NaN / inf rows quantized silently", nonfinite_unchecked=True),
+    _store(
+        "store_bf16_rows_through_f16",
+        "v41_fp8_528+bf16_rows",
+        "bf16 rows converted through float16: beyond 65504 infinite, below 2**-14 rounded",
+        rows_through_f16=True,
+    ),
+    _store(
+        "store_exact_scale_under_f32_scale",
+        "v4_584+f32_scale",
+        "group scales by the exact rule where f32 arithmetic is declared: 2**5 for amax 7168 + 2**-10, not 2**4",
+        scales_exact_under_f32=True,
+    ),
     _gather(
         "gather_v41_fp8_sectioned",
         "v41_fp8_528",

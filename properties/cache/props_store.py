@@ -14,6 +14,7 @@ from typing import Any
 from properties.cache.checks import (
     HUNT_EXAMPLES,
     StoreCase,
+    as_dtype,
     cheap_refusal,
     compare_cache,
     compare_rows,
@@ -26,13 +27,15 @@ from properties.cache.checks import (
     refusal,
     run_store,
     shown_values,
+    storable,
     store_case,
 )
 from properties.cache.common import (
     cache_layout,
     pad_offsets,
+    store_options,
 )
-from properties.cache.frozen import NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN
+from properties.cache.frozen import F32_SCALE_BOUNDARY, NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN
 from properties.cache.strategies import (
     f32,
     grid_store_examples,
@@ -41,7 +44,7 @@ from properties.cache.strategies import (
 )
 from properties.compare import Lane, Mismatch
 from properties.registry import Implementation
-from properties.runner import Property
+from properties.runner import BAD_INPUT, Property
 from reference.accounting import block_payload_bytes, page_bytes
 
 
@@ -57,12 +60,22 @@ def _check_refused(impl: Implementation, case: StoreCase, why: str) -> None:
     raise Mismatch("quantize_store", detail=f"expected ValueError ({why}); the call returned")
 
 
-def check_store_matches_reference(impl: Implementation, example: dict[str, Any]) -> None:
+def check_store_refuses_bad_rows(impl: Implementation, example: dict[str, Any]) -> None:
+    """A stored row the reference refuses (NaN, infinity, a RoPE value beyond bf16; the first stored row made NaN
+    where the example has none): ValueError, and the cache as it was."""
     case = store_case(example, impl.convention or "")
+    if refusal(case) is None and case.stored:
+        first, _ = case.stored[0]
+        rows = [list(r) for r in case.rows]
+        rows[first][0] = math.nan
+        case = replace(case, rows=rows)
     why = refusal(case)
     if why is not None:
         _check_refused(impl, case, why)
-        return
+
+
+def check_store_matches_reference(impl: Implementation, example: dict[str, Any]) -> None:
+    case = storable(store_case(example, impl.convention or ""))
     got = run_store(impl, case, case.rows, case.slots, case.poison)
     expected, free, choices = expected_cache(case)
     stored = "; ".join(f"slot {s}: {shown_values(case.rows[i])}" for i, s in case.stored)
@@ -80,11 +93,7 @@ def check_store_matches_reference(impl: Implementation, example: dict[str, Any])
 
 def check_store_writes_only_its_rows(impl: Implementation, example: dict[str, Any]) -> None:
     """Run twice, on the poison and on its complement: a byte is written iff it ends equal in both runs."""
-    case = store_case(example, impl.convention or "")
-    why = refusal(case, cheap=True)
-    if why is not None:
-        _check_refused(impl, case, why)
-        return
+    case = storable(store_case(example, impl.convention or ""), cheap=True)
     layout, fmt = case.layout, case.rowfmt
     assert block_payload_bytes(fmt, layout.rows, 1) == layout.rows * fmt.data_bytes + layout.rows * fmt.scale_bytes
     assert page_bytes(fmt, layout.rows, 1) == layout.block_bytes
@@ -145,12 +154,14 @@ def grid_case(example: dict[str, Any], fmt: str) -> StoreCase:
     return memo("grid", example, fmt, lambda: _grid_case(example, fmt))  # type: ignore[no-any-return]
 
 
-def _grid_case(example: dict[str, Any], fmt: str) -> StoreCase:
+def _grid_case(example: dict[str, Any], convention: str) -> StoreCase:
+    fmt, dtype, arithmetic = store_options(convention)
     layout = cache_layout(fmt, example["rows_per_block"])
     rows = [grid_values_for(spec, layout.fmt) for spec, _ in example["rows"]]
     layers, layer = layers_of(example)
     poison = poison_bytes(example["poison"], example["num_blocks"] * layers * layout.block_bytes)
-    return StoreCase(fmt, layout, rows, [slot for _, slot in example["rows"]], poison, layers, layer)
+    slots = [slot for _, slot in example["rows"]]
+    return StoreCase(fmt, layout, rows, slots, poison, layers, layer, dtype, arithmetic)
 
 
 def check_store_grid_roundtrip(impl: Implementation, example: dict[str, Any]) -> None:
@@ -173,7 +184,10 @@ def check_store_layers_do_not_alias(impl: Implementation, example: dict[str, Any
     usable = [i for i, _ in case.stored if cheap_refusal(case.rowfmt, case.rows[i]) is None]
     slots = [s if i in usable else -1 for i, s in enumerate(case.slots)]
     layered = replace(case, slots=slots)
-    stores = [(layer, [[f32(v * (layer + 1)) for v in row] for row in case.rows]) for layer in range(case.layers)]
+    stores = [
+        (layer, as_dtype([[f32(v * (layer + 1)) for v in row] for row in case.rows], case.dtype))
+        for layer in range(case.layers)
+    ]
     stores = [(layer, rows) for layer, rows in stores if refusal(replace(layered, rows=rows)) is None]
     cache = case.poison
     for layer, rows in stores:
@@ -197,12 +211,21 @@ PROPERTIES = [
         "quantize_store",
         store_examples(),
         check_store_matches_reference,
-        examples=(NO_ROWS, STORED_BF16_OVERFLOW, STORED_NAN),
+        examples=(NO_ROWS, F32_SCALE_BOUNDARY),
         doc="the whole cache after the call equals the reference's: stored rows' bytes at their public offsets, "
         "-1 rows skipped, every other byte untouched; arbitrary values (ties, subnormals, saturation, scale "
-        "boundaries, the amax floor); a stored row with NaN/inf or a bf16-overflowing RoPE value: ValueError "
-        "and the cache unchanged",
+        "boundaries, the amax floor); rows the reference refuses are moved to slot -1",
         hunt_examples=HUNT_EXAMPLES,
+    ),
+    Property(
+        "quant_store_refuses_bad_rows",
+        "quantize_store",
+        store_examples(),
+        check_store_refuses_bad_rows,
+        examples=(STORED_BF16_OVERFLOW, STORED_NAN),
+        doc="a stored row with NaN/inf or a bf16-overflowing RoPE value: ValueError and the cache unchanged",
+        hunt_examples=HUNT_EXAMPLES,
+        group=BAD_INPUT,
     ),
     Property(
         "quant_store_grid_roundtrip",

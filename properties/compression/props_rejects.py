@@ -22,7 +22,7 @@ from properties.compression.strategies import (
     bad_calls,
 )
 from properties.registry import Implementation
-from properties.runner import Property
+from properties.runner import BAD_INPUT, Property
 
 
 def _faulty_call(
@@ -125,6 +125,7 @@ PROPERTIES = [
         doc="A ring below W - 1 slots, a wrong dtype, shape, contiguity, offset, start, slot, APE table or "
         "ratio raises ValueError or TypeError, and the state is untouched.",
         hunt_examples=HUNT_EXAMPLES_QUICK,
+        group=BAD_INPUT,
     ),
     Property(
         "compression_decode_rejects_bad_input",
@@ -135,5 +136,6 @@ PROPERTIES = [
         doc="A ring below the declared discipline's safe size (write_then_read W + q - 1, read_then_write "
         "W - 1) or any malformed argument raises ValueError or TypeError before the state is touched.",
         hunt_examples=HUNT_EXAMPLES_QUICK,
+        group=BAD_INPUT,
     ),
 ]

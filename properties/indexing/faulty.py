@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.conventions import TOPK
-from reference.topk import lane_layout
+from reference.conventions import parse
+from reference.topk import MaskedLanes, lane_layout
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class Faults:
     # counted back from the tentative length; "window_plus_step_minus_2": one position fewer; "all": never releases)
     count_per_step: bool = False  # every query of a step sees end_pos // ratio rows (the public V4.1 decode)
     compressed_floor_p: bool = False  # the query at p sees p // ratio rows: the row p completes is left out
+    neg_inf_eligible: bool = False  # top-k chooses -inf rows of the valid prefix under neg_inf_excluded
+    slot_via_block_size: bool = False  # slot = (block * block_size + (j % Bc) * ratio) // ratio: the product
+    # block * block_size wraps in int32 although the slot fits
 
 
 NO_FAULTS = Faults()
@@ -97,11 +100,16 @@ def unsigned_lengths(lengths: torch.Tensor, width: int, faults: Faults) -> torch
     return torch.where(wide < 0, width, wide) if faults.padding_as_unsigned else wide
 
 
-def rank_lanes(scores: torch.Tensor, lengths: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:
-    """Every lane of each row: valid lanes first, best first (NaN, +inf, numbers, -inf; ties by lowest index)."""
+def rank_lanes(
+    scores: torch.Tensor, lengths: torch.Tensor, faults: Faults = NO_FAULTS, exclude_neg_inf: bool = False
+) -> torch.Tensor:
+    """Every lane of each row: eligible lanes first (valid; not -inf under ``exclude_neg_inf``), best first (NaN,
+    +inf, numbers, -inf; ties by lowest index)."""
     width = scores.shape[1]
     lanes = torch.arange(width, device=scores.device)
     valid = lanes < lengths.to(torch.int64).unsqueeze(-1)
+    if exclude_neg_inf:
+        valid &= scores != float("-inf")
     key = (scores.half().float() if faults.float16_keys else scores) + 0.0  # -0.0 becomes 0.0
     if faults.rank_whole_row:
         return _stable_descending(key)
@@ -125,16 +133,22 @@ def topk(
 ) -> torch.Tensor:
     """The lanes of ``convention`` (see the contract): chosen rows plus offset, then fill lanes."""
     rows, width = scores.shape
-    layout = lane_layout(TOPK[convention].rule)
+    rule = parse("topk", convention).rule
+    layout = lane_layout(rule)
     lanes_out, fill = layout.lanes(k, width), layout.fill
+    exclude = getattr(rule, "masked_lanes", None) is MaskedLanes.EXCLUDED and not faults.neg_inf_eligible
     if layout.whole_row and bool((lengths != width).any()):
         raise ValueError(f"lengths: v4-decode scores exactly the visible rows: each must be {width}")
     if faults.all_zero_unwritten and rows and int(lengths.max()) <= 0:
         return torch.zeros((rows, lanes_out), dtype=torch.int32, device=scores.device)
     take = min(k, width)
     lengths64 = unsigned_lengths(lengths, width, faults)
-    order = rank_lanes(scores, lengths64, faults)[:, :take]
-    count = lengths64.clamp(max=k).unsqueeze(-1)
+    order = rank_lanes(scores, lengths64, faults, exclude)[:, :take]
+    eligible = lengths64
+    if exclude:
+        live = torch.arange(width, device=scores.device) < lengths64.unsqueeze(-1)
+        eligible = (live & (scores != float("-inf"))).sum(dim=1)
+    count = eligible.clamp(max=k).unsqueeze(-1)
     lane = torch.arange(take, device=scores.device)
     if faults.rank_whole_row:
         holds_row = order < lengths64.unsqueeze(-1)
@@ -170,7 +184,7 @@ def candidate_select(
     drop_nan: bool,
     faults: Faults = NO_FAULTS,
 ) -> torch.Tensor:
-    """Kept block ids ascending, -1 fill, ``topk_blocks`` lanes."""
+    """Kept block ids ascending (``rank_order_output``: in rank order), -1 fill, ``topk_blocks`` lanes."""
     rows, width = scores.shape
     blocks = -(-width // block_size)
     lengths64 = lengths.to(torch.int64).unsqueeze(-1)
@@ -192,7 +206,11 @@ def candidate_select(
     value = block_max.gather(1, order)
     drop = drop_nan != faults.flip_nan_policy
     keep = value > float("-inf") if drop else value != float("-inf")
-    kept = torch.where(keep, order, blocks).sort(dim=1).values
+    if faults.rank_order_output:
+        kept = torch.where(keep, order, blocks)
+        kept = kept.gather(1, _stable_descending((kept != blocks).to(torch.int8)))
+    else:
+        kept = torch.where(keep, order, blocks).sort(dim=1).values
     kept = torch.where(kept == blocks, -1, kept)
     pad = torch.full((rows, topk_blocks - kept.shape[1]), -1, dtype=torch.int64, device=scores.device)
     return torch.cat([kept, pad], dim=1).to(torch.int32)
@@ -226,8 +244,10 @@ def slot_translation(
     block_size: int,
     ratio: int,
     faults: Faults = NO_FAULTS,
+    out_dtype: torch.dtype = torch.int64,
 ) -> torch.Tensor:
-    """``block_table[j // Bc] * Bc + j % Bc`` in int64; -1 for -1 lanes and lanes past ``lengths``."""
+    """``block_table[j // Bc] * Bc + j % Bc`` in int64; -1 for -1 lanes and lanes past ``lengths``; the result
+    as ``out_dtype`` (int32 under the option int32_slots)."""
     per_block = block_size if faults.rows_per_block_is_block_size else block_size // ratio
     wide = torch.int32 if faults.int32_slots else torch.int64
     j = rows.to(wide)
@@ -236,13 +256,16 @@ def slot_translation(
     if not faults.ignore_lengths:
         live &= lane < unsigned_lengths(lengths, rows.shape[1], faults).unsqueeze(-1)
     if block_table.shape[1] == 0:
-        return torch.full(rows.shape, -1, dtype=torch.int64, device=rows.device)
+        return torch.full(rows.shape, -1, dtype=out_dtype, device=rows.device)
     last = block_table.shape[1] - 1
     safe = torch.where(live, j, 0)
     block = block_table.to(wide).gather(1, (safe // per_block).clamp(0, last).to(torch.int64))
     scale = 1 if faults.slot_unscaled else per_block
     slot = block * scale + safe % per_block
-    return torch.where(live, slot, -1).to(torch.int64)
+    if faults.slot_via_block_size:
+        narrow = block.to(torch.int32) * block_size + (safe % per_block).to(torch.int32) * (block_size // per_block)
+        slot = torch.div(narrow, block_size // per_block, rounding_mode="floor").to(wide)
+    return torch.where(live, slot, -1).to(out_dtype)
 
 
 def gathered_rows(rows: torch.Tensor, offsets: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor:

@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from properties.indexing import faulty as ti
 from properties.registry import Implementation
+from reference.addressing import SlotWidth
+from reference.conventions import parse
 
 CONVENTION_RULES = {
     "pinned+drop_nan": (True, True),
@@ -28,7 +32,7 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
             scores, lengths, offsets, k=k, convention=convention or "", faults=faults
         )
     if op == "candidate_select":
-        pin, drop = CONVENTION_RULES[convention or ""]
+        pin, drop = CONVENTION_RULES[parse(op, convention or "").base]
         return lambda scores, lengths, *, block_size, topk_blocks: ti.candidate_select(
             scores,
             lengths,
@@ -43,8 +47,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
             offsets, candidate_blocks, block_size=block_size, faults=faults
         )
     if op == "slot_translation":
+        narrow = parse(op, convention or "").setting(SlotWidth, SlotWidth.INT64) is SlotWidth.INT32
+        dtype = torch.int32 if narrow else torch.int64
         return lambda rows, block_table, lengths, *, block_size, ratio: ti.slot_translation(
-            rows, block_table, lengths, block_size=block_size, ratio=ratio, faults=faults
+            rows, block_table, lengths, block_size=block_size, ratio=ratio, faults=faults, out_dtype=dtype
         )
     if op == "gathered_rows":
         return lambda rows, offsets: ti.gathered_rows(rows, offsets, faults=faults)
@@ -96,6 +102,21 @@ MUTANTS = [
     ),
     mutant("topk", "topk_sorted_by_score", "v4.1-clamped", "rank order instead of index order", rank_order_output=True),
     mutant(
+        "topk",
+        "topk_ties_any_rank_order",
+        "v4.1+ties_any",
+        "ties broken by the highest index (allowed), the rows listed in rank order (not)",
+        ties_to_highest_index=True,
+        rank_order_output=True,
+    ),
+    mutant(
+        "topk",
+        "topk_neg_inf_chosen",
+        "select+neg_inf_excluded",
+        "chooses -inf rows of the valid prefix",
+        neg_inf_eligible=True,
+    ),
+    mutant(
         "candidate_select",
         "candidates_newest_not_pinned",
         "pinned+drop_nan",
@@ -123,6 +144,12 @@ MUTANTS = [
         "no -inf padding past the valid end",
         block_max_past_end=True,
     ),
+    mutant(
+        "candidate_select",
+        "candidates_ascending_under_order_rank",
+        "pinned+drop_nan+ties_any+order_rank",
+        "kept blocks listed by ascending id where the convention declares rank order",
+    ),
     mutant("candidate_restore", "restore_block_id_not_scaled", None, "row = block + o % bs", restore_unscaled=True),
     mutant(
         "candidate_restore",
@@ -139,6 +166,14 @@ MUTANTS = [
         rows_per_block_is_block_size=True,
     ),
     mutant("slot_translation", "slots_int32_slot_overflow", "count", "slots computed in int32", int32_slots=True),
+    mutant(
+        "slot_translation",
+        "slots_int32_block_times_block_size",
+        "sentinel+int32_slots",
+        "int32 slots through block * block_size, which wraps for block ids the option allows",
+        int32_slots=True,
+        slot_via_block_size=True,
+    ),
     mutant("slot_translation", "slots_block_id_not_scaled", "sentinel", "slot = block + j % Bc", slot_unscaled=True),
     mutant(
         "slot_translation",

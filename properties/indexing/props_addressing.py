@@ -19,7 +19,7 @@ from properties.indexing.values import index_tensor, output_lanes, visible_count
 from properties.registry import Implementation
 from properties.runner import Property
 from reference import addressing, padding, window
-from reference.conventions import SLOT_TRANSLATION, WINDOW_INDICES
+from reference.conventions import WINDOW_INDICES, parse
 from reference.padding import is_padding
 
 # --- slot translation ----------------------------------------------------------------------------------------------
@@ -27,7 +27,38 @@ from reference.padding import is_padding
 
 def counts(convention: str) -> bool:
     """Whether ``convention`` guards lanes by count (else by the -1 sentinel)."""
-    return SLOT_TRANSLATION[convention].rule is addressing.LaneGuard.COUNT
+    return parse("slot_translation", convention).rule is addressing.LaneGuard.COUNT
+
+
+def slot_width(convention: str) -> addressing.SlotWidth:
+    """The integer width of ``convention``'s slots (``int32_slots``: int32)."""
+    return parse("slot_translation", convention).setting(addressing.SlotWidth, addressing.SlotWidth.INT64)
+
+
+def block_tables(case: dict[str, Any], convention: str) -> list[list[int]]:
+    """The case's block tables; under ``int32_slots`` shifted down (distinct still) so that the largest id is at
+    most ``reference.addressing.max_block_id``, where every slot fits int32: at the bound when it was above."""
+    tables = case["block_tables"]
+    width = slot_width(convention)
+    if width is addressing.SlotWidth.INT64:
+        return [list(t) for t in tables]
+    bound = addressing.max_block_id(case["block_size"], case["ratio"], width)
+    shift = max(0, max((b for t in tables for b in t), default=0) - bound)
+    return [[b - shift for b in t] for t in tables]
+
+
+def slot_dtype(convention: str) -> torch.dtype:
+    return torch.int32 if slot_width(convention) is addressing.SlotWidth.INT32 else torch.int64
+
+
+def wrapped_lanes(expected: list[list[int]], got: list[list[int]]) -> list[tuple[int, int]]:
+    """The lanes whose slot is off by a multiple of 2**32: the slot wrapped in int32 arithmetic."""
+    return [
+        (m, i)
+        for m, (e_row, g_row) in enumerate(zip(expected, got, strict=True))
+        for i, (e, g) in enumerate(zip(e_row, g_row, strict=True))
+        if e != g and (e - g) % 2**32 == 0
+    ]
 
 
 def slot_inputs(case: dict[str, Any], convention: str) -> tuple[list[list[int]], list[int]]:
@@ -51,16 +82,17 @@ def live_lanes(case: dict[str, Any], convention: str) -> list[list[int | None]]:
 
 
 def run_slots(impl: Implementation, case: dict[str, Any]) -> list[list[int]]:
-    rows, lengths = slot_inputs(case, impl.convention or "")
+    convention = impl.convention or ""
+    rows, lengths = slot_inputs(case, convention)
     out = impl.fn(
         index_tensor(rows, torch.int32, impl.device),
-        index_tensor(case["block_tables"], torch.int32, impl.device),
+        index_tensor(block_tables(case, convention), torch.int32, impl.device),
         torch.tensor(lengths, dtype=torch.int32, device=impl.device),
         block_size=case["block_size"],
         ratio=case["ratio"],
     )
     shape = (len(rows), len(rows[0]) if rows else 0)
-    return output_lanes(out, torch.int64, shape, f"slot_translation[{impl.convention}] output")
+    return output_lanes(out, slot_dtype(convention), shape, f"slot_translation[{convention}] output")
 
 
 def per_block(case: dict[str, Any]) -> int:
@@ -71,11 +103,21 @@ def check_slots_equal_reference(impl: Implementation, case: dict[str, Any]) -> N
     convention = impl.convention or ""
     got = run_slots(impl, case)
     rows, lengths = slot_inputs(case, convention)
+    width = slot_width(convention)
     expected = [
-        list(padding.slot_row(r, t, case["block_size"], case["ratio"], n, counts(convention)))
-        for r, t, n in zip(rows, case["block_tables"], lengths, strict=True)
+        list(padding.slot_row(r, t, case["block_size"], case["ratio"], n, counts(convention), width))
+        for r, t, n in zip(rows, block_tables(case, convention), lengths, strict=True)
     ]
-    assert_exact(expected, got, f"slot_translation[{convention}] slots vs the exact reference")
+    wrapped = wrapped_lanes(expected, got)
+    what = f"slot_translation[{convention}] slots vs the exact reference"
+    if wrapped:
+        m, i = wrapped[0]
+        what += (
+            f"; {len(wrapped)} slot(s) off by a multiple of 2**32, first lane {m}, {i}: int32 overflow (slots past "
+            f"2**31 - 1 wrapped; int32 slots by design are the option int32_slots, whose block ids stay <= "
+            f"{addressing.max_block_id(case['block_size'], case['ratio'], addressing.SlotWidth.INT32)})"
+        )
+    assert_exact(expected, got, what)
 
 
 def check_slots_injective(impl: Implementation, case: dict[str, Any]) -> None:
@@ -106,7 +148,7 @@ def check_slots_invertible(impl: Implementation, case: dict[str, Any]) -> None:
                 continue
             try:
                 back: int | str = addressing.slot_to_row(
-                    slot, case["block_tables"][m], case["block_size"], case["ratio"]
+                    slot, block_tables(case, convention)[m], case["block_size"], case["ratio"]
                 )
             except ValueError as err:
                 back = f"no row ({err})"
@@ -136,7 +178,7 @@ def check_block_arithmetic(impl: Implementation, case: dict[str, Any]) -> None:
     got = run_slots(impl, case)
     bc = per_block(case)
     for m, (slots, rows) in enumerate(zip(got, live_lanes(case, convention), strict=True)):
-        table = case["block_tables"][m]
+        table = block_tables(case, convention)[m]
         for i, (slot, row) in enumerate(zip(slots, rows, strict=True)):
             if row is not None and (slot // bc, slot % bc) != (table[row // bc], row % bc):
                 raise Mismatch(

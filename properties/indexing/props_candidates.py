@@ -28,10 +28,10 @@ from properties.indexing.strategies import (
 )
 from properties.indexing.values import as_float32, float32_rows, index_tensor, output_lanes, rank_key, visible_count
 from properties.registry import Implementation
-from properties.runner import Property
-from reference import candidates, padding, topk
+from properties.runner import BAD_INPUT, Property
+from reference import candidates, padding, selection, topk
 from reference.candidates import NanPolicy
-from reference.conventions import CANDIDATE_SELECT
+from reference.conventions import parse
 from reference.score_values import NEG_INF, Score
 
 EVERY_ROW = topk.V41TopK(topk.Width.FIXED, topk.MaskedLanes.EXCLUDED)
@@ -40,6 +40,7 @@ ROUND_TRIP_K = 8
 
 
 def run_select(impl: Implementation, scores: list[list[float]], case: dict[str, Any]) -> list[list[int]]:
+    """The implementation's kept blocks per row, each row in its canonical form (``canonical_kept``)."""
     out = impl.fn(
         float32_rows(scores, impl.device),
         torch.tensor(case["lengths"], dtype=torch.int32, device=impl.device),
@@ -47,7 +48,38 @@ def run_select(impl: Implementation, scores: list[list[float]], case: dict[str, 
         topk_blocks=case["topk_blocks"],
     )
     shape = (len(scores), case["topk_blocks"])
-    return output_lanes(out, torch.int32, shape, f"candidate_select[{impl.convention}] output")
+    got = output_lanes(out, torch.int32, shape, f"candidate_select[{impl.convention}] output")
+    convention = impl.convention or ""
+    values = as_float32(scores)
+    return [
+        canonical_kept(lanes, values[m], length, case["block_size"], convention, m)
+        for m, (lanes, length) in enumerate(zip(got, case["lengths"], strict=True))
+    ]
+
+
+def canonical_kept(
+    lanes: list[int], values: list[float], length: int, block_size: int, convention: str, m: int
+) -> list[int]:
+    """Under ``ties_any`` or an ``order_*`` option: the kept ids, checked distinct and in the declared order, in
+    their canonical form (``reference.selection.canonical``: tied blocks replaced by the lowest-index blocks of
+    their maximum, ascending), then the -1 lanes; the row as it is otherwise, or where a lane names no block."""
+    chosen = parse("candidate_select", convention)
+    rule = selection.Selection(
+        chosen.setting(selection.Ties, selection.Ties.LOWEST), chosen.setting(selection.Order, selection.Order.INDEX)
+    )
+    if rule == selection.Selection():
+        return lanes
+    n = visible_count(length)
+    maxima = block_maxima(values, n, block_size, pinned(convention))
+    count = next((i for i, b in enumerate(lanes) if b == -1), len(lanes))
+    ids = lanes[:count]
+    if not all(0 <= b < len(maxima) for b in ids):
+        return lanes
+    keys = [rank_key(v) for v in maxima]
+    problem = selection.order_problem(keys, ids, rule)
+    if problem is not None:
+        raise Mismatch(f"candidate_select[{convention}] row {m}: {problem}", detail=f"lanes {lanes}")
+    return selection.canonical(keys, ids, rule, selection.Order.INDEX) + lanes[count:]
 
 
 def kept_set(lanes: list[int], convention: str, m: int) -> list[int]:
@@ -58,12 +90,18 @@ def kept_set(lanes: list[int], convention: str, m: int) -> list[int]:
     return ids
 
 
+def rule_of(convention: str) -> candidates.CandidateRule:
+    """The reference rule of a candidate_select convention (its options are read by ``canonical_kept``)."""
+    found: candidates.CandidateRule = parse("candidate_select", convention).rule
+    return found
+
+
 def pinned(convention: str) -> bool:
-    return CANDIDATE_SELECT[convention].rule.pin_newest
+    return rule_of(convention).pin_newest
 
 
 def drops_nan(convention: str) -> bool:
-    return CANDIDATE_SELECT[convention].rule.nan_policy is NanPolicy.DROP
+    return rule_of(convention).nan_policy is NanPolicy.DROP
 
 
 def block_maxima(values: list[float], length: int, block_size: int, pin: bool) -> list[float]:
@@ -90,7 +128,7 @@ def keepable(score: float, drop_nan: bool) -> bool:
 def check_select_equals_reference(impl: Implementation, case: dict[str, Any]) -> None:
     convention = impl.convention or ""
     got = run_select(impl, case["scores"], case)
-    rule = CANDIDATE_SELECT[convention].rule
+    rule = rule_of(convention)
     expected = []
     for row, n in zip(as_float32(case["scores"]), case["lengths"], strict=True):
         kept = list(padding.candidate_row(visible_prefix(row, n), n, case["topk_blocks"], case["block_size"], rule))
@@ -337,6 +375,7 @@ PROPERTIES = [
         check_restore_refuses_bad_padding,
         examples=({"offsets": [[0, 2]], "candidate_blocks": [[3, -2]], "block_size": 2},),
         doc="a candidate block below -1 (padding is exactly -1) raises ValueError",
+        group=BAD_INPUT,
     ),
     Property(
         "candidate_round_trip_every_block",

@@ -4,11 +4,18 @@ An example is ``{"scores", "lengths", "offsets", "k"}`` (``properties.indexing.s
 ``v4-decode`` a row holds exactly its visible rows, so the check uses ``lengths[m] = N`` for every row.
 Selection is judged on the float32 values the implementation received, ranked as torch ranks them
 (NaN > +inf > numbers > -inf, -0.0 == 0.0), ties to the lowest index.
+
+Options (``reference.conventions.OPTIONS["topk"]``): under ``ties_any`` or an ``order_*`` option, each output row
+is first checked for distinct rows in the declared order and then read in its canonical form
+(``reference.selection.canonical``: tied rows replaced by the lowest-index rows of their score, listed in the
+base convention's order), so every property below judges it as it judges the base convention.
+``neg_inf_excluded`` is folded into the rule (``MaskedLanes.EXCLUDED``): -inf rows count as not eligible.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import torch
@@ -19,13 +26,59 @@ from properties.indexing.strategies import topk_cases
 from properties.indexing.values import as_float32, float32_rows, output_lanes, rank_key, visible_count
 from properties.registry import Implementation
 from properties.runner import Property
-from reference import padding
+from reference import padding, selection
 from reference import topk as reference_topk
-from reference.conventions import TOPK
+from reference.conventions import parse
+
+
+def rule_of(convention: str) -> reference_topk.TopKConvention:
+    """The reference rule of a top-k convention, options folded in."""
+    found: reference_topk.TopKConvention = parse("topk", convention).rule
+    return found
 
 
 def layout(convention: str) -> reference_topk.LaneLayout:
-    return reference_topk.lane_layout(TOPK[convention].rule)
+    return reference_topk.lane_layout(rule_of(convention))
+
+
+def selection_of(convention: str) -> tuple[selection.Selection, selection.Order]:
+    """The tie rule and lane order ``convention`` declares, and its base convention's order (the canonical one)."""
+    chosen = parse("topk", convention)
+    base = selection.Order.INDEX if layout(convention).index_order else selection.Order.RANK
+    ties = chosen.setting(selection.Ties, selection.Ties.LOWEST)
+    return selection.Selection(ties, chosen.setting(selection.Order, base)), base
+
+
+def excludes_neg_inf(convention: str) -> bool:
+    found = rule_of(convention)
+    return getattr(found, "masked_lanes", None) is reference_topk.MaskedLanes.EXCLUDED
+
+
+def eligible_count(values: list[float], n: int, convention: str) -> int:
+    """The valid rows that can be chosen: all of them, or those not -inf under ``neg_inf_excluded``."""
+    return sum(1 for v in values[:n] if not (excludes_neg_inf(convention) and v == -math.inf))
+
+
+def canonical_lanes(
+    lanes: list[int], values: list[float], length: int, offset: int, convention: str, m: int
+) -> list[int]:
+    """One output row in its canonical form (module docstring); a row whose lanes are not distinct or not in the
+    declared order raises Mismatch. Lanes that do not name valid rows are left as they are (the properties
+    report them)."""
+    rule, base = selection_of(convention)
+    if rule == selection.Selection(selection.Ties.LOWEST, base):
+        return lanes
+    n = visible_count(length)
+    fill = fill_value(convention)
+    count = next((i for i, lane in enumerate(lanes) if lane == fill), len(lanes))
+    rows = [lane - offset for lane in lanes[:count]]
+    if not all(0 <= r < n for r in rows):
+        return lanes
+    keys = [rank_key(v) for v in values[:n]]
+    problem = selection.order_problem(keys, rows, rule)
+    if problem is not None:
+        raise Mismatch(f"topk[{convention}] row {m}: {problem}", detail=f"lanes {lanes} (offset {offset})")
+    return [r + offset for r in selection.canonical(keys, rows, rule, base)] + lanes[count:]
 
 
 def fill_value(convention: str) -> int | None:
@@ -58,7 +111,12 @@ def run_topk(
         k=case["k"],
     )
     shape = (len(scores), lane_count(convention, case["k"], width))
-    return output_lanes(out, torch.int32, shape, f"topk[{convention}] output")
+    got = output_lanes(out, torch.int32, shape, f"topk[{convention}] output")
+    values = as_float32(scores)
+    return [
+        canonical_lanes(row, v, n, offset, convention, m)
+        for m, (row, v, n, offset) in enumerate(zip(got, values, lengths, case["offsets"], strict=True))
+    ]
 
 
 def chosen_rows(lanes: list[int], offset: int, convention: str) -> list[int]:
@@ -76,7 +134,7 @@ def wins(i: int, j: int, values: list[float]) -> bool:
 def check_equals_reference(impl: Implementation, case: dict[str, Any]) -> None:
     convention = impl.convention or ""
     got = run_topk(impl, case["scores"], case)
-    rule = TOPK[convention].rule
+    rule = rule_of(convention)
     expected = [
         list(padding.topk_row(visible_prefix(row, n), n, case["k"], rule, offset))
         for row, n, offset in zip(
@@ -112,14 +170,17 @@ def check_chosen_set_optimal(impl: Implementation, case: dict[str, Any]) -> None
     values = as_float32(case["scores"])
     for m, (lanes, length, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
         n = visible_count(length)
+        count = min(case["k"], eligible_count(values[m], n, convention))
         rows = chosen_rows(lanes, offset, convention)
-        if len(rows) != min(case["k"], n) or len(set(rows)) != len(rows) or not all(0 <= r < n for r in rows):
+        if len(rows) != count or len(set(rows)) != len(rows) or not all(0 <= r < n for r in rows):
             raise Mismatch(
-                f"topk[{convention}] row {m}: the lanes must name exactly min(k, valid) = {min(case['k'], n)} "
+                f"topk[{convention}] row {m}: the lanes must name exactly min(k, eligible) = {count} "
                 f"distinct valid rows",
                 detail=f"lanes {lanes} (offset {offset}, valid {n})",
             )
-        unchosen = [u for u in range(n) if u not in set(rows)]
+        unchosen = [u for u in range(n) if u not in set(rows) and rank_key(values[m][u]) != rank_key(-math.inf)]
+        if not excludes_neg_inf(convention):
+            unchosen = [u for u in range(n) if u not in set(rows)]
         losers = [(c, u) for c in rows for u in unchosen if not wins(c, u, values[m])]
         if losers:
             c, u = losers[0]
@@ -138,7 +199,7 @@ def check_lane_layout(impl: Implementation, case: dict[str, Any]) -> None:
     fill = fill_value(convention)
     for m, (lanes, length, offset) in enumerate(zip(got, lengths_of(case, convention), case["offsets"], strict=True)):
         n = visible_count(length)
-        count = min(case["k"], n)
+        count = min(case["k"], eligible_count(values[m], n, convention))
         head, tail = lanes[:count], lanes[count:]
         if fill in head or any(lane != fill for lane in tail):
             expected = f"{count} row lanes then {len(tail)} lanes of {fill}"
@@ -162,7 +223,7 @@ def check_tail_never_matters(impl: Implementation, case: dict[str, Any]) -> None
     first = run_topk(impl, case["scores"], case)
     lengths = lengths_of(case, convention)
     swapped = [
-        row[: visible_count(n)] + (tail if convention != "v4-decode" else [])
+        row[: visible_count(n)] + (tail if not layout(convention).whole_row else [])
         for row, n, tail in zip(case["scores"], lengths, case["other_tails"], strict=True)
     ]
     second = run_topk(impl, swapped, case)
