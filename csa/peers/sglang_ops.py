@@ -49,7 +49,7 @@ def select_candidate_block_ids(
     return out
 
 
-select_candidate_block_ids.csa_convention = "pinned+drop_nan"  # type: ignore[attr-defined]
+select_candidate_block_ids.csa_convention = "pinned+drop_nan+ties_any+order_any"  # type: ignore[attr-defined]
 
 
 def topk_transform(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
@@ -65,7 +65,7 @@ def topk_transform(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.T
     return torch.where(raw >= 0, raw + offsets[:, None], raw)
 
 
-topk_transform.csa_convention = "v4.1"  # type: ignore[attr-defined]
+topk_transform.csa_convention = "v4.1+ties_any+order_any"  # type: ignore[attr-defined]
 
 _LAYOUT = {"v4_584": "v4", "v41_fp8_528": "v41_new", "v41_fp4_288": "v41_fp4_new"}
 
@@ -102,8 +102,8 @@ def _index_store(rne: bool):  # type: ignore[no-untyped-def]
         rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
     ) -> None:
         """quantize_store of the FP4 index cache by ``kvcache/dsv4_fp4_index_k_cache.py:store_fp4_index_k_cache``
-        (quantize in Triton, then a Triton copy into the page), ``page_size = rows_per_block``, the rows passed
-        as the f32 they are; every slot passed as it is, -1 included."""
+        (quantize in Triton, then a Triton copy into the page), ``page_size = rows_per_block``, bf16 rows (the
+        K it stores in serving); every slot passed as it is, -1 included."""
         ops = module(INDEX_CACHE)
         pages = layer_pages(cache, fmt, rows_per_block, layer)
         target = pages if pages.is_contiguous() else pages.contiguous()
@@ -112,7 +112,7 @@ def _index_store(rne: bool):  # type: ignore[no-untyped-def]
             pages.copy_(target)
 
     quantize_store.__name__ = f"store_index_fp4{'_rne' if rne else ''}"
-    quantize_store.csa_convention = INDEX_FP4.name  # type: ignore[attr-defined]
+    quantize_store.csa_convention = f"{INDEX_FP4.name}+bf16_rows+f32_scale"  # type: ignore[attr-defined]
     return quantize_store
 
 

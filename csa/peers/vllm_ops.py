@@ -30,7 +30,8 @@ def global_topk_slots(
 ) -> torch.Tensor:
     """slot_translation by V4.1 ``compute_global_topk_indices_and_lens`` (Triton): one request per row
     (``token_to_req_indices = arange``), vLLM's block size the compressed one (``block_size // ratio``), a row of
-    length -1 a padding token (``is_valid_token`` False); the int32 slots it returns widened to int64. vLLM
+    length -1 a padding token (``is_valid_token`` False); the int32 slots it returns as they are (the
+    ``int32_slots`` option). vLLM
     answers a padding token by its count (``topk_lens`` 0, lanes left translated, never read); the contract
     spells "no lane" -1, so a row whose returned count is 0 reads as all -1."""
     fn = module(V41_CACHE).compute_global_topk_indices_and_lens
@@ -38,10 +39,10 @@ def global_topk_slots(
     token_to_req = torch.arange(m, dtype=torch.int32, device=rows.device)
     valid = lengths != -1
     slots, counts = fn(rows, token_to_req, block_table, block_size // ratio, valid)
-    return slots.to(torch.int64).masked_fill((counts == 0)[:, None], -1)
+    return slots.masked_fill((counts == 0)[:, None], -1)
 
 
-global_topk_slots.csa_convention = "sentinel"  # type: ignore[attr-defined]
+global_topk_slots.csa_convention = "sentinel+int32_slots"  # type: ignore[attr-defined]
 
 
 def select_candidate_blocks(
@@ -56,7 +57,7 @@ def select_candidate_blocks(
     return out.as_subclass(torch.Tensor)
 
 
-select_candidate_blocks.csa_convention = "pinned+propagate_nan"  # type: ignore[attr-defined]
+select_candidate_blocks.csa_convention = "pinned+propagate_nan+ties_any+order_any"  # type: ignore[attr-defined]
 
 _RECORD = {"v4_584": 584, "v41_fp8_528": 528, "v41_fp4_288": 288}
 
@@ -65,15 +66,16 @@ def _store(version: str, fmt: str):  # type: ignore[no-untyped-def]
     def quantize_store(
         rows: torch.Tensor, slots: torch.Tensor, cache: torch.Tensor, *, fmt: str, rows_per_block: int, layer: int
     ) -> None:
-        """quantize_store by vLLM's ``quantize_and_insert_k_cache``: rows cast to bf16 (its input dtype), the
-        layer's pages as its ``k_cache`` (block stride the cache's), ``block_size = rows_per_block``."""
+        """quantize_store by vLLM's ``quantize_and_insert_k_cache``: bf16 rows (its input dtype, the
+        ``bf16_rows`` option), the layer's pages as its ``k_cache`` (block stride the cache's),
+        ``block_size = rows_per_block``."""
         ops = module(V4_CACHE if version == "v4" else V41_CACHE)
         pages = layer_pages(cache, fmt, rows_per_block, layer)
         extra = {} if version == "v4" else {"bytes_per_token": _RECORD[fmt]}
-        ops.quantize_and_insert_k_cache(rows.to(torch.bfloat16), pages, slots, rows_per_block, **extra)
+        ops.quantize_and_insert_k_cache(rows, pages, slots, rows_per_block, **extra)
 
     quantize_store.__name__ = f"quantize_store_{version}_{fmt}"
-    quantize_store.csa_convention = fmt  # type: ignore[attr-defined]
+    quantize_store.csa_convention = f"{fmt}+bf16_rows+f32_scale"  # type: ignore[attr-defined]
     return quantize_store
 
 

@@ -1,0 +1,217 @@
+"""Every peer kernel ``make peers`` judges: where it lives in the engine, the adapter, the convention it is
+judged under, and the verdict on what the judging found (read from the saved runs, docs/peers.md).
+
+A verdict is written for one outcome (``expect``: "pass" or "fail"); ``csa.peers.run`` marks a kernel whose
+outcome differs from the one its verdict was written for, so a stale verdict never reads as current.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    engine: str
+    source: str
+    op: str
+    impl: str
+    leave_out: tuple[str, ...]
+    triton: bool
+    expect: str
+    verdict: str
+    properties: tuple[str, ...] = ()
+    """Only these properties (all when empty)."""
+
+
+V = "csa.peers.vllm_ops"
+S = "csa.peers.sglang_ops"
+VLLM_V4 = "vllm/models/deepseek_v4/common/ops/cache_utils.py"
+VLLM_V41 = "vllm/models/deepseek_v41/common/ops/cache_utils.py"
+BAD = ("bad_input",)
+
+PEERS: tuple[Peer, ...] = (
+    Peer(
+        "vllm.compute_global_topk_indices_and_lens",
+        "vllm",
+        f"{VLLM_V41}:compute_global_topk_indices_and_lens",
+        "slot_translation",
+        f"{V}:global_topk_slots",
+        (),
+        True,
+        "pass",
+        "Passes under int32_slots: vLLM's slots are int32 by design, exact while the block ids stay under the "
+        "option's bound. A padding token is answered by its count (0), which the adapter reads as all lanes -1.",
+    ),
+    Peer(
+        "vllm.select_candidate_blocks",
+        "vllm",
+        "vllm/model_executor/kernels/attention/dsa/candidate_blocks.py:select_candidate_blocks",
+        "candidate_select",
+        f"{V}:select_candidate_blocks",
+        (),
+        True,
+        "pass",
+        "Passes under ties_any + order_any: ties broken by torch.topk, blocks in rank order (its DeepSelect "
+        "path on a GPU: any order, as its docstring says); NaN blocks kept.",
+    ),
+    Peer(
+        "vllm.quantize_and_insert_k_cache (V4, 584 B)",
+        "vllm",
+        f"{VLLM_V4}:quantize_and_insert_k_cache",
+        "quantize_store",
+        f"{V}:store_v4",
+        BAD,
+        True,
+        "pass",
+        "Passes under bf16_rows + f32_scale, the bad-input group left out (a production store does not refuse "
+        "NaN rows).",
+    ),
+    Peer(
+        "vllm.quantize_and_insert_k_cache (V4.1, 528 B)",
+        "vllm",
+        f"{VLLM_V41}:quantize_and_insert_k_cache",
+        "quantize_store",
+        f"{V}:store_v41_fp8",
+        BAD,
+        True,
+        "pass",
+        "Passes under bf16_rows + f32_scale, the bad-input group left out.",
+    ),
+    Peer(
+        "vllm.dequantize_and_gather_k_cache (V4, 584 B)",
+        "vllm",
+        f"{VLLM_V4}:dequantize_and_gather_k_cache",
+        "gather_dequantize",
+        f"{V}:gather_v4",
+        (),
+        True,
+        "pass",
+        "Passes.",
+    ),
+    Peer(
+        "vllm.dequantize_and_gather_k_cache (V4.1, 528 B)",
+        "vllm",
+        f"{VLLM_V41}:dequantize_and_gather_k_cache",
+        "gather_dequantize",
+        f"{V}:gather_v41_fp8",
+        (),
+        True,
+        "pass",
+        "Passes.",
+    ),
+    Peer(
+        "vllm.dequantize_and_gather_k_cache (V4.1 NVFP4, 288 B)",
+        "vllm",
+        f"{VLLM_V41}:dequantize_and_gather_k_cache",
+        "gather_dequantize",
+        f"{V}:gather_v41_fp4",
+        (),
+        True,
+        "pass",
+        "Passes.",
+    ),
+    Peer(
+        "sglang.select_candidate_block_ids",
+        "sglang",
+        "sglang/kernels/ops/attention/dsv4/candidate_blocks.py:select_candidate_block_ids",
+        "candidate_select",
+        f"{S}:select_candidate_block_ids",
+        (),
+        False,
+        "pass",
+        "Passes under ties_any + order_any (torch.topk's ties, unordered ids); NaN blocks dropped.",
+    ),
+    Peer(
+        "sglang.topk_transform_pytorch_vectorized",
+        "sglang",
+        "sglang/srt/layers/attention/dsv4/indexer.py:topk_transform_pytorch_vectorized",
+        "topk",
+        f"{S}:topk_transform",
+        (),
+        False,
+        "fail",
+        "Not yet reviewed.",
+    ),
+    Peer(
+        "sglang.dequantize_k_cache_paged_dsv4 (V4, 584 B)",
+        "sglang",
+        "sglang/kernels/ops/attention/dsv4/dequant_k_cache.py:dequantize_k_cache_paged_dsv4",
+        "gather_dequantize",
+        f"{S}:dequantize_v4",
+        (),
+        True,
+        "pass",
+        "Passes.",
+    ),
+    Peer(
+        "sglang.dequantize_k_cache_paged_v41 (V4.1, 528 B)",
+        "sglang",
+        "sglang/kernels/ops/attention/dsv4/dequant_k_cache.py:dequantize_k_cache_paged_v41",
+        "gather_dequantize",
+        f"{S}:dequantize_v41_fp8",
+        (),
+        True,
+        "fail",
+        "Domain limit: SGLang refuses V4.1 dequantization below CUDA SM100 (RuntimeError 'requires CUDA SM100 or "
+        "newer, or gfx950'), on a CPU and on the H200 (SM90) alike; its kernel is not reached.",
+    ),
+    Peer(
+        "sglang.dequantize_k_cache_paged_v41 (V4.1 FP4, 288 B)",
+        "sglang",
+        "sglang/kernels/ops/attention/dsv4/dequant_k_cache.py:dequantize_k_cache_paged_v41",
+        "gather_dequantize",
+        f"{S}:dequantize_v41_fp4",
+        (),
+        True,
+        "fail",
+        "Domain limit: refused below SM100, as the 528 B format.",
+    ),
+    Peer(
+        "sglang.store_fp4_index_k_cache (index FP4, 68 B), rne=True",
+        "sglang",
+        "sglang/kernels/ops/kvcache/dsv4_fp4_index_k_cache.py:store_fp4_index_k_cache",
+        "quantize_store",
+        f"{S}:store_index_fp4_rne",
+        BAD,
+        True,
+        "fail",
+        "Not yet reviewed.",
+    ),
+    Peer(
+        "sglang.store_fp4_index_k_cache (index FP4, 68 B), rne=False (the pool's default)",
+        "sglang",
+        "sglang/kernels/ops/kvcache/dsv4_fp4_index_k_cache.py:store_fp4_index_k_cache",
+        "quantize_store",
+        f"{S}:store_index_fp4",
+        BAD,
+        True,
+        "fail",
+        "Not yet reviewed.",
+    ),
+    Peer(
+        "sglang.gather_fp4_index_k (index FP4, 68 B)",
+        "sglang",
+        "sglang/kernels/ops/kvcache/dsv4_fp4_index_k_cache.py:gather_fp4_index_k",
+        "gather_dequantize",
+        f"{S}:gather_index_fp4",
+        (),
+        True,
+        "pass",
+        "Passes: the packed bytes it gathers decode (by the reference) to the stored values.",
+    ),
+)
+
+NOT_IN_CONTRACT: tuple[tuple[str, str], ...] = (
+    (
+        "vLLM `model_executor/kernels/attention/dsa/sparse_mqa_logits.py`: `sparse_topk_remap`, "
+        "`candidate_blocks_to_sparse_indices`",
+        "candidate restore remap (columns of kept blocks back to positions): operation not in the contract yet",
+    ),
+    (
+        "vLLM `models/deepseek_v4/common/ops/fused_compress_quant_cache.py:compress_norm_rope_store_triton`, "
+        "`models/deepseek_v41/common/ops/fused_compress_quant_cache.py:fused_save_compress_norm`",
+        "fused compressor path (compress, RMSNorm, RoPE, quantize, store): operation not in the contract yet",
+    ),
+)
