@@ -125,15 +125,19 @@ def missing_reason(engine: Engine) -> str | None:
 
 
 class _Inert(type):
-    """Any attribute of a stub is this class again; it can be subclassed, subscripted and or-ed in annotations."""
+    """Any attribute of a stub is another such class, one per dotted name (so that two names never compare
+    equal, as registries keyed by them expect); it can be subclassed, subscripted and or-ed in annotations."""
 
     def __getattr__(cls, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return cls
+        return _named(f"{cls.__qualname__}.{name}")
 
     def __getitem__(cls, key: Any) -> Any:
         return cls
+
+    def __setitem__(cls, key: Any, value: Any) -> None:
+        pass
 
     def __or__(cls, other: Any) -> Any:
         return cls
@@ -144,7 +148,8 @@ class _Inert(type):
 
 class Stubbed(metaclass=_Inert):
     """What a stub module's attributes are: a class; called on one class or function alone (as a decorator
-    is) it returns that argument unchanged, otherwise an inert instance, itself such a decorator."""
+    is) it returns that argument unchanged, otherwise an inert instance (its keyword arguments kept as
+    attributes), itself such a decorator."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if len(args) == 1 and not kwargs and (isinstance(args[0], type) or callable(args[0])):
@@ -152,7 +157,10 @@ class Stubbed(metaclass=_Inert):
         return super().__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
+        # keyword arguments kept as attributes: a record class built on a stubbed base (``msgspec.Struct``)
+        # still answers its fields
+        for key, value in kwargs.items():
+            object.__setattr__(self, key, value)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         pass
@@ -163,7 +171,7 @@ class Stubbed(metaclass=_Inert):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return Stubbed
+        return _named(f"{type(self).__qualname__}.{name}")
 
     def __or__(self, other: Any) -> Any:
         return self
@@ -174,12 +182,24 @@ class Stubbed(metaclass=_Inert):
     def __getitem__(self, key: Any) -> Any:
         return self
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
+_NAMED: dict[str, type] = {}
+
+
+def _named(qualname: str) -> type:
+    if qualname not in _NAMED:
+        _NAMED[qualname] = _Inert(qualname.rpartition(".")[2], (Stubbed,), {"__qualname__": qualname})
+    return _NAMED[qualname]
+
 
 class _StubModule(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return Stubbed
+        return _named(f"{self.__name__}.{name}")
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

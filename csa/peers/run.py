@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from csa.peers.catalog import NOT_IN_CONTRACT, PEERS, Peer
+from csa.peers.catalog import NOT_IN_CONTRACT, NOT_JUDGED, PEERS, Peer
 from csa.peers.loader import ENGINES, missing_reason, peers_dir
 
 
@@ -160,7 +160,9 @@ def page(results: list[dict[str, Any]], args: argparse.Namespace, started: str, 
         )
     lines += ["", "Commands, one per kernel (`csa` is `python -m csa.cli`):", "", "```"]
     lines += [shlex.join(r["cmd"]) for r in results]
-    lines += ["```", "", "Kernels of the engines that fit no operation of the contract yet:", ""]
+    lines += ["```", "", "Kernels with an adapter that this run cannot judge:", ""]
+    lines += [f"- {what}: {why}" for what, why in NOT_JUDGED]
+    lines += ["", "Kernels of the engines that fit no operation of the contract yet:", ""]
     lines += [f"- {what}: {why}" for what, why in NOT_IN_CONTRACT]
     return "\n".join(lines) + "\n"
 
