@@ -37,8 +37,8 @@ def select_candidate_block_ids(
 ) -> torch.Tensor:
     """candidate_select by ``dsv4/candidate_blocks.py:select_candidate_block_ids`` (torch). Its documented
     precondition, "``logits`` must be -inf past each row's causal length", is met on a copy (SGLang's caller
-    masks the same way); ``compress_lens`` the lengths as a column (``[M, 1]``, one per row); its ``min(topk_blocks, blocks)`` columns padded with
-    -1 to the contract's ``topk_blocks``."""
+    masks the same way); ``compress_lens`` the lengths as a column (``[M, 1]``, one per row); its
+    ``min(topk_blocks, blocks)`` columns padded with -1 to the contract's ``topk_blocks``."""
     fn = module(CANDIDATES).select_candidate_block_ids
     m, n = scores.shape
     past = torch.arange(n, device=scores.device)[None, :] >= lengths.to(torch.int64)[:, None]
