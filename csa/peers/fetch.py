@@ -52,8 +52,8 @@ def unpack(wheels: list[pathlib.Path], src: pathlib.Path) -> None:
 LOADED = """
 import json, sys
 from csa.peers import sglang_ops, vllm_ops
-for name in (vllm_ops.V4_CACHE, vllm_ops.V41_CACHE, vllm_ops.CANDIDATES):
-    vllm_ops.module(name)
+for name in (vllm_ops.V4_CACHE, vllm_ops.V41_CACHE, vllm_ops.CANDIDATES, "vllm.platforms.cuda"):
+    vllm_ops.module(name)  # vllm.platforms.cuda: current_platform on a GPU
 for name in (sglang_ops.CANDIDATES, sglang_ops.DEQUANT, sglang_ops.INDEX_CACHE):
     try:
         sglang_ops.module(name)

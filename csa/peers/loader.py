@@ -15,7 +15,8 @@ the way of importing a kernel module as the engine does, and each is worked arou
 2. A few third-party packages (``Engine.stubbed``: zmq, regex, ...) are imported at the top level of modules
    the kernels' modules import, for code the kernels never call. Each is replaced, for as long as the engine is
    loaded, by a stub module whose every attribute is an inert class; a kernel that did call into one would fail
-   on the stub's object, not compute anything.
+   on the stub's object, not compute anything. So are the engine's compiled extensions that are imported only
+   to register custom operators (``Engine.extensions``; the wheel's binaries are not unpacked).
 
 On a CPU, Triton kernels run in the interpreter (``TRITON_INTERPRET=1``). vLLM's ``vllm.triton_utils`` turns
 Triton off when no GPU driver is active unless ``CUDA_VISIBLE_DEVICES`` is set and empty (its rule for a
@@ -50,6 +51,9 @@ class Engine:
     wheel: str
     stubbed: tuple[str, ...]
     run_init: tuple[str, ...]
+    extensions: tuple[str, ...] = ()
+    """The engine's compiled extension modules its platform module imports for their side effects (custom
+    operator registration), not unpacked from the wheel: stubbed as the packages of ``stubbed`` are."""
 
 
 VLLM = Engine(
@@ -83,6 +87,8 @@ VLLM = Engine(
         "vllm.triton_utils",
         "vllm.utils",
     ),
+    # vllm.platforms.cuda, current_platform on a GPU, imports these; the kernels judged are Triton's
+    extensions=("vllm._C_stable_libtorch", "vllm._qutlass_C"),
 )
 SGLANG = Engine(
     "sglang",
@@ -208,7 +214,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: types.ModuleType | None = None) -> Any:
         top = name.partition(".")[0]
-        if top in self.engine.stubbed:
+        if top in self.engine.stubbed or name in self.engine.extensions:
             return importlib.util.spec_from_loader(name, self, is_package=True)
         if top == self.engine.package and name not in self.engine.run_init:
             folder = self.src.joinpath(*name.split("."))
