@@ -120,8 +120,13 @@ PEERS: tuple[Peer, ...] = (
         f"{S}:select_candidate_block_ids",
         (),
         False,
-        "pass",
-        "Passes under ties_any + order_any (torch.topk's ties, unordered ids); NaN blocks dropped.",
+        "fail",
+        "Fails only on NaN block scores, outside its documented domain (finite logits, -inf past each row's "
+        "length): torch.topk ranks a NaN block first, then `top.values > -inf` turns it into -1, so a NaN block "
+        "costs a slot and leaves a -1 lane ahead of kept ids (neither drop_nan nor propagate_nan); "
+        "results/peers/repro_sglang_candidate_nan_block.py shows it. On finite scores it agrees with the "
+        "reference under ties_any + order_any (results/peers/check_sglang_candidates_finite.py: 400 random "
+        "rows with ties, -inf lanes and padding rows, none differs). A convention difference on NaN, not a bug.",
     ),
     Peer(
         "sglang.dequantize_k_cache_paged_dsv4 (V4, 584 B)",
