@@ -171,7 +171,18 @@ PEERS: tuple[Peer, ...] = (
         BAD,
         True,
         "fail",
-        "Not yet reviewed.",
+        "Two differences, each shown standalone. (1) Slot -1 is not skipped: the Triton copy computes page "
+        "-1 // page_size (truncated) and writes the row 68 bytes before the cache when page_size is 1, and 64 "
+        "bytes before the cache plus the last 4 data bytes of page 0 otherwise "
+        "(results/peers/repro_sglang_index_fp4_store_minus_one.py; the guard bytes show the same). SGLang's "
+        "unified KV store skips loc < 0, this store does not; whether its callers can pass -1 was not traced, "
+        "so it is reported as an out-of-bounds write for slot -1, not as a serving bug. (2) The scale floor: "
+        "SGLang floors amax / 6 at 1e-4 before rounding up to a power of two, so a group whose amax is below "
+        "6e-4 (an all-zero group included) stores scale byte 0x72 (2^-13) where the exact rule stores its own "
+        "power of two (0x01 for an all-zero group); zero groups decode the same, tiny values round to 0 (the "
+        "grid round trip at amax near 2^-27). A documented domain limit: index keys are normalised, far above "
+        "the floor. On the CPU the interpreter also aborts (SIGABRT) in `_ceil_ue8m0_exp` on some rows holding "
+        "values near bf16's maximum; the compiled run is the one to read for those.",
     ),
     Peer(
         "sglang.store_fp4_index_k_cache (index FP4, 68 B), rne=False (the pool's default)",
@@ -182,7 +193,9 @@ PEERS: tuple[Peer, ...] = (
         BAD,
         True,
         "fail",
-        "Not yet reviewed.",
+        "As rne=True (slot -1 written out of bounds; the 1e-4 scale floor), and its e2m1 rounding sends ties "
+        "to the lower magnitude (`ax > 0.25`, ... thresholds) where the format rounds to nearest even: a "
+        "rounding convention SGLang switches off with rne=True.",
     ),
     Peer(
         "sglang.gather_fp4_index_k (index FP4, 68 B)",
