@@ -7,7 +7,7 @@
 # peers: the engines' kernels of csa/peers/ judged by csa fuzz on the GPU, compiled (not part of all; docs/peers.md):
 # needs the unpacked wheels, .peers/carry (make peers writes it; carry it to the machine) or .peers/src, and no
 # network. Writes $OUT/peers.md (the results page), $OUT/peers/ (each kernel's log and JSON report) and
-# $OUT/peers.log; PEERS_ARGS: extra arguments of python -m csa.peers.run (default --max-examples 100).
+# $OUT/peers.log (with the output of results/peers/'s standalone reproducers, compiled); PEERS_ARGS: extra arguments of python -m csa.peers.run (default --max-examples 100).
 #
 # fuzz: csa fuzz on the GPU (not part of all): the GPU tests of the supervised worker, the guards and
 # --sanitize (tests/test_fuzz_cmd.py, tests/test_guards.py, tests/test_isolation.py: a kernel writing one byte past
@@ -51,6 +51,11 @@ if [ "$PHASE" = peers ]; then
     # shellcheck disable=SC2086
     "$PY" -m csa.peers.run --device cuda --out "$OUT/peers.md" ${PEERS_ARGS:---max-examples 100} >"$OUT/peers.log" 2>&1
     status=$?
+    for script in results/peers/repro_*.py results/peers/check_*.py; do # the verdicts' standalone scripts, compiled
+        echo "== python $script" >>"$OUT/peers.log"
+        "$PY" "$script" >>"$OUT/peers.log" 2>&1
+        echo "exit status $?" >>"$OUT/peers.log"
+    done
     echo "peers phase: status $status after $((SECONDS - start)) s" >>"$OUT/peers.log"
     tail -n 40 "$OUT/peers.log"
     exit "$status"

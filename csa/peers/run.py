@@ -109,62 +109,90 @@ def judge(peer: Peer, args: argparse.Namespace, out_dir: pathlib.Path) -> dict[s
     else:
         outcome = "error"
     return {
-        "peer": peer,
+        "peer": peer.name,
         "cmd": cmd,
         "outcome": outcome,
-        "seconds": seconds,
-        "report": report,
+        "seconds": round(seconds, 1),
+        "report": report_path.name,
         "log": f"{slug}.txt",
         "tail": (proc.stderr.strip().splitlines() or [""])[-1],
     }
 
 
-def page(results: list[dict[str, Any]], args: argparse.Namespace, started: str, wall: float) -> str:
-    where = "compiled on the GPU" if args.device == "cuda" else "on the CPU, Triton kernels interpreted"
+def page(run: dict[str, Any], out_dir: pathlib.Path) -> str:
+    """The results page of a saved run (``run.json`` and the reports beside it), with the catalog's verdicts."""
+    by_name = {p.name: p for p in PEERS}
+    where = "compiled on the GPU" if run["device"] == "cuda" else "on the CPU, Triton kernels interpreted"
+    results = [r for r in run["results"] if r["peer"] in by_name]
+    counts = {o: sum(r["outcome"] == o for r in results) for o in ("pass", "fail", "error")}
+    stale = [r["peer"] for r in results if r["outcome"] != by_name[r["peer"]].expect]
     lines = [
-        f"# Peer kernels under `csa fuzz` ({args.device})",
+        f"# Peer kernels under `csa fuzz` ({run['device']})",
         "",
         f"The DeepSeek V4 / V4.1 cache-bookkeeping kernels vLLM and SGLang ship, each called in the engine's own "
         f"file through an adapter of `csa/peers/` (docs/peers.md), judged against the exact reference {where}.",
         "",
-        f"- date: {started} (UTC); wall time {wall / 60:.1f} min",
-        f"- machine: {_machine(args.device)}",
-        f"- versions: {_versions()}",
-        f"- harness commit: {_commit()}",
-        f"- run: `{shlex.join(sys.argv[:1] and ['python', '-m', 'csa.peers.run', *sys.argv[1:]])}`; each kernel: "
-        f"`csa fuzz` as in its row, {args.max_examples} examples per property, shrinking at most "
-        f"{args.shrink_seconds:g} s; logs and JSON reports under `{args.out.parent / args.out.stem}/`",
+        f"- date: {run['date']} (UTC); wall time {run['wall_s'] / 60:.1f} min",
+        f"- machine: {run['machine']}",
+        f"- versions: {run['versions']}",
+        f"- harness commit: {run['commit']}",
+        f"- run: `{run['command']}`; each kernel: `csa fuzz` as in the commands below, {run['max_examples']} "
+        f"examples per property, shrinking at most {run['shrink_seconds']:g} s; each kernel's log, JSON report "
+        f"and reproducers under `{out_dir}/`",
+        f"- {len(results)} kernels judged: {counts['pass']} pass, {counts['fail']} fail"
+        + (f", {counts['error']} could not be run" if counts["error"] else "")
+        + ("; every verdict reviewed for the outcome shown" if not stale else f"; NOT reviewed: {', '.join(stale)}"),
         "",
-        "| kernel | op | convention judged | result | verdict |",
+        "| kernel (engine file: function) | op | convention judged | result | verdict |",
         "|---|---|---|---|---|",
     ]
     for r in results:
-        peer, report = r["peer"], r["report"]
+        peer = by_name[r["peer"]]
+        report_file = out_dir / r["report"]
+        report = json.loads(report_file.read_text()) if report_file.is_file() else {}
         convention = report.get("convention") or "?"
         left = f" (left out: {', '.join(peer.leave_out)})" if peer.leave_out else ""
         if r["outcome"] == "pass":
             props = report.get("properties", [])
-            result = f"pass ({len(props)} properties, {sum(p.get('examples', 0) for p in props)} examples)"
+            result = f"pass ({len(props)} properties, {sum(p.get('examples', 0) for p in props)} examples"
+            result += f", {r['seconds']:.0f} s)"
         elif r["outcome"] == "fail":
             first = _first_failure(report)
             failed = [p["property"] for p in report.get("properties", []) if not p.get("passed", True)]
             result = f"FAIL: {', '.join(failed)}"
             if first:
-                result += f"; first: `{_cell(first[1], 300)}` on `{_cell(first[2], 300)}`"
+                result += f"; first: `{_cell(first[1], 240)}` on `{_cell(first[2], 240)}`"
+            result += f" ({r['seconds']:.0f} s)"
         else:
             result = f"error (exit status 2): {_cell(r['tail'], 300)}"
         stale = "" if r["outcome"] == peer.expect else f" **(verdict written for a {peer.expect}; not reviewed)**"
+        stale = stale.replace("a error", "an error")
         lines.append(
-            f"| `{peer.source}` | {peer.op} | `{convention}`{left} | {_cell(result, 900)} | "
-            f"{_cell(peer.verdict)}{stale} |"
+            f"| {peer.name}<br>`{peer.source}` | {peer.op} | `{convention}`{left} | {_cell(result, 700)} | "
+            f"{_cell(peer.verdict, 1500)}{stale} |"
         )
     lines += ["", "Commands, one per kernel (`csa` is `python -m csa.cli`):", "", "```"]
     lines += [shlex.join(r["cmd"]) for r in results]
-    lines += ["```", "", "Kernels with an adapter that this run cannot judge:", ""]
+    repros = sorted(out_dir.glob("repro_*.py")) + sorted(out_dir.glob("check_*.py"))
+    if repros:
+        lines += ["```", "", "Standalone reproducers and checks the verdicts cite (`python FILE` from the repository "]
+        lines += ["root, with the wheels unpacked; on a machine without CUDA they run Triton interpreted):", ""]
+        lines += [f"- `{f}`: {_doc_line(f)}" for f in repros]
+        lines += ["", "Kernels with an adapter that this run cannot judge:", ""]
+    else:
+        lines += ["```", "", "Kernels with an adapter that this run cannot judge:", ""]
     lines += [f"- {what}: {why}" for what, why in NOT_JUDGED]
     lines += ["", "Kernels of the engines that fit no operation of the contract yet:", ""]
     lines += [f"- {what}: {why}" for what, why in NOT_IN_CONTRACT]
     return "\n".join(lines) + "\n"
+
+
+def _doc_line(path: pathlib.Path) -> str:
+    """The first line of a script's docstring."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,25 +202,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink-seconds", type=float, default=20.0)
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results/peers.md"))
     parser.add_argument("--only", action="append", help="only peers whose name contains this (repeatable)")
+    parser.add_argument(
+        "--page-only",
+        action="store_true",
+        help="rewrite the page from the saved run (run.json beside it) with the catalog's current verdicts",
+    )
     args = parser.parse_args(argv)
-    missing = [r for e in ENGINES.values() if (r := missing_reason(e))]
-    if missing:
-        print(f"csa.peers.run: {'; '.join(missing)}", file=sys.stderr)
-        return 2
     out_dir = args.out.parent / args.out.stem
-    out_dir.mkdir(parents=True, exist_ok=True)
-    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
-    start = time.perf_counter()
-    results = []
-    peers = [p for p in PEERS if not args.only or any(o in p.name for o in args.only)]
-    for peer in peers:
-        print(f"{peer.name}: {peer.op} ...", end=" ", flush=True)
-        result = judge(peer, args, out_dir)
-        print(f"{result['outcome']} ({result['seconds']:.0f} s)", flush=True)
-        results.append(result)
-    args.out.write_text(page(results, args, started, time.perf_counter() - start))
+    saved = out_dir / "run.json"
+    if args.page_only:
+        run = json.loads(saved.read_text())
+    else:
+        missing = [r for e in ENGINES.values() if (r := missing_reason(e))]
+        if missing:
+            print(f"csa.peers.run: {'; '.join(missing)}", file=sys.stderr)
+            return 2
+        out_dir.mkdir(parents=True, exist_ok=True)
+        run = {
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+            "device": args.device,
+            "machine": _machine(args.device),
+            "versions": _versions(),
+            "commit": _commit(),
+            "command": shlex.join(["python", "-m", "csa.peers.run", *(sys.argv[1:] if argv is None else argv)]),
+            "max_examples": args.max_examples,
+            "shrink_seconds": args.shrink_seconds,
+            "results": [],
+        }
+        start = time.perf_counter()
+        peers = [p for p in PEERS if not args.only or any(o in p.name for o in args.only)]
+        for peer in peers:
+            print(f"{peer.name}: {peer.op} ...", end=" ", flush=True)
+            result = judge(peer, args, out_dir)
+            print(f"{result['outcome']} ({result['seconds']:.0f} s)", flush=True)
+            run["results"].append(result)
+        run["wall_s"] = round(time.perf_counter() - start, 1)
+        saved.write_text(json.dumps(run, indent=2) + "\n")
+    args.out.write_text(page(run, out_dir))
     print(f"wrote {args.out} (peers from {peers_dir()})")
-    return 0 if all(r["outcome"] == r["peer"].expect for r in results) else 1
+    expect = {p.name: p.expect for p in PEERS}
+    return 0 if all(r["outcome"] == expect.get(r["peer"]) for r in run["results"]) else 1
 
 
 if __name__ == "__main__":
