@@ -99,9 +99,6 @@ def judge(peer: Peer, args: argparse.Namespace, out_dir: pathlib.Path) -> dict[s
     )
     seconds = time.perf_counter() - start
     (out_dir / f"{slug}.txt").write_text(proc.stdout + proc.stderr)
-    report: dict[str, Any] = {}
-    if report_path.is_file():
-        report = json.loads(report_path.read_text())
     if proc.returncode == 0:
         outcome = "pass"
     elif proc.returncode == 1:
