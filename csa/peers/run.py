@@ -162,11 +162,10 @@ def page(run: dict[str, Any], out_dir: pathlib.Path) -> str:
             result += f" ({r['seconds']:.0f} s)"
         else:
             result = f"error (exit status 2): {_cell(r['tail'], 300)}"
-        stale = "" if r["outcome"] == peer.expect else f" **(verdict written for a {peer.expect}; not reviewed)**"
-        stale = stale.replace("a error", "an error")
+        mark = "" if r["outcome"] == peer.expect else f" **(verdict written for a {peer.expect}; not reviewed)**"
         lines.append(
             f"| {peer.name}<br>`{peer.source}` | {peer.op} | `{convention}`{left} | {_cell(result, 700)} | "
-            f"{_cell(peer.verdict, 1500)}{stale} |"
+            f"{_cell(peer.verdict, 1500)}{mark} |"
         )
     lines += ["", "Commands, one per kernel (`csa` is `python -m csa.cli`):", "", "```"]
     lines += [shlex.join(r["cmd"]) for r in results]
