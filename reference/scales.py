@@ -68,9 +68,13 @@ def _ln_bounds(x: Fraction, terms: int) -> tuple[Fraction, Fraction]:
     """Rational bounds ``low < ln(x) <= high`` for ``x > 1``: ``ln x = 2 * atanh(y)``, ``y = (x - 1) / (x + 1)``,
     ``terms`` terms of the series and its geometric tail bound."""
     y = (x - 1) / (x + 1)
-    low = 2 * sum((y ** (2 * j + 1) / (2 * j + 1) for j in range(terms)), Fraction(0))
-    tail = 2 * y ** (2 * terms + 1) / ((2 * terms + 1) * (1 - y * y))
-    return low, low + tail
+    half = Fraction(0)
+    power = y
+    for j in range(terms):
+        half += power / (2 * j + 1)
+        power *= y * y
+    tail = power / ((2 * terms + 1) * (1 - y * y))
+    return 2 * half, 2 * (half + tail)
 
 
 MAX_LOG_TERMS = 1 << 12

@@ -633,3 +633,80 @@ test_f32_and_bf16_refusals = worded_exactly(
         ),
     ]
 )
+
+
+@pytest.mark.parametrize("x", [Fraction(3, 2), Fraction(2), 1 + Fraction(1, 2**23), Fraction(7, 4), Fraction(5)])
+@pytest.mark.parametrize("terms", [1, 4, 16])
+def test_ln_bounds_enclose_the_logarithm_tightly(x: Fraction, terms: int) -> None:
+    import math
+
+    low, high = scales._ln_bounds(x, terms)
+    exact = math.log(float(x))
+    y = float((x - 1) / (x + 1))
+    assert float(low) <= exact <= float(high)
+    assert low < high
+    assert float(high - low) <= 2 * y ** (2 * terms + 1) / ((2 * terms + 1) * (1 - y * y)) * (1 + 1e-12)
+    assert float(low) >= exact - 2 * y ** (2 * terms + 1) / ((2 * terms + 1) * (1 - y * y)) * (1 + 1e-12)
+
+
+def test_f32_floors() -> None:
+    assert scales.FP8_AMAX_FLOOR_F32 == Fraction(float(np.float32(1e-4)))
+    assert fp8_scale_exponent(0, arithmetic=F32) == -22
+    assert fp8_scale_exponent(Fraction(float(np.float32(1e-4))), arithmetic=F32) == -22
+    assert fp4_ue8m0_scale_exponent(0, F32) == fp4_ue8m0_scale_exponent(0) == -126
+    tiny = 6 * Fraction(1, 2**126) * (1 + Fraction(1, 2**22))  # log2(amax / 6) = -126 + 5.7e-7, a float32 -126
+    assert (fp4_ue8m0_scale_exponent(tiny, F32), fp4_ue8m0_scale_exponent(tiny)) == (-126, -125)
+    assert fp4_e4m3_scale_code(0, F32) == fp4_e4m3_scale_code(0)
+
+
+def test_log2_exceeds_refines_until_the_bounds_separate() -> None:
+    """Close to the threshold the first bounds overlap; the refinement still decides."""
+    h = Fraction(1, 2**22)
+    just_above = 1 + Fraction(3, 2**24)  # log2 = 2.58e-7 > 2**-22 = 2.38e-7
+    just_below = 1 + Fraction(5, 2**25)  # log2 = 2.15e-7 < 2**-22
+    assert scales.log2_exceeds(just_above, h)
+    assert not scales.log2_exceeds(just_below, h)
+    assert scales.log2_exceeds(Fraction(3, 2), Fraction(58, 100))  # log2(1.5) = 0.58496
+    assert not scales.log2_exceeds(Fraction(3, 2), Fraction(585, 1000))
+
+
+def test_log2_exceeds_where_the_first_bounds_overlap() -> None:
+    """log2(1.99) against a threshold 1e-6 below and above it: the first bounds (4 terms) cannot tell, the refined
+    ones can."""
+    import math
+
+    m = Fraction(199, 100)
+    low, high = scales._ln_bounds(m, 4)
+    assert float(high - low) > 1e-6
+    below, above = Fraction(math.log2(1.99) - 1e-6), Fraction(math.log2(1.99) + 1e-6)
+    assert scales.log2_exceeds(m, below)
+    assert not scales.log2_exceeds(m, above)
+
+
+def test_log2_exceeds_gives_up_past_its_term_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scales, "MAX_LOG_TERMS", 4)
+    assert scales.log2_exceeds(Fraction(3, 2), Fraction(1, 2))
+    import math
+
+    h = Fraction(math.log2(1.99) - 1e-6)
+    with pytest.raises(ValueError, match=rf"^h: log2\(199/100\) and {h} not separated within 4 terms$"):
+        scales.log2_exceeds(Fraction(199, 100), h)
+
+
+def test_quantize_row_passes_the_arithmetic_to_every_scale_rule() -> None:
+    v4 = row_format("v4_584")
+    boundary_row = [BOUNDARY] + [Fraction(0)] * 511
+    assert quantize_row(v4, boundary_row, arithmetic=F32).scales[0] == 127 + 4
+    assert quantize_row(v4, boundary_row).scales[0] == 127 + 5
+    index_fp4 = row_format("index_fp4_68")
+    tiny = 6 * Fraction(1, 2**126) * (1 + Fraction(1, 2**22))
+    assert quantize_row(index_fp4, [tiny] + [Fraction(0)] * 127, arithmetic=F32).scales[0] == 127 - 126
+    assert quantize_row(index_fp4, [tiny] + [Fraction(0)] * 127).scales[0] == 127 - 125
+    with pytest.raises(ValueError, match="must be a float32 value under f32 arithmetic"):
+        quantize_row(row_format("v41_fp4_288"), [Fraction(1, 3)] + [Fraction(0)] * 511, arithmetic=F32)
+    assert quantize_row(row_format("v41_fp4_288"), [Fraction(1, 3)] + [Fraction(0)] * 511).scales
+
+
+def test_f32_ceil_log2_names_its_argument() -> None:
+    with pytest.raises(TypeError, match=r"^q: must be an int or Fraction, got float$"):
+        scales.f32_ceil_log2(0.5)  # type: ignore[arg-type]

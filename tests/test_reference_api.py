@@ -71,6 +71,10 @@ def test_rules_are_looked_up_by_name() -> None:
         ),
         (lambda: conventions.rule("index_scores", "x"), "convention: unknown convention 'x'; known: none"),
         (lambda: conventions.lookup({}, "x", "what"), "what: unknown convention 'x'; known: none"),
+        (
+            lambda: conventions.lookup(conventions.WINDOW_INDICES, "v5", "what"),
+            "what: unknown convention 'v5'; known: v4, v4.1",
+        ),
     ]
     for call, message in refusals:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
