@@ -54,7 +54,7 @@ PEERS: tuple[Peer, ...] = (
         True,
         "pass",
         "Passes under ties_any + order_any: ties broken by torch.topk, blocks in rank order (its DeepSelect "
-        "path on a GPU: any order, as its docstring says); NaN blocks kept.",
+        "path, taken where that library is installed: any order, as its comment says); NaN blocks kept.",
     ),
     Peer(
         "vllm.quantize_and_insert_k_cache (V4, 584 B)",
