@@ -20,7 +20,7 @@ export TRITON_INTERPRET := 1
 endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: labs check lint test fuzz fuzz-campaign bench mutate clean redis-server
+.PHONY: labs check lint test fuzz fuzz-campaign bench mutate peers clean redis-server
 
 # The labs need only the exact reference (sympy, mpmath); everything else comes with the first target that needs it.
 .venv/.core: pyproject.toml
@@ -71,6 +71,14 @@ mutate: $(SETUP)
 	@$(PY) -c "import importlib.metadata as m, sys; sys.exit(m.version('mutmut') != '$(MUTMUT_VERSION)')" 2>/dev/null \
 		|| $(PY) -m pip install -q 'mutmut==$(MUTMUT_VERSION)'
 	$(PY) scripts/mutate.py --out results/mutation.md $(MUTATE_ARGS)
+
+# The kernels vLLM 0.33.0 and SGLang 0.5.23 ship, judged by csa fuzz through csa/peers/ (docs/peers.md): downloads
+# the pinned wheels into .peers/ (pip download --no-deps; needs network once), unpacks them (nothing installed),
+# runs every adapter and writes results/peers.md (on a CPU, Triton interpreted). PEERS_ARGS: extra arguments of
+# python -m csa.peers.run (e.g. --only sglang, --max-examples 50).
+peers: $(SETUP)
+	$(PY) -m csa.peers.fetch --carry .peers/carry
+	$(PY) -m csa.peers.run --out results/peers.md $(PEERS_ARGS)
 
 bench: $(SETUP)
 ifeq ($(HAS_GPU),1)

@@ -2,7 +2,12 @@
 # The one command for a CUDA machine whose python3 already has torch and Triton (no network needed):
 # the whole test suite with the Triton kernels compiled (no TRITON_INTERPRET), then the benchmarks.
 #
-#   scripts/gpu_check.sh [all|tests|bench|fuzz|profile]   # default: all (tests, then bench)
+#   scripts/gpu_check.sh [all|tests|bench|fuzz|profile|peers]   # default: all (tests, then bench)
+#
+# peers: the engines' kernels of csa/peers/ judged by csa fuzz on the GPU, compiled (not part of all; docs/peers.md):
+# needs the unpacked wheels, .peers/carry (make peers writes it; carry it to the machine) or .peers/src, and no
+# network. Writes $OUT/peers.md (the results page), $OUT/peers/ (each kernel's log and JSON report) and
+# $OUT/peers.log (with the output of results/peers/'s standalone reproducers, compiled); PEERS_ARGS: extra arguments of python -m csa.peers.run (default --max-examples 100).
 #
 # fuzz: csa fuzz on the GPU (not part of all): the GPU tests of the supervised worker, the guards and
 # --sanitize (tests/test_fuzz_cmd.py, tests/test_guards.py, tests/test_isolation.py: a kernel writing one byte past
@@ -22,7 +27,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PHASE=${1:-all}
-case "$PHASE" in all | tests | bench | fuzz | profile) ;; *) echo "usage: $0 [all|tests|bench|fuzz|profile]" >&2; exit 2 ;; esac
+case "$PHASE" in all | tests | bench | fuzz | profile | peers) ;; *) echo "usage: $0 [all|tests|bench|fuzz|profile|peers]" >&2; exit 2 ;; esac
 PY=${PYTHON:-python3}
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -43,6 +48,21 @@ fi
 cat "$OUT/env.txt"
 
 status=0
+if [ "$PHASE" = peers ]; then
+    start=$SECONDS
+    if [ -d .peers/carry ]; then export CSA_PEERS_DIR="$PWD/.peers/carry"; fi
+    # shellcheck disable=SC2086
+    "$PY" -m csa.peers.run --device cuda --out "$OUT/peers.md" ${PEERS_ARGS:---max-examples 100} >"$OUT/peers.log" 2>&1
+    status=$?
+    for script in results/peers/repro_*.py results/peers/check_*.py; do # the verdicts' standalone scripts, compiled
+        echo "== python $script" >>"$OUT/peers.log"
+        "$PY" "$script" >>"$OUT/peers.log" 2>&1
+        echo "exit status $?" >>"$OUT/peers.log"
+    done
+    echo "peers phase: status $status after $((SECONDS - start)) s" >>"$OUT/peers.log"
+    tail -n 40 "$OUT/peers.log"
+    exit "$status"
+fi
 if [ "$PHASE" = fuzz ]; then
     start=$SECONDS
     {
