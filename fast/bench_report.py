@@ -19,6 +19,7 @@ TARGET_CASES = frozenset(
         "compression/v4_overlap_prefill_1M",
         "compression/decode_v4_B128",
         "indexing/logits_bf16_4096x16384",
+        "indexing/logits_fp8qk_4096x16384",
         "indexing/topk_128x256K_k2048_v4.1",
         "indexing/topk_slots_128x256K_k2048",
         "cache/store_v4_584",

@@ -22,7 +22,6 @@ whose difference or sum it is) for a rotated one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Final
@@ -39,6 +38,18 @@ SLACK: Final = Fraction(1, 2**7)
 sums of RoPE (a few float32 ulps of the terms), with room to spare."""
 
 
+def _isqrt(n: int) -> int:
+    """``floor(sqrt(n))`` of an int ``n >= 0``, by Newton's iteration on integers."""
+    if n < 2:
+        return n
+    x = 1 << ((n.bit_length() + 1) // 2)  # above sqrt(n)
+    while True:
+        y = (x + n // x) // 2
+        if y >= x:
+            return x
+        x = y
+
+
 def inverse_rms(values: Sequence[int | Fraction], eps: int | Fraction) -> Fraction:
     """``1 / sqrt(mean(values^2) + eps)`` rounded down to a dyadic rational, within a relative
     ``2**-INVERSE_RMS_BITS`` (see the module docstring)."""
@@ -51,7 +62,7 @@ def inverse_rms(values: Sequence[int | Fraction], eps: int | Fraction) -> Fracti
     # floor(2**s / sqrt(n / m)) = isqrt(floor(m * 4**s / n)); s makes it at least 2**INVERSE_RMS_BITS
     n, m = variance.numerator, variance.denominator
     s = max(0, INVERSE_RMS_BITS + 1 + (n.bit_length() - m.bit_length() + 2) // 2)
-    return Fraction(math.isqrt((m << (2 * s)) // n), 1 << s)
+    return Fraction(_isqrt((m << (2 * s)) // n), 1 << s)
 
 
 def rms_norm(values: Sequence[int | Fraction], weight: Sequence[int | Fraction], eps: int | Fraction) -> list[Fraction]:
@@ -110,20 +121,18 @@ def faithful(fmt: RowFormat, row: QuantizedRow, exact: Sequence[Fraction], sizes
         high = max(abs(exact[i]) + SLACK * sizes[i] for i in span)
         scale = stored_scale(fmt, row, g)
         if not group_scale(fmt, low) <= scale <= group_scale(fmt, high):
-            return f"group {g}: scale {scale} is not the rule's for a maximum in [{float(low):.6g}, {float(high):.6g}]"
+            return f"group {g}: scale {scale} is not the rule's for a maximum in [{low}, {high}]"
         for i in span:
             if stored[i] == round_to(element, exact[i] / scale) * scale:
                 continue  # the exact row's own rounding lies between the bounds
             lo = round_to(element, (exact[i] - SLACK * sizes[i]) / scale) * scale
             hi = round_to(element, (exact[i] + SLACK * sizes[i]) / scale) * scale
             if not lo <= stored[i] <= hi:
-                return (
-                    f"value {i}: {float(stored[i]):.6g} is outside [{float(lo):.6g}, {float(hi):.6g}] (scale {scale})"
-                )
+                return f"value {i}: {stored[i]} is outside [{lo}, {hi}] (scale {scale})"
     for i in range(fmt.quantized_dims, fmt.dims):
         if stored[i] == round_to(BF16, exact[i]):
             continue
         lo, hi = (round_to(BF16, exact[i] + sign * SLACK * sizes[i]) for sign in (-1, 1))
         if not lo <= stored[i] <= hi:
-            return f"value {i}: bf16 {float(stored[i]):.6g} is outside [{float(lo):.6g}, {float(hi):.6g}]"
+            return f"value {i}: bf16 {stored[i]} is outside [{lo}, {hi}]"
     return None

@@ -7,6 +7,8 @@ import math
 from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reference import formats
 from reference.norm_rope import (
@@ -198,3 +200,16 @@ test_every_refusal_is_worded_exactly = worded_exactly(
         ),
     ]
 )
+
+
+@given(st.integers(0, 2**300))
+def test_integer_square_root_is_the_floor(n: int) -> None:
+    from reference.norm_rope import _isqrt
+
+    assert _isqrt(n) == math.isqrt(n)
+
+
+def test_integer_square_root_small() -> None:
+    from reference.norm_rope import _isqrt
+
+    assert [_isqrt(n) for n in range(10)] == [0, 1, 1, 1, 2, 2, 2, 2, 2, 3]
