@@ -25,6 +25,7 @@ import torch
 from hypothesis import strategies as st
 
 from properties.profiles import profile_name
+from reference.conventions import CONVENTIONS
 from reference.models import MODELS
 
 TIERS = ("ci", "tile", "production")
@@ -161,3 +162,10 @@ def shapes(draw: st.DrawFn, **kinds: str) -> dict[str, Any]:
         out[name] = size(draw, kind, large=grown < most)
     out["seed"] = draw(st.integers(0, 2**31 - 1))
     return out
+
+
+def base_conventions(op: str) -> tuple[str, ...] | None:
+    """The conventions a ladder property judges: the operation's base conventions, without options (``ties_any``,
+    ``order_*``, ``bf16_rows``, ...), whose answers the torch oracles do not bring to one canonical form; None
+    where the operation has no convention. Option conventions are judged by the operation's other properties."""
+    return tuple(CONVENTIONS[op]) or None

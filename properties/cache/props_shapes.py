@@ -23,7 +23,7 @@ from properties.cache.faulty_attention import baselines, dense_attention, term_s
 from properties.cache.faulty_formats import gather_dequantize, quantize_store
 from properties.compare import ULP_FLOOR, Mismatch
 from properties.contract import operation
-from properties.ladder import choice, generator, sample, shapes
+from properties.ladder import base_conventions, choice, generator, sample, shapes
 from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
@@ -164,7 +164,9 @@ def check_attention(impl: Implementation, case: Example) -> None:
 
 def _ladder_property(name: str, op: str, sizes: Any, check: Any, doc: str) -> Property:
     strategy = with_layouts(sizes, operation(op).views)
-    return Property(name, op, strategy, check, examples=EXAMPLES[name], doc=doc, origins=ORIGINS)
+    return Property(
+        name, op, strategy, check, examples=EXAMPLES[name], doc=doc, origins=ORIGINS, conventions=base_conventions(op)
+    )
 
 
 PROPERTIES = [

@@ -21,7 +21,7 @@ from properties.compare import Mismatch
 from properties.contract import operation
 from properties.indexing import faulty
 from properties.indexing.mutants import bound
-from properties.ladder import choice, generator, sample, shapes
+from properties.ladder import base_conventions, choice, generator, sample, shapes
 from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
@@ -61,7 +61,9 @@ def _ladder_property(
     doc: str,
 ) -> Property:
     strategy = with_layouts(sizes, operation(op).views)
-    return Property(name, op, strategy, check, examples=EXAMPLES[name], doc=doc, origins=ORIGINS)
+    return Property(
+        name, op, strategy, check, examples=EXAMPLES[name], doc=doc, origins=ORIGINS, conventions=base_conventions(op)
+    )
 
 
 def _run(impl: Implementation, tensors: dict[str, torch.Tensor], case: Example, **options: Any) -> Any:
