@@ -27,9 +27,8 @@ def run_project(tmp_path: pathlib.Path, **env: str) -> subprocess.CompletedProce
 def test_the_example_project_passes(tmp_path: pathlib.Path) -> None:
     from csa.pytest_plugin import kernel_tests
 
-    expected = len(
-        kernel_tests("topk", lambda scores, lengths, offsets, *, k: None, convention="v4.1").pytestmark[0].args[1]
-    )
+    test = kernel_tests("topk", lambda scores, lengths, offsets, *, k: None, convention="v4.1")
+    expected = len(test.pytestmark[0].args[1])  # type: ignore[attr-defined]
     run = run_project(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"{expected} passed" in run.stdout, run.stdout  # one test per top-k property
