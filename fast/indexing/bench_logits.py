@@ -144,74 +144,41 @@ def logits_case(
             lengths = (torch.arange(queries, device=DEVICE) + rows - queries + 1).int()
         else:
             lengths = torch.full((queries,), rows, dtype=torch.int32, device=DEVICE)
-        if q8:
+        opts: dict[str, torch.Tensor] = {}
+        formula: Callable[..., torch.Tensor]
+        inputs: tuple[torch.Tensor, ...]
+        if fp8 or q8:
             codes = torch.randn(rows, DIM, device=DEVICE, generator=g).to(torch.float8_e4m3fn).view(torch.uint8)
             scale = 2.0 ** torch.randint(-6, 0, (rows,), device=DEVICE, generator=g).float()
-            qc, qs = fp8_queries((queries, HEADS, DIM), g)
-            key_bytes = DIM + 4
-
-            def run(cfg=None):
-                return logits.index_logits(qc, w, codes, lengths, k_scale=scale, q_scale=qs, validate=False, config=cfg)
-
-            def eager():
-                return eager_logits_q8(qc, qs, w, codes, scale, lengths)
-
-            compiled_fn = compiled(eager_logits_q8)
-
-            def comp():
-                return compiled_fn(qc, qs, w, codes, scale, lengths)
-
-            def twin():
-                return naive.index_logits(qc[:64], w[:64], codes, lengths[:64], k_scale=scale, q_scale=qs[:64])
-
-            def mine():
-                return logits.index_logits(qc[:64], w[:64], codes, lengths[:64], k_scale=scale, q_scale=qs[:64])
-
-            def magnitude():
-                return naive.index_logits(
-                    qc[:64] & 0x7F, w[:64].abs(), codes & 0x7F, lengths[:64], k_scale=scale, q_scale=qs[:64]
-                )
-        elif fp8:
-            codes = torch.randn(rows, DIM, device=DEVICE, generator=g).to(torch.float8_e4m3fn).view(torch.uint8)
-            scale = 2.0 ** torch.randint(-6, 0, (rows,), device=DEVICE, generator=g).float()
-            key_bytes = DIM + 4
-
-            def run(cfg=None):
-                return logits.index_logits(q, w, codes, lengths, k_scale=scale, validate=False, config=cfg)
-
-            def eager():
-                return eager_logits_fp8(q, w, codes, scale, lengths)
-
-            compiled_fn = compiled(eager_logits_fp8)
-
-            def comp():
-                return compiled_fn(q, w, codes, scale, lengths)
-
-            def twin():
-                return naive.index_logits(q[:64], w[:64], codes, lengths[:64], k_scale=scale)
-
-            def mine():
-                return logits.index_logits(q[:64], w[:64], codes, lengths[:64], k_scale=scale)
+            keys, key_bytes, opts["k_scale"] = codes, DIM + 4, scale
+            formula, inputs = eager_logits_fp8, (q, w, codes, scale, lengths)
         else:
-            k = torch.randn(rows, DIM, device=DEVICE, generator=g).bfloat16()
-            key_bytes = 2 * DIM
+            keys, key_bytes = torch.randn(rows, DIM, device=DEVICE, generator=g).bfloat16(), 2 * DIM
+            formula, inputs = eager_logits, (q, w, keys, lengths)
+        if q8:
+            q, opts["q_scale"] = fp8_queries((queries, HEADS, DIM), g)
+            formula, inputs = eager_logits_q8, (q, opts["q_scale"], w, codes, scale, lengths)
+        first = {name: t[:64] if name == "q_scale" else t for name, t in opts.items()}  # the checks' 64 queries
 
-            def run(cfg=None):
-                return logits.index_logits(q, w, k, lengths, validate=False, config=cfg)
+        def run(cfg=None):
+            return logits.index_logits(q, w, keys, lengths, validate=False, config=cfg, **opts)
 
-            def eager():
-                return eager_logits(q, w, k, lengths)
+        def eager():
+            return formula(*inputs)
 
-            compiled_fn = compiled(eager_logits)
+        compiled_fn = compiled(formula)
 
-            def comp():
-                return compiled_fn(q, w, k, lengths)
+        def comp():
+            return compiled_fn(*inputs)
 
-            def twin():
-                return naive.index_logits(q[:64], w[:64], k, lengths[:64])
+        def twin():
+            return naive.index_logits(q[:64], w[:64], keys, lengths[:64], **first)
 
-            def mine():
-                return logits.index_logits(q[:64], w[:64], k, lengths[:64])
+        def mine():
+            return logits.index_logits(q[:64], w[:64], keys, lengths[:64], **first)
+
+        def magnitude():  # FP8 queries: the twin on absolute values (sign bits cleared)
+            return naive.index_logits(q[:64] & 0x7F, w[:64].abs(), keys & 0x7F, lengths[:64], **first)
 
         moved, flops = logits_model(queries, lengths, rows, key_bytes)
         if q8:
