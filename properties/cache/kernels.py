@@ -58,23 +58,10 @@ def gather_adapter(backend: str) -> Callable[..., torch.Tensor]:
 
 
 def norm_rope_adapter(backend: str) -> Callable[..., None]:
-    def norm_rope_store_impl(
-        rows: torch.Tensor,
-        weight: torch.Tensor,
-        cos_sin: torch.Tensor,
-        positions: torch.Tensor,
-        slots: torch.Tensor,
-        cache: torch.Tensor,
-        *,
-        fmt: str,
-        rows_per_block: int,
-        layer: int,
-        eps: float,
-        rope_dim: int,
-    ) -> None:
-        layers = layers_of(cache, fmt, rows_per_block)
-        norm_rope_store(rows, weight, cos_sin, positions, slots, cache, fmt=fmt, eps=eps, rope_dim=rope_dim,
-                        rows_per_block=rows_per_block, layers=layers, layer=layer, backend=backend)  # fmt: skip
+    def norm_rope_store_impl(*tensors: torch.Tensor, **options: Any) -> None:
+        cache = tensors[5]  # rows, weight, cos_sin, positions, slots, cache: the contract's order
+        layers = layers_of(cache, options["fmt"], options["rows_per_block"])
+        norm_rope_store(*tensors, layers=layers, backend=backend, **options)
 
     norm_rope_store_impl.__name__ = f"norm_rope_store_{backend}"
     return norm_rope_store_impl
