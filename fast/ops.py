@@ -73,7 +73,7 @@ def _compress_decode(*tensors: torch.Tensor, max_new: int, validate: bool, **opt
     from fast import compression
 
     backend = _backend(tensors[0].device)
-    if validate:
+    if validate or backend == "torch":  # the torch backend needs the per-request counts a bounded plan lacks
         return _compressed(compression.compress_decode(*tensors, backend=backend, **options))
     plan = compression.bounded_decode_plan(*tensors, max_new=max_new, **options)
     return _compressed(compression.launch(plan, backend))

@@ -4,6 +4,7 @@ captured in a CUDA graph) against the same step run eagerly."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,13 +20,15 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def compression_call(device: str, decode: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Two requests of ratio 4 (V4 overlap off), 3 and 2 new positions, a ring of 8 slots."""
+def compression_call(
+    device: str, decode: bool, lengths: tuple[int, int] = (3, 2)
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Two requests of ratio 4 (V4 overlap off), ``lengths`` new positions, a ring of 8 slots."""
     g = _generator(1)
-    c, starts, lengths = 8, [5, 2], [3, 2]
+    c, starts = 8, [5, 2]
     score = torch.randn(sum(lengths), c, generator=g)
     latent = torch.randn(sum(lengths), c, generator=g)
-    cu = torch.tensor([0, 3, 5], dtype=torch.int32)
+    cu = torch.tensor([0, lengths[0], sum(lengths)], dtype=torch.int32)
     start = torch.tensor(starts, dtype=torch.int32)
     state = torch.randn(3, 8, 2, c, generator=g)
     index = torch.tensor([2, 0], dtype=torch.int32)
@@ -83,9 +86,9 @@ def test_opcheck(name: str, device: str) -> None:
     torch.library.opcheck(getattr(torch.ops.csa, name).default, args, kwargs)
 
 
-def decode_step(ratio: int, k: int) -> Callable[..., tuple[torch.Tensor, ...]]:
+def decode_step(ratio: int, k: int, validate: bool = False) -> Callable[..., tuple[torch.Tensor, ...]]:
     """compress -> index logits -> top-k -> sparse attention, all through the ``csa`` operators, value checks off
-    (no host reads, as inside a CUDA graph)."""
+    by default (no host reads, as inside a CUDA graph)."""
 
     def step(
         score: torch.Tensor,
@@ -103,7 +106,7 @@ def decode_step(ratio: int, k: int) -> Callable[..., tuple[torch.Tensor, ...]]:
         sink: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
         call = (score, latent, cu, start, state, index)
-        rows, store, positions = torch.ops.csa.compress_decode(*call, ratio, False, None, 3, False)
+        rows, store, positions = torch.ops.csa.compress_decode(*call, ratio, False, None, 3, validate)
         cache = torch.cat([kv, rows])
         logits = torch.ops.csa.index_logits(q_index, weights, keys, lengths, None, None, False)
         chosen = torch.ops.csa.topk(logits, lengths, None, k, "v4.1", False)
@@ -115,7 +118,8 @@ def decode_step(ratio: int, k: int) -> Callable[..., tuple[torch.Tensor, ...]]:
 
 def step_inputs(device: str) -> tuple[torch.Tensor, ...]:
     g = _generator(7)
-    (score, latent, cu, start, state, index, *_), _ = compression_call(device, decode=True)
+    # the shorter request first: a step that assumed every request as long as the longest would misplace rows
+    (score, latent, cu, start, state, index, *_), _ = compression_call(device, decode=True, lengths=(2, 3))
     kv = torch.randn(11, 8, generator=g)
     q_index, weights = torch.randn(2, 4, 16, generator=g), torch.rand(2, 4, generator=g)
     keys = torch.randn(16, 16, generator=g)
@@ -130,13 +134,25 @@ def _run(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: tuple[torch.Tensor
     return (*fn(*fresh), fresh[4])
 
 
+@pytest.mark.parametrize("interpret", ["1", "0"], ids=["triton-backend", "torch-backend"])
 @pytest.mark.parametrize("device", DEVICES)
-def test_decode_step_compiles_fullgraph_and_matches_eager(device: str) -> None:
+def test_decode_step_compiles_fullgraph_and_matches_eager(
+    device: str, interpret: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the CPU, ``TRITON_INTERPRET`` picks the backend of every operator (``fast.ops._backend``)."""
+    if device == "cuda" and interpret == "0":
+        pytest.skip("on a GPU the operators always run the Triton kernels")
+    if device == "cpu" and interpret == "1" and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("Triton's interpreter is off in this process (kernels are compiled for the GPU)")
+    if device == "cpu":
+        monkeypatch.setenv("TRITON_INTERPRET", interpret)
     torch._dynamo.reset()
     step, inputs = decode_step(4, 5), step_inputs(device)
     eager = _run(step, inputs)
+    checked = _run(decode_step(4, 5, validate=True), inputs)
     compiled = _run(torch.compile(step, fullgraph=True), inputs)
-    for e, c in zip(eager, compiled, strict=True):
+    for e, v, c in zip(eager, checked, compiled, strict=True):
+        torch.testing.assert_close(e, v, rtol=0, atol=0, equal_nan=True)
         torch.testing.assert_close(c, e, rtol=0, atol=0, equal_nan=True)
 
 

@@ -36,6 +36,9 @@ def launch(plan: Plan, backend: str = "triton") -> CompressionResult:
     if backend == "torch":
         from fast.compression import naive
 
+        if sum(plan.row_counts) != plan.total_rows:
+            raise ValueError("plan: a bounded decode plan (bounded_decode_plan) runs on the triton backend only")
+
         return naive.run(plan)
     from fast.compression import triton_kernels
 
