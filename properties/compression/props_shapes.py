@@ -93,7 +93,9 @@ def check_ladder(impl: Implementation, case: Example) -> None:
 
     def call(given: dict[str, torch.Tensor]) -> Any:
         args = {**given, "state": state.clone()}
-        return impl.fn(*[args[n].to(impl.device) for n in names], **settings)
+        ape = settings["ape"]
+        on_device = {**settings, "ape": None if ape is None else ape.to(impl.device)}
+        return impl.fn(*[args[n].to(impl.device) for n in names], **on_device)
 
     got = call_with_views(call, tensors, case["layouts"], impl.op)
     if not (isinstance(got, tuple | list) and len(got) == 3):
