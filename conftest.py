@@ -6,11 +6,18 @@ import shutil
 if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
+from importlib.metadata import entry_points
+
 import pytest
 
 from properties.profiles import load_profile
 
 load_profile()
+
+# Installing the package registers csa's pytest plugin (its ``pytest11`` entry point); a run from a checkout
+# whose python has not installed it (a GPU machine's image) loads it here.
+if not any(ep.value == "csa.pytest_plugin" for ep in entry_points(group="pytest11")):
+    pytest_plugins = ["csa.pytest_plugin"]
 
 
 def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]

@@ -5,6 +5,9 @@
 - ``dev``: random, a few hundred examples per property (the default otherwise).
 - ``deep``: at least 10,000 examples per property (``make fuzz``).
 - ``replay``: only the explicit examples and those saved in the example database (the end of a campaign).
+- ``gpu``: derandomized, 20 examples per property (``scripts/gpu_check.sh``'s default): the compiled suite draws
+  production shapes, and every new shape compiles new kernel variants, so 60 examples a property would not fit
+  the device's time; the interpreted CPU suite runs the ``ci`` profile's 60 over the same logic.
 """
 
 import os
@@ -24,7 +27,11 @@ settings.register_profile(
     "replay", phases=[Phase.explicit, Phase.reuse], deadline=None, suppress_health_check=_SLOW_OK, print_blob=True
 )
 
-PROFILES = ("ci", "dev", "deep", "replay")
+settings.register_profile(
+    "gpu", derandomize=True, max_examples=20, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True
+)
+
+PROFILES = ("ci", "dev", "deep", "replay", "gpu")
 
 
 def profile_name() -> str:

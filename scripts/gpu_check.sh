@@ -9,17 +9,21 @@
 # network. Writes $OUT/peers.md (the results page), $OUT/peers/ (each kernel's log and JSON report) and
 # $OUT/peers.log (with the output of results/peers/'s standalone reproducers, compiled); PEERS_ARGS: extra arguments of python -m csa.peers.run (default --max-examples 100).
 #
-# fuzz: csa fuzz on the GPU (not part of all): the GPU tests of the supervised worker, the guards and
-# --sanitize (tests/test_fuzz_cmd.py, tests/test_guards.py, tests/test_isolation.py: a kernel writing one byte past
-# its output, a far out-of-bounds read reported with the run going on, memcheck's first error), then
-# `csa fuzz --device cuda --sanitize` on the project's Triton top-k and on one compression kernel (exit 0 expected).
+# fuzz: `csa fuzz --device cuda --sanitize` on the project's Triton top-k and on one compression kernel (exit 0
+# expected; not part of all). The GPU tests of the supervised worker, the guards and --sanitize (a kernel writing
+# one byte past its output, a far out-of-bounds read reported with the run going on, memcheck's first error) are in
+# tests/ and run in the tests phase.
+#
+# tests: the suite under the Hypothesis profile `gpu` (CSA_PROFILE; 20 examples a property, production shapes).
+# One device command (10 minutes) does not hold the whole suite: run it in two, PYTEST_ARGS=properties (about 6
+# minutes on an H200 with 14 workers) and PYTEST_ARGS=tests (about 4). outcomes.txt lists every test's outcome.
 #
 # profile: ncu (Nsight Compute) on one kernel launch of each benchmark case in PROFILE_CASES (space-separated
 # "CASE:KERNEL_REGEX" pairs), the sections that show the limiting resource; output ncu.txt.
 #
-# Output under $OUT (default ./gpu_out), at most 6 files: env.txt, tests.log, bench.log, bench.json, bench.md,
-# roofline.png (fuzz: env.txt, fuzz.log, fuzz_topk.json, fuzz_compression.json). Wheels in .whl/ (e.g. hypothesis, pytest, pytest-xdist) are installed into /tmp/site first, if
-# present; with pytest-xdist the suite runs on all cores but two (16 cores: about 4 minutes on an H200).
+# Output under $OUT (default ./gpu_out): env.txt; tests: tests.log, failed.txt, outcomes.txt; bench: bench.log,
+# bench.json, bench.md, headline.png, roofline.png; fuzz: fuzz.log, fuzz_topk.json, fuzz_compression.json. Wheels in .whl/ (e.g. hypothesis, pytest, pytest-xdist) are installed into /tmp/site first, if
+# present; with pytest-xdist the suite runs on all cores but two.
 # Environment: PYTHON (default python3), BENCH_BUDGET_S (seconds after which the benchmark skips further
 # torch.compile baselines except those of the cases with targets, default 300), BENCH_ARGS (extra fast.bench arguments, e.g. "--only compression/"),
 # TESTS_TIMEOUT_S (seconds after which the test run is stopped, its log kept; default 3600),
@@ -32,7 +36,8 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 unset TRITON_INTERPRET
-export CI=1 # Hypothesis profile "ci": derandomized and bounded
+export CI=1
+export CSA_PROFILE=${CSA_PROFILE:-gpu} # derandomized, 20 examples a property (properties/profiles.py)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if compgen -G ".whl/*.whl" >/dev/null; then
     "$PY" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site:$PYTHONPATH"
@@ -66,9 +71,6 @@ fi
 if [ "$PHASE" = fuzz ]; then
     start=$SECONDS
     {
-        echo "== GPU tests of csa fuzz (worker, guards, sanitizer)"
-        "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_fuzz_cmd.py tests/test_guards.py tests/test_isolation.py
-        echo "pytest exit status $?"
         sanitized() { # op impl: the whole run, then the first two examples of each property under memcheck
             echo "== csa fuzz --op $1 --impl $2 --device cuda --sanitize 2 --profile ci"
             "$PY" -m csa.cli fuzz --op "$1" --impl "$2" --device cuda --sanitize 2 --profile ci \
@@ -79,7 +81,7 @@ if [ "$PHASE" = fuzz ]; then
         sanitized compression_decode 'registry:compression_decode:triton[read_then_write]' compression
     } >"$OUT/fuzz.log" 2>&1
     rm -rf "$OUT/repro"
-    grep -q "pytest exit status 0" "$OUT/fuzz.log" && [ "$(grep -c 'csa fuzz exit status 0' "$OUT/fuzz.log")" = 2 ] || status=1
+    [ "$(grep -c 'csa fuzz exit status 0' "$OUT/fuzz.log")" = 2 ] || status=1
     echo "fuzz phase: status $status after $((SECONDS - start)) s" >>"$OUT/fuzz.log"
     tail -n 40 "$OUT/fuzz.log"
     exit "$status"
@@ -107,6 +109,8 @@ if [ "$PHASE" != bench ]; then
     status=$?
     echo "pytest exit status $status after $((SECONDS - start)) s" >>"$OUT/tests.full"
     grep -E "^(FAILED|ERROR) |\] (FAILED|ERROR) " "$OUT/tests.full" | sort -u >"$OUT/failed.txt"
+    sed -n -E 's/^\[gw[0-9]+\] \[ *[0-9]+%\] ([A-Z]+) ([^ ]+).*/\1 \2/p; s/^([^ ]+::[^ ]+) ([A-Z]+)( .*)?$/\2 \1/p' \
+        "$OUT/tests.full" | sort -k2 -u >"$OUT/outcomes.txt"
     grep -v -E "\] (PASSED|SKIPPED|XFAIL|XPASS) |PytestBenchmarkWarning|warner\(" "$OUT/tests.full" | tail -n 600 >"$OUT/tests.log"
     rm -f "$OUT/tests.full"
     tail -n 15 "$OUT/tests.log"

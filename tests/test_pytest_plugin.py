@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 
 import pytest
 
@@ -15,10 +16,24 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "examples" / "kernel_project"
 
 
+INSTALLED = any(ep.value == "csa.pytest_plugin" for ep in entry_points(group="pytest11"))
+"""Installed, the package loads the plugin through its entry point; a checkout run without installing it (a GPU
+machine's python) names the plugin on the command line."""
+
+
+def test_installing_the_package_installs_the_plugins_entry_point() -> None:
+    try:
+        distribution("csa-harness")
+    except PackageNotFoundError:
+        pytest.skip("this python has not installed csa-harness (make's .venv has)")
+    assert INSTALLED
+
+
 def run_project(tmp_path: pathlib.Path, **env: str) -> subprocess.CompletedProcess[str]:
     environ = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{PROJECT}", **env)
     environ.pop("CSA_PROFILE", None)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(PROJECT / "tests")]
+    plugin = [] if INSTALLED else ["-p", "csa.pytest_plugin"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, str(PROJECT / "tests")]
     return subprocess.run(
         [*command, "-o", f"cache_dir={tmp_path}"], cwd=PROJECT, env=environ, capture_output=True, text=True, timeout=600
     )
