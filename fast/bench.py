@@ -67,6 +67,9 @@ class Built:
     check: Callable[[], str] | None = None
     sweep: dict[str, Callable[[], object]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    compute: str = "bf16"
+    """The tensor-core precision the case's FLOPs run at ("bf16" or "fp8"): its floor and roofline take that
+    GEMM peak."""
     graphs: tuple[str, ...] = ()
     """Implementations also timed as CUDA-graph replays ("NAME (graph)"): for launch-bound cases, where the
     host's launch work would otherwise dominate the events (the empty kernel is timed both ways too)."""
@@ -230,6 +233,7 @@ def run_case(case: Case, with_compile: bool, copy_gbs: float, sweep: bool = True
         "description": case.description,
         "bytes": built.bytes_moved,
         "flops": built.flops,
+        "compute": built.compute,
         "notes": list(built.notes),
     }
     if built.check is not None:

@@ -12,6 +12,12 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
+DECODE_SHAPES = ((64, 64), (64, 128), (128, 64), (128, 128))
+"""(requests, heads) of the sparse decode cases: FP8 KV must beat torch.compile and the BF16-KV path on each."""
+TOPK_CASES = ("128x256K_k2048_v4.1", "128x256K_k2048_v4-prefill", "6x256K_k2048_v4.1", "4096x16K_k2048_v4.1",
+              "64x64K_k512_select")  # fmt: skip
+"""The top-k cases: the Triton top-k must beat torch.topk alone (no mask, no sort) on each, by 2x on the first."""
+
 # the cases that carry a kernel target (``targets``): their torch.compile baselines are timed whatever the budget
 TARGET_CASES = frozenset(
     {
@@ -24,6 +30,9 @@ TARGET_CASES = frozenset(
         "indexing/topk_slots_128x256K_k2048",
         "cache/store_v4_584",
         "cache/decode_bf16_b128_h64",
+        *(f"cache/decode_fp8_b{b}_h{h}" for b, h in DECODE_SHAPES),
+        *(f"indexing/topk_{shape}" for shape in TOPK_CASES),
+        "indexing/paged_fp8qk_B128_n2_ctx32K",
     }
 )
 
@@ -120,7 +129,47 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "ratio": ratio, "met": None if ratio is None else ratio >= 0.8,
                     "target_ms": None if not same else same / 0.8})  # fmt: skip
     rate("cache/decode_bf16_b128_h64", "sparse decode b = 128, h = 64, top-k 2048, bf16 KV: >= 200 TFLOP/s", 200.0)
+
+    def faster(case: str, label: str, base_case: str, base_impl: str, factor: float) -> None:
+        """Triton on ``case`` at least ``factor`` times as fast as ``base_impl`` on ``base_case``."""
+        mine, base = ms(case, "triton"), ms(base_case, base_impl)
+        ratio = None if not (mine and base) else base / mine
+        out.append({"case": case, "target": label, "triton_ms": mine, "baseline": f"{base_case} {base_impl}",
+                    "baseline_ms": base, "ratio": ratio, "met": None if ratio is None else ratio >= factor,
+                    "target_ms": None if base is None else base / factor})  # fmt: skip
+
+    rate("cache/decode_fp8_b128_h64", "sparse decode b = 128, h = 64, top-k 2048, V4 FP8 KV: >= 250 TFLOP/s", 250.0)
+    for b, h in DECODE_SHAPES:
+        fp8, bf16 = f"cache/decode_fp8_b{b}_h{h}", f"cache/decode_bf16_b{b}_h{h}"
+        against_compile(fp8, f"sparse decode b = {b}, h = {h}, V4 FP8 KV: faster than torch.compile", 1.0)
+        faster(fp8, f"sparse decode b = {b}, h = {h}, V4 FP8 KV: faster than our BF16-KV path", bf16, "triton", 1.0)
+    for fp8, bf16, what in (
+        ("indexing/logits_fp8qk_4096x16384", "indexing/logits_bf16_4096x16384", "logits 4096 x 16384"),
+        ("indexing/paged_fp8qk_B128_n2_ctx32K", "indexing/paged_bf16_B128_n2_ctx32K", "paged logits B 128, 32K"),
+    ):
+        faster(fp8, f"{what}, FP8 q and k: >= 1.5x our bf16 rate", bf16, "triton", 1.5)
+    for i, shape in enumerate(TOPK_CASES):
+        case, factor = f"indexing/topk_{shape}", 2.0 if i == 0 else 1.0
+        label = f"top-k {shape}: " + ("at least 2x torch.topk alone" if factor > 1 else "faster than torch.topk alone")
+        faster(case, label, case, "torch_topk_plain", factor)
     return out
+
+
+def fp8_table(report: dict[str, Any]) -> list[str]:
+    """Markdown lines: each FP8 tensor-core case as a fraction of the FP8 GEMM ceiling measured in the same run."""
+    from fast.plot import compute_of
+
+    peak = report.get("ceilings", {}).get("fp8", {}).get("tflops")
+    rows = [c for c in report["cases"] if compute_of(c) == "fp8" and c.get("flops")]
+    if not (peak and rows):
+        return []
+    lines = ["| case | Triton ms | TFLOP/s | of the FP8 GEMM ceiling |", "|---|---:|---:|---:|"]
+    for c in rows:
+        mine = c["results"].get("triton", {}).get("ms")
+        if mine:
+            tflops = c["flops"] / mine / 1e9
+            lines.append(f"| {c['name']} | {mine:.4g} | {tflops:.0f} | {100 * tflops / peak:.0f}% |")
+    return lines
 
 
 def target_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -178,7 +227,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "Each kernel target on this run (`headline.png` draws it). The floor of a case is a copy of the same "
         "bytes timed the same way, or else the longer of its bytes at the copy bandwidth and its FLOPs at the "
-        "bf16 GEMM peak.",
+        "GEMM peak of its precision (bf16, or FP8 for the FP8-query cases).",
         "",
         *summary_table(report),
         "",
@@ -207,6 +256,9 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         *target_table(report["targets"]),
     ]
+    fp8 = fp8_table(report)
+    if fp8:
+        lines += ["", "## FP8 cases against the FP8 GEMM ceiling", "", *fp8]
     sweeps = [(c["name"], k, r) for c in report["cases"] for k, r in c.get("sweep", {}).items()]
     if sweeps:
         lines += [

@@ -6,7 +6,8 @@
   longer), on a log axis. 1x is the hardware's limit for that work; the target is the vertical mark on each row.
 - ``roofline.png``: achieved TFLOP/s against arithmetic intensity for every case with a FLOP count, under the
   measured roofs (the copy bandwidth, and the bf16 and FP8 GEMM peaks where the run measured them). Only the
-  headline cases are labelled; every other case is a grey point. Cases without FLOPs (top-k, slots, stores) are
+  first eight target cases (in the targets' order) are labelled, each in its own colour; every other case is a
+  grey point. Cases without FLOPs (top-k, slots, stores) are
   in the headline chart only.
 
 Matplotlib's Agg backend: no display needed.
@@ -35,17 +36,26 @@ def best_ms(results: dict[str, Any], impl: str, suffix: str = "") -> float | Non
     return min(times, default=None)
 
 
+def compute_of(case: dict[str, Any]) -> str:
+    """The tensor-core precision of a case's FLOPs, "bf16" or "fp8" (``Built.compute``); reports written before
+    that field named their one FP8 kind of case ``fp8qk``."""
+    return str(case.get("compute") or ("fp8" if "_fp8qk_" in case["name"] else "bf16"))
+
+
 def floor_ms(report: dict[str, Any], case: dict[str, Any], suffix: str) -> tuple[float | None, str]:
     """The least time the case's work can take on this machine, and what it is."""
     same = case["results"].get("copy_same_bytes" + suffix, {}).get("ms")
     if same:
         return float(same), "copy of the same bytes"
     memory = case["bytes"] / report["copy"]["gbs"] / 1e6 if case.get("bytes") else 0.0
-    peak = report.get("ceilings", {}).get("bf16", {}).get("tflops")
+    precision = compute_of(case)
+    peak = report.get("ceilings", {}).get(precision, {}).get("tflops")
     compute = case["flops"] / peak / 1e9 if peak and case.get("flops") else 0.0
     if not (memory or compute):
         return None, ""
-    return (memory, "bytes at copy bandwidth") if memory >= compute else (compute, "FLOPs at bf16 GEMM peak")
+    if memory >= compute:
+        return memory, "bytes at copy bandwidth"
+    return compute, f"FLOPs at {precision} GEMM peak"
 
 
 def headline_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -109,7 +119,9 @@ def plot_roofline(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
     import matplotlib.pyplot as plt
 
     cases = [c for c in report["cases"] if c.get("bytes") and c.get("flops")]
-    headline = list(dict.fromkeys(t["case"] for t in report.get("targets", [])))
+    drawn = {c["name"] for c in cases}
+    targeted = [name for name in dict.fromkeys(t["case"] for t in report.get("targets", [])) if name in drawn]
+    headline = targeted[: len(HEADLINE_COLORS)]  # one colour each; later target cases are grey points
     fig, ax = plt.subplots(figsize=(11, 7))
     xs = [c["flops"] / c["bytes"] for c in cases] or [1.0]
     lo, hi = min(xs) / 3, max(max(xs) * 3, 2000.0)
@@ -127,6 +139,10 @@ def plot_roofline(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
         ms = c["results"].get("triton", {}).get("ms")
         if ms and c["name"] not in headline:
             ax.scatter(c["flops"] / c["bytes"], c["flops"] / ms / 1e9, color="#9e9e9e", s=18, zorder=2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    labels: list[tuple[str, tuple[float, float], str]] = []
     for i, name in enumerate(headline):
         case = next((c for c in cases if c["name"] == name), None)
         if case is None:
@@ -139,16 +155,17 @@ def plot_roofline(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
                            facecolors=color if filled else "none", linewidths=1.5)  # fmt: skip
         ms = case["results"].get("triton", {}).get("ms")
         if ms:
-            ax.annotate(name.split("/")[-1], (x, case["flops"] / ms / 1e9), xytext=(8, 12 - 14 * (i % 3)),
-                        textcoords="offset points", fontsize=8, color=color)  # fmt: skip
+            labels.append((name.split("/")[-1], (x, case["flops"] / ms / 1e9), color))
     for label, marker, filled in (("Triton", "o", True), ("torch.compile", "s", False), ("torch eager", "v", False)):
         ax.scatter(
             [], [], marker=marker, s=50, edgecolors="black", facecolors="black" if filled else "none", label=label
         )
     ax.scatter([], [], color="#9e9e9e", s=18, label="other cases (Triton)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
+    ax.autoscale_view()  # the final limits, so that label positions in pixels hold
+    placed: list[tuple[float, float]] = []
+    for text, point, color in labels:
+        offset = _free_offset(ax, point, placed)
+        ax.annotate(text, point, xytext=(8, offset), textcoords="offset points", fontsize=8, color=color)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.legend(fontsize=8, loc="upper left")
@@ -165,6 +182,20 @@ def plot(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
     matplotlib.use("Agg")
     plot_headline(report, out.with_name("headline.png"))
     return plot_roofline(report, out)
+
+
+def _free_offset(ax: Any, point: tuple[float, float], placed: list[tuple[float, float]]) -> float:
+    """A vertical offset (points) for a label at ``point`` that keeps it off the labels already ``placed`` (their
+    positions in display pixels, updated): 12 above the point, else stepped down a line at a time."""
+    x, y = ax.transData.transform(point)
+    scale = ax.figure.dpi / 72
+    for offset in (12.0, -2.0, -16.0, 26.0, -30.0, 40.0):
+        top = y + offset * scale
+        if all(abs(top - py) > 12 * scale or abs(x - px) > 170 * scale for px, py in placed):
+            placed.append((x, top))
+            return offset
+    placed.append((x, y + 12 * scale))
+    return 12.0
 
 
 def _wrap(text: str, width: int = 60) -> str:

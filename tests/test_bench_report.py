@@ -73,7 +73,34 @@ def test_indexing_and_cache_targets_follow_the_runs_times(report: dict) -> None:
     assert row["met"] == (same >= 0.8)
     (decode,) = [c for c in report["cases"] if c["name"] == "cache/decode_bf16_b128_h64"]
     rate = decode["flops"] / _ms(report, decode["name"], "triton") / 1e9
-    assert _target(targets, "sparse decode b = 128")["met"] == (rate >= 200)
+    assert _target(targets, "sparse decode b = 128, h = 64, top-k 2048, bf16 KV")["met"] == (rate >= 200)
+
+
+def test_fp8_decode_logits_and_topk_targets_follow_the_runs_times(report: dict) -> None:  # type: ignore[type-arg]
+    targets = bench.targets(report)
+    for b, h in bench_report.DECODE_SHAPES:
+        fp8 = _ms(report, f"cache/decode_fp8_b{b}_h{h}", "triton")
+        bf16 = _ms(report, f"cache/decode_bf16_b{b}_h{h}", "triton")
+        row = _target(targets, f"sparse decode b = {b}, h = {h}, V4 FP8 KV: faster than our BF16-KV path")
+        assert row["met"] == (fp8 <= bf16) and row["ratio"] == pytest.approx(bf16 / fp8)
+    flat = _ms(report, "indexing/logits_bf16_4096x16384", "triton") / _ms(
+        report, "indexing/logits_fp8qk_4096x16384", "triton"
+    )
+    assert _target(targets, "logits 4096 x 16384, FP8 q and k: >= 1.5x our bf16 rate")["met"] == (flat >= 1.5)
+    for i, shape in enumerate(bench_report.TOPK_CASES):
+        case = f"indexing/topk_{shape}"
+        speedup = _ms(report, case, "torch_topk_plain") / _ms(report, case, "triton")
+        (row,) = [t for t in targets if t["target"].startswith(f"top-k {shape}:")]
+        assert row["met"] == (speedup >= (2.0 if i == 0 else 1.0))
+
+
+def test_an_fp8_case_is_floored_at_the_fp8_peak(report: dict) -> None:  # type: ignore[type-arg]
+    from fast.plot import floor_ms
+
+    (case,) = [c for c in report["cases"] if c["name"] == "indexing/logits_fp8qk_4096x16384"]
+    floor, what = floor_ms(report, case, "")
+    assert what == "FLOPs at fp8 GEMM peak"
+    assert floor == pytest.approx(case["flops"] / report["ceilings"]["fp8"]["tflops"] / 1e9)
 
 
 def test_target_cases_are_the_cases_the_targets_read(report: dict) -> None:  # type: ignore[type-arg]

@@ -204,7 +204,7 @@ def logits_case(
                 cfg = logits.LogitsConfig(columns=cols, block_k=bk, num_warps=warps, num_stages=stages)
                 variants[f"cols{cols}_bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
         note = f"default tile {logits.default_config(fp8, q8)}; TFLOP/s counts 2 * H * D per visible (query, row)"
-        return Built(impls, moved, flops, check=check, sweep=variants, notes=[note])
+        return Built(impls, moved, flops, check=check, sweep=variants, notes=[note], compute="fp8" if q8 else "bf16")
 
     register(
         Case(f"indexing/logits_{kind}_{shape}", "indexing-logits", f"index logits {kind} keys, {shape}, 64x128", build)
@@ -298,7 +298,7 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
         note = "bytes: each request's rows read once (its longest query)"
         if q8:
             note += f"; default tile {logits.default_config(True, True, paged=True)}"
-        return Built(impls, moved, flops, check=check, sweep=variants, notes=[note])
+        return Built(impls, moved, flops, check=check, sweep=variants, notes=[note], compute="fp8" if q8 else "bf16")
 
     name = f"indexing/paged_{kind}_B{requests}_n{next_n}_ctx{context // 1024}K"
     register(Case(name, "indexing-paged", f"paged decode logits, {kind} cache, Bc = {bc}", build))
