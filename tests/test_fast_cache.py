@@ -12,6 +12,7 @@ Triton runs under TRITON_INTERPRET=1 on the CPU (conftest.py) and compiled on a 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -669,10 +670,14 @@ def test_a_call_of_no_lanes_answers_every_row_as_empty(backend: str, empty_row: 
         assert bool(out.isnan().all()) and bool(lse.isnan().all())
 
 
+@pytest.mark.parametrize("native_fp8", [True, False], ids=["hardware-conversion", "integer-decode"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_fp8_kv_is_dequantized_in_the_kernel(backend: str) -> None:
+def test_fp8_kv_is_dequantized_in_the_kernel(backend: str, native_fp8: bool) -> None:
     """A V4 584-byte cache read by slot: equal to the same kernel on the dequantized rows (which bf16 holds
-    exactly), and in f64 mode within 2 ulps of the exact attention over the reference's decoded rows."""
+    exactly), and in f64 mode within 2 ulps of the exact attention over the reference's decoded rows; both ways
+    of decoding the e4m3 codes in the kernel (``Config.native_fp8``)."""
+    if backend == "torch" and not native_fp8:
+        pytest.skip("the torch twin has one way of decoding")
     rows_per_block, blocks = 4, 5
     n = rows_per_block * blocks
     g = np.random.default_rng(4)
@@ -686,7 +691,8 @@ def test_fp8_kv_is_dequantized_in_the_kernel(backend: str) -> None:
     lanes[1, :16] = -1
     sink = torch.tensor([0.5, -math.inf, 1.0], device=DEVICE)
     kw: dict[str, Any] = dict(scale=0.05, dv=512, backend=backend, precision="f64", config=SMALL)
-    out8, lse8 = sparse_attention(q, cache, lanes, sink, kv_format="v4_584", **kw)
+    fp8_config = dataclasses.replace(SMALL, native_fp8=native_fp8)
+    out8, lse8 = sparse_attention(q, cache, lanes, sink, kv_format="v4_584", **{**kw, "config": fp8_config})
     out16, lse16 = sparse_attention(q, decoded.to(torch.bfloat16), lanes, sink, **kw)
     assert torch.equal(decoded.to(torch.bfloat16).float(), decoded), "v4_584 values are bf16 values"
     assert torch.equal(out8, out16) and torch.equal(lse8, lse16)

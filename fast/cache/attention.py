@@ -47,6 +47,10 @@ class Config:
     block_n: int = 64
     num_warps: int = 8
     num_stages: int = 2
+    native_fp8: bool = True
+    """FP8 KV: convert the e4m3 codes with the hardware's conversion and scale each 64-dim group by one multiply
+    (``_fp8_v4_tile``); False decodes every code with integer operations (``_fp8_v4_tile_int``, the earlier
+    path, kept for comparison in the benchmark)."""
 
 
 @triton.jit
@@ -68,8 +72,47 @@ def _log(x, LIBDEVICE: tl.constexpr):
 
 
 @triton.jit
-def _fp8_v4_tile(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d):
-    """Rows ``row`` of a 584-byte V4 cache as f32 ``[BLOCK_N, 512]`` (0 where not ``valid``)."""
+def _fp8_v4_tile(
+    kv_f8_ptr,
+    kv_b_ptr,
+    kv_h_ptr,
+    row,
+    valid,
+    rows_per_block,
+    block_bytes,
+    scale_base,
+    d,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+):
+    """Rows ``row`` of a 584-byte V4 cache as f32 ``[BLOCK_N, BLOCK_D]`` (0 where not ``valid``; BLOCK_D = 512):
+    the e4m3 codes converted by the hardware, then each row's 64-dim groups multiplied by their UE8M0 scale (a
+    power of two, so the product is exact, as the integer decode's is)."""
+    block = row // rows_per_block
+    r = row - block * rows_per_block
+    data_b = block * block_bytes + r * 576
+    scale_b = block * block_bytes + scale_base + r * 8
+    v2 = valid[:, None]
+    nope_mask = v2 & (d[None, :] < 448)
+    nope = tl.load(kv_f8_ptr + data_b[:, None] + d[None, :], mask=nope_mask, other=0.0).to(tl.float32)
+    if INTERPRETED:  # the interpreter reads the codes 0x7F / 0xFF as +-480; in e4m3fn they are NaN
+        code = tl.load(kv_b_ptr + data_b[:, None] + d[None, :], mask=nope_mask, other=0)
+        nope = tl.where((code & 0x7F) == 0x7F, float("nan"), nope)
+    g = tl.arange(0, BLOCK_D // 64)
+    codes = tl.load(kv_b_ptr + scale_b[:, None] + g[None, :], mask=v2 & (g[None, :] < 7), other=127)
+    scale = rd.ue8m0_value(codes.to(tl.int32))
+    grouped = tl.reshape(nope, [BLOCK_N, BLOCK_D // 64, 64]) * scale[:, :, None]
+    nope = tl.reshape(grouped, [BLOCK_N, BLOCK_D])
+    rope_at = data_b // 2 + 224  # the row's 64 BF16 RoPE dims after its 448 e4m3 bytes (rows start at even bytes)
+    rope = tl.load(kv_h_ptr + rope_at[:, None] + (d[None, :] - 448), mask=v2 & (d[None, :] >= 448), other=0)
+    rope_f = ((rope.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
+    return tl.where(d[None, :] >= 448, rope_f, nope)
+
+
+@triton.jit
+def _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d):
+    """``_fp8_v4_tile`` with every code decoded by integer operations (``Config.native_fp8`` False)."""
     block = row // rows_per_block
     r = row - block * rows_per_block
     data_b = block * block_bytes + r * 576
@@ -79,7 +122,8 @@ def _fp8_v4_tile(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block
     scales = tl.load(kv_q_ptr + scale_b // 8, mask=valid, other=0)
     scale_code = ((scales[:, None] >> (8 * (d[None, :] // 64))) & 0xFF).to(tl.int32)
     nope_f = rd.e4m3_value(nope.to(tl.int32)) * rd.ue8m0_value(scale_code)
-    rope = tl.load(kv_h_ptr + (data_b[:, None] + 448) // 2 + (d[None, :] - 448), mask=v2 & (d[None, :] >= 448), other=0)
+    rope_at = data_b // 2 + 224  # the row's 64 BF16 RoPE dims after its 448 e4m3 bytes (rows start at even bytes)
+    rope = tl.load(kv_h_ptr + rope_at[:, None] + (d[None, :] - 448), mask=v2 & (d[None, :] >= 448), other=0)
     rope_f = ((rope.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
     return tl.where(d[None, :] >= 448, rope_f, nope_f)
 
@@ -88,6 +132,7 @@ def _fp8_v4_tile(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block
 def _sparse_attention_kernel(
     q_ptr,
     kv_ptr,
+    kv_f8_ptr,
     kv_b_ptr,
     kv_h_ptr,
     kv_q_ptr,
@@ -110,6 +155,7 @@ def _sparse_attention_kernel(
     BLOCK_H: tl.constexpr,
     BLOCK_N: tl.constexpr,
     FP8_V4: tl.constexpr,
+    NATIVE_FP8: tl.constexpr,
     SEPARATE_V: tl.constexpr,
     HAS_SINK: tl.constexpr,
     EMPTY_NAN: tl.constexpr,
@@ -147,7 +193,13 @@ def _sparse_attention_kernel(
         valid = (idx >= 0) & (idx < N)
         row = tl.where(valid, idx, 0).to(tl.int64)
         if FP8_V4:
-            k = _fp8_v4_tile(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d)
+            if NATIVE_FP8:
+                k = _fp8_v4_tile(kv_f8_ptr, kv_b_ptr, kv_h_ptr, row, valid, rows_per_block, block_bytes, scale_base,
+                                 d, BLOCK_N, BLOCK_D, INTERPRETED)  # fmt: skip
+            else:
+                k = _fp8_v4_tile_int(
+                    kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d
+                )
             k = k.to(dtype)
         else:
             k = tl.load(kv_ptr + row[:, None] * D + d[None, :], mask=valid[:, None] & (d[None, :] < D), other=0)
@@ -241,11 +293,11 @@ def _launch_config(cfg: Config, mode: int, dim: int, dv: int) -> Config:
     shapes), so its ``[heads, lanes, dims]`` product is held to ``F64_TILE_ELEMENTS``: lanes first, then heads
     are cut down from ``cfg``'s."""
     if mode != MODES["f64"]:
-        return Config(max(16, cfg.block_h), max(16, cfg.block_n), cfg.num_warps, cfg.num_stages)
+        return Config(max(16, cfg.block_h), max(16, cfg.block_n), cfg.num_warps, cfg.num_stages, cfg.native_fp8)
     budget = max(1, F64_TILE_ELEMENTS // max(16, triton.next_power_of_2(max(dim, dv))))
     block_n = min(cfg.block_n, budget)
     block_h = min(cfg.block_h, max(1, budget // block_n))
-    return Config(block_h, block_n, cfg.num_warps, cfg.num_stages)
+    return Config(block_h, block_n, cfg.num_warps, cfg.num_stages, cfg.native_fp8)
 
 
 def _nonempty(x: torch.Tensor) -> torch.Tensor:
@@ -272,12 +324,12 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
     if kv_cache is not None:
         rows_per_block, scale_base = kv_cache
         N = call.kv.shape[0] * rows_per_block
-        views = (kv, kv, kv.view(torch.int16), kv.view(torch.int64))
+        views = (kv, kv.view(torch.float8_e4m3fn), kv, kv.view(torch.int16), kv.view(torch.int64))
         block_bytes = kv.shape[-1]
     else:
         rows_per_block, scale_base, block_bytes = 1, 0, 0
         N = call.kv.shape[0]
-        views = (kv, kv, kv, kv)
+        views = (kv, kv, kv, kv, kv)
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     block_d = max(16, triton.next_power_of_2(D))
     block_dv = max(16, triton.next_power_of_2(call.dv))
@@ -305,6 +357,7 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
         BLOCK_H=cfg.block_h,
         BLOCK_N=cfg.block_n,
         FP8_V4=kv_cache is not None,
+        NATIVE_FP8=cfg.native_fp8,
         SEPARATE_V=block_dv < block_d,
         HAS_SINK=call.sink is not None,
         EMPTY_NAN=call.empty_nan,

@@ -16,6 +16,7 @@ run. Models (docs/cache-kernels.md):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import sys
@@ -195,6 +196,9 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
                                                    kv_format="v4_584" if fp8 else None, out=out, lse=lse),
             "torch_eager": eager("bf16"),
         }  # fmt: skip
+        if fp8:  # the earlier decode of the e4m3 codes by integer operations, for comparison
+            default = attention.default_config(h, DIM, True, "bf16")
+            impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False))
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")

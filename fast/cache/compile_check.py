@@ -49,9 +49,9 @@ def _quantize_cases() -> list[Case]:
     return out
 
 
-ATTENTION_ARGS = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_b_ptr="*u8", kv_h_ptr="*i16", kv_q_ptr="*i64",
-                      idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32", H="i32", N="i64", K="i32",
-                      scale_hi="fp32", scale_lo="fp32", rows_per_block="i32", block_bytes="i32",
+ATTENTION_ARGS = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_f8_ptr="*fp8e4nv", kv_b_ptr="*u8", kv_h_ptr="*i16",
+                      kv_q_ptr="*i64", idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32", H="i32",
+                      N="i64", K="i32", scale_hi="fp32", scale_lo="fp32", rows_per_block="i32", block_bytes="i32",
                       scale_base="i32")  # fmt: skip
 
 
@@ -61,8 +61,8 @@ def _attention_base() -> dict[str, Any]:
 
     from fast.cache import attention
 
-    return dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=False, SEPARATE_V=False, HAS_SINK=True,
-                EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
+    return dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=False, NATIVE_FP8=True, SEPARATE_V=False,
+                HAS_SINK=True, EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
                 COUNT_LANES=attention.COUNT_LANES)  # fmt: skip
 
 
@@ -80,6 +80,10 @@ def _attention_cases() -> list[Case]:
             ("bf16 kv, bf16 p", dict(MODE=2, LIBDEVICE=False)),
             ("bf16 kv, f32 p", dict(MODE=1, LIBDEVICE=True)),
             ("fp8 kv, bf16 p", dict(MODE=2, LIBDEVICE=False, FP8_V4=True)),
+            (
+                "fp8 kv decoded by integer operations, bf16 p",
+                dict(MODE=2, LIBDEVICE=False, FP8_V4=True, NATIVE_FP8=False),
+            ),
         ):
             out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, ATTENTION_ARGS,
                         base | tiles | extra, cfg.num_warps, cfg.num_stages))  # fmt: skip
