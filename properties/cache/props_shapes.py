@@ -66,17 +66,24 @@ def _top_slots(g: torch.Generator, capacity: int, count: int) -> torch.Tensor:
     return (capacity - 1 - torch.randperm(span, generator=g)[:count]).to(torch.int64)
 
 
-def check_store(impl: Implementation, case: Example) -> None:
-    fmt = impl.convention or ""
-    g = generator(case)
-    cache, rows_per_block, _, layer = _cache(g, fmt, case)
+def _stores(
+    g: torch.Generator, fmt: str, case: Example
+) -> tuple[torch.Tensor, int, int, int, torch.Tensor, torch.Tensor]:
+    """A cache (``_cache``: the cache, its rows per block, layers and the call's layer), then the slots and rows of
+    a store into it: ``rows`` (as many as the cache holds) at distinct slots near its end, one in eight at -1."""
+    cache, rows_per_block, layers, layer = _cache(g, fmt, case)
     capacity = case["blocks"] * rows_per_block
     count = min(case["rows"], capacity)
     slots = _top_slots(g, capacity, count)
-    skipped = torch.randint(8, (count,), generator=g) == 0
-    slots = torch.where(skipped, -1, slots)
-    rows = _row_values(g, count, row_format_of(fmt).dims)
-    rows[skipped] = float("nan")
+    slots = torch.where(torch.randint(8, (count,), generator=g) == 0, -1, slots)
+    return cache, rows_per_block, layers, layer, slots, _row_values(g, count, row_format_of(fmt).dims)
+
+
+def check_store(impl: Implementation, case: Example) -> None:
+    fmt = impl.convention or ""
+    cache, rows_per_block, _, layer, slots, rows = _stores(generator(case), fmt, case)
+    count = len(slots)
+    rows[slots == -1] = float("nan")
     options: dict[str, Any] = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer}
     expected = cache.clone()
     quantize_store(rows, slots, expected, **options)
@@ -115,13 +122,8 @@ def check_norm_rope(impl: Implementation, case: Example) -> None:
     on up to ``JUDGED_ROWS`` of them."""
     fmt = impl.convention or ""
     g = generator(case)
-    cache, rows_per_block, layers, layer = _cache(g, fmt, case)
-    capacity = case["blocks"] * rows_per_block
-    count = min(case["rows"], capacity)
-    slots = _top_slots(g, capacity, count)
-    slots = torch.where(torch.randint(8, (count,), generator=g) == 0, -1, slots)
-    rowfmt = row_format_of(fmt)
-    rows = _row_values(g, count, rowfmt.dims)
+    cache, rows_per_block, layers, layer, slots, rows = _stores(g, fmt, case)
+    count, rowfmt = len(slots), row_format_of(fmt)
     weight = 0.5 + 1.5 * torch.rand(rowfmt.dims, generator=g)
     angles = torch.rand(1 + choice(g, 4096), ROPE_DIM // 2, generator=g, dtype=torch.float64) * 2 * math.pi
     cos_sin = torch.cat([angles.cos(), angles.sin()], dim=1).float()
