@@ -133,7 +133,7 @@ def check_norm_rope(impl: Implementation, case: Example) -> None:
     options["rope_dim"] = ROPE_DIM
     tensors = {"rows": rows, "weight": weight, "cos_sin": cos_sin, "positions": positions, "slots": slots}
     expected = cache.clone()
-    norm_rope_store(*tensors.values(), expected, **options)
+    norm_rope_store(rows, weight, cos_sin, positions, slots, expected, **options)
 
     def call(given: dict[str, torch.Tensor]) -> torch.Tensor:
         written = cache.clone().to(impl.device)
