@@ -7,6 +7,10 @@ An example is a few sizes and a ``seed`` the check expands into tensors. The jud
 - ``quantize_store`` and ``gather_dequantize``: the whole cache after the call, and the rows read back, equal
   those of the area's torch implementation without a fault (``properties.cache.faulty_formats``), which every
   store and gather property checks against the exact reference (``test_support.py``), byte for byte;
+- ``norm_rope_store``: the cache after the call equals that of the torch oracle
+  (``properties.cache.faulty_norm_rope``) outside the stored rows, byte for byte; a stored row whose bytes are not
+  the oracle's (the float32 norm and rotation rounded apart) must be faithful to the exact row
+  (``reference.norm_rope.faithful``), on up to 8 such rows;
 - ``sparse_attention``: out and lse within twice the error of the same-precision float32 baselines (or
   ``ULP_FLOOR`` ulps of the terms' magnitude) of a float64 evaluation of the same formula, itself checked
   against the exact reference on small shapes (``test_support.py``), on up to 8 sampled query rows.

@@ -5,8 +5,9 @@ contract allows them (``properties.strided``).
 An example is a few sizes and a ``seed`` the check expands into tensors, so a large example stays small to print
 and to shrink. The judge scales: the area's torch implementation without a fault (``properties.indexing.faulty``,
 checked against the exact reference by every indexing property in ``test_support.py``) gives the expected
-lanes, exactly for the integer outputs; index scores are compared within an a-priori float32 bound of a float64
-evaluation. The exact reference never runs on these shapes, so the reference adapters are not judged here.
+lanes, exactly for the integer outputs; index scores (flat, FP8 and paged) are compared within an a-priori
+float32 bound of a float64 evaluation. The exact reference never runs on these shapes, so the reference adapters are
+not judged here.
 """
 
 from __future__ import annotations
