@@ -134,6 +134,19 @@ OPERATOR_RECORDS = (
         "f32[M, N]: sum_h w[m, h] relu(q[m, h] . k[j]) for j < lengths[m], -inf past it",
     ),
     Operator(
+        "paged_index_logits",
+        "(Tensor q, Tensor weights, Tensor cache, Tensor block_table, Tensor lengths, int rows_per_block, "
+        "int? width=None, Tensor? q_scale=None, bool validate=True) -> Tensor",
+        _indexing("paged_index_logits"),
+        lambda q, block_table, rows_per_block, width, **_: q.new_empty(
+            q.shape[0] * q.shape[1],
+            block_table.shape[1] * rows_per_block if width is None else width,
+            dtype=torch.float32,
+        ),
+        "f32[B * next_n, W]: query (b, t) scores the rows j < lengths[b, t] it reads through block_table[b], -inf "
+        "past them; W = width or max_blocks * rows_per_block",
+    ),
+    Operator(
         "topk",
         "(Tensor scores, Tensor lengths, Tensor? offsets, int k, str convention='v4.1', bool validate=True) -> Tensor",
         _indexing("topk"),
@@ -154,6 +167,18 @@ OPERATOR_RECORDS = (
         _indexing("candidate_restore"),
         lambda offsets, **_: torch.empty_like(offsets, dtype=torch.int32),
         "i32 like offsets: candidate-relative offsets restored to logical rows (-1 stays -1)",
+    ),
+    Operator(
+        "candidate_remap",
+        "(Tensor columns, Tensor candidate_blocks, Tensor lengths, int block_size, bool validate=True) "
+        "-> (Tensor, Tensor)",
+        _indexing("candidate_remap"),
+        lambda columns, **_: (
+            torch.empty_like(columns, dtype=torch.int32),
+            columns.new_empty(columns.shape[0], dtype=torch.int32),
+        ),
+        "(positions i32 like columns, counts i32[M]): each column the c-th visible position of the candidate "
+        "blocks, ascending (-1 kept), with each row's count",
     ),
     Operator(
         "slot_translation",
@@ -200,6 +225,14 @@ OPERATOR_RECORDS = (
         _store,
         lambda **_: None,
         "quantize rows into layer layer's pages of the paged cache at slots (-1 skipped), in the format's layout",
+    ),
+    Operator(
+        "norm_rope_store",
+        "(Tensor rows, Tensor weight, Tensor cos_sin, Tensor positions, Tensor slots, Tensor(a!) cache, str fmt, "
+        "float eps, int rope_dim, int rows_per_block, int layers=1, int layer=0) -> ()",
+        _with_backend("fast.cache", "norm_rope_store"),
+        lambda **_: None,
+        "RMSNorm, RoPE on the last rope_dim values, then quantize_store of the rows into the paged cache at slots",
     ),
     Operator(
         "gather_dequantize",

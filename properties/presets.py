@@ -57,6 +57,13 @@ def _restore(m: ModelPreset) -> list[Example]:
     ]
 
 
+def _remap(m: ModelPreset) -> list[Example]:
+    if m.candidate_block_size is None or m.candidate_topk_blocks is None:
+        return []
+    slots, size = m.candidate_topk_blocks, m.candidate_block_size
+    return [_example("candidate_remap", rows=1, k=m.index_topk, slots=slots, block_size=size)]
+
+
 def _ratios(m: ModelPreset) -> list[int]:
     return sorted({r for r in m.compress_ratios if r > 0})
 
@@ -88,6 +95,15 @@ def _index_scores(m: ModelPreset, op: str = "index_scores") -> list[Example]:
     return [_example(op, queries=2, heads=m.index_n_heads, dim=m.index_head_dim, keys=65)]
 
 
+def _paged_index_scores(m: ModelPreset) -> list[Example]:
+    """Decode queries through tables of 64-row pages."""
+    return [
+        _example(
+            "paged_index_scores", requests=2, heads=m.index_n_heads, dim=m.index_head_dim, columns=3, rows_per_block=64
+        )
+    ]
+
+
 def _attention(m: ModelPreset) -> list[Example]:
     lanes = m.index_topk + m.window_size
     return [_example("sparse_attention", rows=1, heads=2, dim=m.head_dim, lanes=lanes)]
@@ -107,6 +123,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "topk_shape_ladder": _for_each(_topk),
     "candidate_select_shape_ladder": _for_each(_candidates),
     "candidate_restore_shape_ladder": _for_each(_restore),
+    "candidate_remap_shape_ladder": _for_each(_remap),
     "slot_shape_ladder": _for_each(_slots),
     "gathered_shape_ladder": _for_each(_gathered),
     "window_shape_ladder": _for_each(_window),
@@ -114,9 +131,11 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "release_shape_ladder": _for_each(_release),
     "index_scores_shape_ladder": _for_each(_index_scores),
     "index_scores_fp8_shape_ladder": _for_each(lambda m: _index_scores(m, "index_scores_fp8")),
+    "paged_index_scores_shape_ladder": _for_each(_paged_index_scores),
     "attention_shape_ladder": _for_each(_attention),
     "quant_store_shape_ladder": _for_each(lambda m: _formats("quantize_store", m)),
     "gather_shape_ladder": _for_each(lambda m: _formats("gather_dequantize", m)),
+    "norm_rope_shape_ladder": _for_each(lambda m: _formats("norm_rope_store", m)),
     "compression_prefill_shape_ladder": _for_each(lambda m: _compression("compression_prefill", m)),
     "compression_decode_shape_ladder": _for_each(lambda m: _compression("compression_decode", m)),
 }

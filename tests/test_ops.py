@@ -53,13 +53,25 @@ def samples(device: str) -> dict[str, tuple[tuple[Any, ...], dict[str, Any]]]:
     sink = torch.tensor([0.5, -1.0])
     cache = torch.zeros(2, 4 * 528, dtype=torch.uint8)
     slots = torch.tensor([3, -1, 6], dtype=torch.int64)
+    paged_table = torch.tensor([[4, 1], [2, -1], [0, 3]], dtype=torch.int32)
+    paged_lengths = torch.tensor([[8], [3], [0]], dtype=torch.int32)
+    angles = torch.rand(10, 32, generator=g)
+    cos_sin, positions = torch.cat([angles.cos(), angles.sin()], dim=1), torch.tensor([9, 0, 4], dtype=torch.int64)
     return {
         "compress_prefill": compression_call(device, decode=False),
         "compress_decode": compression_call(device, decode=True),
         "index_logits": (on(q, weights, k, lengths), {}),
+        "paged_index_logits": (
+            (*on(q.reshape(3, 1, 2, 8), weights.reshape(3, 1, 2), k.reshape(5, 4, 8), paged_table, paged_lengths), 4),
+            {},
+        ),
         "topk": ((*on(scores, lengths, torch.tensor([0, 10, 3], dtype=torch.int32)), 4, "v4.1"), {}),
         "candidate_select": ((*on(scores, lengths), 4, 2), {}),
         "candidate_restore": ((*on(torch.tensor([[0, 5, -1]], dtype=torch.int32), table[:1]), 4), {}),
+        "candidate_remap": (
+            (*on(torch.tensor([[0, 5, -1], [2, 0, 1]], dtype=torch.int32), paged_table[:2], torch.tensor([7, 11])), 4),
+            {},
+        ),
         "slot_translation": ((*on(rows, table, torch.tensor([2, 1], dtype=torch.int32)), 4, "count"), {}),
         "gathered_rows": (on(rows, torch.tensor([10, 0], dtype=torch.int64)), {}),
         "decode_window_indices": ((*on(torch.tensor([0, 3, 9], dtype=torch.int32)), 4, "v4.1"), {}),
@@ -69,6 +81,23 @@ def samples(device: str) -> dict[str, tuple[tuple[Any, ...], dict[str, Any]]]:
             {},
         ),
         "quantize_store": ((*on(torch.randn(3, 512, generator=g), slots, cache), "v41_fp8_528", 4), {}),
+        "norm_rope_store": (
+            (
+                *on(
+                    torch.randn(3, 512, generator=g),
+                    torch.rand(512, generator=g) + 0.5,
+                    cos_sin,
+                    positions,
+                    slots,
+                    cache,
+                ),
+                "v41_fp8_528",
+                1e-6,
+                64,
+                4,
+            ),
+            {},
+        ),
         "gather_dequantize": ((*on(cache, torch.tensor([3, 6], dtype=torch.int64)), "v41_fp8_528", 4), {}),
         "sparse_attention": ((*on(torch.randn(3, 2, 16, generator=g), kv, indices, sink), 0.25, 8), {}),
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from properties.cache.faulty_formats import quantize_store
+from properties.ladder import ladder
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class NormRopeBugs:
     rotate_half: bool = False  # RoPE pairs (i, i + rope_dim / 2), the rotate-half layout, not interleaved pairs
     weight_ignored: bool = False  # the RMSNorm weight is not applied
     eps_dropped: bool = False  # 1 / sqrt(mean(x^2)), eps left out
+    rows_past_tile: bool = False  # a row past the rows ladder's tile takes the position of the row a tile before
 
 
 NO_NORM_BUGS = NormRopeBugs()
@@ -46,6 +48,9 @@ def norm_rope_store(
     if not bugs.weight_ignored:
         y = y * weight
     half = rope_dim // 2
+    if bugs.rows_past_tile:
+        n, tile = positions.shape[0], ladder("rows").tile
+        positions = positions[torch.arange(n) - torch.where(torch.arange(n) >= tile, tile, 0)]
     table = cos_sin[positions.clamp(0, cos_sin.shape[0] - 1)]
     cos, sin = table[:, :half], table[:, half:]
     head, tail = y[:, : y.shape[1] - rope_dim], y[:, y.shape[1] - rope_dim :]

@@ -1,5 +1,6 @@
-"""Shipped mutants for quantize_store, gather_dequantize and sparse_attention: the torch implementations of
-``properties/cache/faulty_formats.py`` and ``properties/cache/faulty_attention.py`` with one realistic bug planted each.
+"""Shipped mutants for quantize_store, gather_dequantize, norm_rope_store and sparse_attention: the torch
+implementations of ``properties/cache/faulty_formats.py``, ``faulty_norm_rope.py`` and ``faulty_attention.py`` with
+one realistic bug planted each.
 
 Each is registered for the one format or convention where its bug shows; the suite must kill every one
 (``properties/test_mutants.py``), and ``properties/cache/test_support.py`` checks the unmutated versions pass.
@@ -165,4 +166,10 @@ MUTANTS: list[Implementation] = [
     ),
     _norm_rope("norm_rope_weight_ignored", "index_fp4_68", "the RMSNorm weight not applied", weight_ignored=True),
     _norm_rope("norm_rope_eps_dropped", "v41_fp8_528", "1 / sqrt(mean(x^2)): eps left out", eps_dropped=True),
+    _norm_rope(
+        "norm_rope_rows_past_tile",
+        "v41_fp8_528",
+        f"a row past the first {ladder('rows').tile} of a call rotated by the position of the row a tile before it",
+        rows_past_tile=True,
+    ),
 ]

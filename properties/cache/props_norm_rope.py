@@ -98,13 +98,20 @@ def _verdict(
 def _exact(
     case: StoreCase, example: dict[str, Any], weight: list[float], table: list[list[float]], i: int
 ) -> tuple[list[Fraction], list[Fraction]]:
-    p = example["positions"][i]
+    return exact_row(case.rows[i], weight, example["eps"], table[example["positions"][i]])
+
+
+def exact_row(
+    values: list[float], weight: list[float], eps: float, cos_sin: list[float]
+) -> tuple[list[Fraction], list[Fraction]]:
+    """The exact normed and rotated row of float ``values`` (``reference.norm_rope.norm_rope_row``) and each
+    value's magnitude, ``cos_sin`` the row's position's entry of the table (cos, then sin)."""
     return norm_rope_row(
-        [Fraction(v) for v in case.rows[i]],
+        [Fraction(v) for v in values],
         [Fraction(w) for w in weight],
-        Fraction(example["eps"]),
-        [Fraction(c) for c in table[p][: ROPE_DIM // 2]],
-        [Fraction(s) for s in table[p][ROPE_DIM // 2 :]],
+        Fraction(eps),
+        [Fraction(c) for c in cos_sin[: ROPE_DIM // 2]],
+        [Fraction(s) for s in cos_sin[ROPE_DIM // 2 :]],
         ROPE_DIM,
     )
 

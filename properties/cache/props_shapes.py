@@ -7,6 +7,10 @@ An example is a few sizes and a ``seed`` the check expands into tensors. The jud
 - ``quantize_store`` and ``gather_dequantize``: the whole cache after the call, and the rows read back, equal
   those of the area's torch implementation without a fault (``properties.cache.faulty_formats``), which every
   store and gather property checks against the exact reference (``test_support.py``), byte for byte;
+- ``norm_rope_store``: the cache after the call equals that of the torch oracle
+  (``properties.cache.faulty_norm_rope``) outside the stored rows, byte for byte; a stored row whose bytes are not
+  the oracle's (the float32 norm and rotation rounded apart) must be faithful to the exact row
+  (``reference.norm_rope.faithful``), on up to 8 such rows;
 - ``sparse_attention``: out and lse within twice the error of the same-precision float32 baselines (or
   ``ULP_FLOOR`` ulps of the terms' magnitude) of a float64 evaluation of the same formula, itself checked
   against the exact reference on small shapes (``test_support.py``), on up to 8 sampled query rows.
@@ -14,13 +18,18 @@ An example is a few sizes and a ``seed`` the check expands into tensors. The jud
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
+from properties.cache.checks import describe
 from properties.cache.common import AttentionCall, attention_convention, cache_layout, row_format_of
 from properties.cache.faulty_attention import baselines, dense_attention, term_scales
 from properties.cache.faulty_formats import gather_dequantize, quantize_store
+from properties.cache.faulty_norm_rope import norm_rope_store
+from properties.cache.props_norm_rope import ROPE_DIM, exact_row
+from properties.cache.strategies import NORM_EPS
 from properties.compare import ULP_FLOOR, Mismatch
 from properties.contract import operation
 from properties.ladder import base_conventions, choice, generator, sample, shapes
@@ -28,6 +37,9 @@ from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
 from properties.strided import ORIGINS, assert_same, call_with_views, run_with_views, with_layouts
+from reference.cache_blocks import slot_byte_offsets
+from reference.formats import QuantizedRow
+from reference.norm_rope import faithful
 
 Example = dict[str, Any]
 JUDGED_ROWS = 8
@@ -58,17 +70,24 @@ def _top_slots(g: torch.Generator, capacity: int, count: int) -> torch.Tensor:
     return (capacity - 1 - torch.randperm(span, generator=g)[:count]).to(torch.int64)
 
 
-def check_store(impl: Implementation, case: Example) -> None:
-    fmt = impl.convention or ""
-    g = generator(case)
-    cache, rows_per_block, _, layer = _cache(g, fmt, case)
+def _stores(
+    g: torch.Generator, fmt: str, case: Example
+) -> tuple[torch.Tensor, int, int, int, torch.Tensor, torch.Tensor]:
+    """A cache (``_cache``: the cache, its rows per block, layers and the call's layer), then the slots and rows of
+    a store into it: ``rows`` (as many as the cache holds) at distinct slots near its end, one in eight at -1."""
+    cache, rows_per_block, layers, layer = _cache(g, fmt, case)
     capacity = case["blocks"] * rows_per_block
     count = min(case["rows"], capacity)
     slots = _top_slots(g, capacity, count)
-    skipped = torch.randint(8, (count,), generator=g) == 0
-    slots = torch.where(skipped, -1, slots)
-    rows = _row_values(g, count, row_format_of(fmt).dims)
-    rows[skipped] = float("nan")
+    slots = torch.where(torch.randint(8, (count,), generator=g) == 0, -1, slots)
+    return cache, rows_per_block, layers, layer, slots, _row_values(g, count, row_format_of(fmt).dims)
+
+
+def check_store(impl: Implementation, case: Example) -> None:
+    fmt = impl.convention or ""
+    cache, rows_per_block, _, layer, slots, rows = _stores(generator(case), fmt, case)
+    count = len(slots)
+    rows[slots == -1] = float("nan")
     options: dict[str, Any] = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer}
     expected = cache.clone()
     quantize_store(rows, slots, expected, **options)
@@ -98,6 +117,60 @@ def check_gather(impl: Implementation, case: Example) -> None:
     got = run_with_views(impl, {"cache": cache, "slots": slots}, case["layouts"], **options)
     what = f"gather_dequantize[{fmt}] rows vs the torch oracle ({case['rows']} reads, {case['blocks']} blocks)"
     assert_same(expected, got, what)
+
+
+def check_norm_rope(impl: Implementation, case: Example) -> None:
+    """The cache after the call equals the torch oracle's (``properties.cache.faulty_norm_rope``) outside the
+    stored rows' data and scale parts, byte for byte; a stored row whose bytes differ from the oracle's (a float32
+    rounding apart) must be faithful to the exact normed and rotated row (``reference.norm_rope.faithful``), judged
+    on up to ``JUDGED_ROWS`` of them."""
+    fmt = impl.convention or ""
+    g = generator(case)
+    cache, rows_per_block, layers, layer, slots, rows = _stores(g, fmt, case)
+    count, rowfmt = len(slots), row_format_of(fmt)
+    weight = 0.5 + 1.5 * torch.rand(rowfmt.dims, generator=g)
+    angles = torch.rand(1 + choice(g, 4096), ROPE_DIM // 2, generator=g, dtype=torch.float64) * 2 * math.pi
+    cos_sin = torch.cat([angles.cos(), angles.sin()], dim=1).float()
+    positions = torch.randint(cos_sin.shape[0], (count,), generator=g)
+    eps = NORM_EPS[choice(g, len(NORM_EPS))]
+    options: dict[str, Any] = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": layer, "eps": eps}
+    options["rope_dim"] = ROPE_DIM
+    tensors = {"rows": rows, "weight": weight, "cos_sin": cos_sin, "positions": positions, "slots": slots}
+    expected = cache.clone()
+    norm_rope_store(rows, weight, cos_sin, positions, slots, expected, **options)
+
+    def call(given: dict[str, torch.Tensor]) -> torch.Tensor:
+        written = cache.clone().to(impl.device)
+        impl.fn(*(given[n].to(impl.device) for n in tensors), written, **options)
+        return written
+
+    got = call_with_views(call, tensors, case["layouts"], impl.op).detach().cpu().reshape(-1)
+    layout = cache_layout(fmt, rows_per_block)
+    stored = (slots != -1).nonzero().reshape(-1)
+    at = torch.tensor([slot_byte_offsets(layout, int(slots[i]), layers, layer) for i in stored], dtype=torch.int64)
+    at = at.reshape(-1, 2)
+    parts = torch.cat([at[:, :1] + torch.arange(rowfmt.data_bytes), at[:, 1:] + torch.arange(rowfmt.scale_bytes)], 1)
+    before = expected.reshape(-1)
+    differ = got != before
+    outside = differ.clone()
+    outside[parts.reshape(-1)] = False
+    context = f"({count} rows, {case['blocks']} blocks of {rows_per_block}, layer {layer} of {layers})"
+    if bool(outside.any()):
+        where = outside.nonzero().reshape(-1)[:12].tolist()
+        lanes = [(describe(layout, b, layers), f"0x{int(before[b]):02x}", f"0x{int(got[b]):02x}") for b in where]
+        raise Mismatch(f"norm_rope_store[{fmt}] wrote outside the stored rows {context}", lanes)
+    changed = differ[parts].any(dim=1).nonzero().reshape(-1)  # stored rows whose bytes are not the oracle's
+    for j in changed[sample(case, len(changed), JUDGED_ROWS)].tolist():
+        i, stored_bytes = int(stored[j]), got[parts[j]].tolist()
+        row = QuantizedRow(bytes(stored_bytes[: rowfmt.data_bytes]), bytes(stored_bytes[rowfmt.data_bytes :]))
+        exact, sizes = exact_row(rows[i].tolist(), weight.tolist(), eps, cos_sin[positions[i]].tolist())
+        why = faithful(rowfmt, row, exact, sizes)
+        if why is not None:
+            raise Mismatch(
+                f"norm_rope_store[{fmt}] row {i} at slot {int(slots[i])}, position {int(positions[i])}, eps {eps} "
+                f"{context}",
+                detail=f"{why}; not what quantizing a row within 2^-7 of the exact normed and rotated row gives",
+            )
 
 
 def _ulp(x: torch.Tensor) -> torch.Tensor:
@@ -184,6 +257,15 @@ PROPERTIES = [
         shapes(rows="rows", blocks="blocks"),
         check_gather,
         "reads past 16 a call from caches past 256 blocks, slots as a view: the rows equal the torch oracle's",
+    ),
+    _ladder_property(
+        "norm_rope_shape_ladder",
+        "norm_rope_store",
+        shapes(rows="rows", blocks="blocks"),
+        check_norm_rope,
+        "rows per call past 16 and caches past 256 blocks of 64 rows, positions into RoPE tables of up to 4096 rows, "
+        "every input but the cache as a view: the cache equals the torch oracle's outside the stored rows, and a "
+        "stored row the oracle's bytes do not match is faithful to the exact normed and rotated row",
     ),
     _ladder_property(
         "attention_shape_ladder",

@@ -75,6 +75,8 @@ PAST_TILE = {
     "window_lanes": "window",  # a window wider than the tile lists -1 past the tile's lanes
     "compressed_lanes": "lanes",  # lanes past the first tile come back -1
     "release_requests": "requests",  # requests past the first tile release nothing
+    "paged_columns": "blocks",  # block table columns past the first tile read the column a tile before them
+    "remap_blocks": "lanes",  # candidate blocks past the first tile (ascending) are dropped as if padding
 }
 """The planted size bugs, each named after what it breaks, with the ladder (``properties.ladder``) whose tile it
 breaks past."""
@@ -145,7 +147,10 @@ def paged_index_scores(
     if cache.shape[0] == 0:
         return torch.full((requests * next_n, width), float("-inf"), device=q.device)
     read = lanes < counts.amax(dim=1, keepdim=True)
-    ids = torch.where(read, table[:, lanes // per_block], 0).clamp(0, cache.shape[0] - 1)
+    column = lanes // per_block
+    if (cut := tile(faults, "paged_columns")) is not None:
+        column = torch.where(column >= cut, column - cut, column)
+    ids = torch.where(read, table[:, column], 0).clamp(0, cache.shape[0] - 1)
     keys = cache[ids, lanes % per_block].float()
     dots = torch.einsum("bthd,bnd->bthn", q.float(), keys)
     scores = (dots.clamp_min(0) * weights.float().unsqueeze(-1)).sum(dim=2)
@@ -357,6 +362,8 @@ def candidate_remap(
     blocks = candidate_blocks.to(torch.int64)
     if not faults.remap_given_order:
         blocks = blocks.sort(dim=1).values
+    if (cut := tile(faults, "remap_blocks")) is not None:
+        blocks = torch.where(torch.arange(blocks.shape[1], device=blocks.device) < cut, blocks, -1)
     rows = blocks.shape[0]
     starts = (blocks * block_size).unsqueeze(-1)
     positions = (starts + torch.arange(block_size, device=blocks.device)).reshape(rows, -1)

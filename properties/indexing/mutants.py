@@ -306,6 +306,13 @@ MUTANTS = [
             ("window_indices", "window_lanes", "v4.1", "a wider window lists -1 past the tile"),
             ("compressed_indices", "compressed_lanes", None, "lanes past the first tile come back -1"),
             ("window_release", "release_requests", None, "requests past the first tile release nothing"),
+            (
+                "paged_index_scores",
+                "paged_columns",
+                None,
+                "table columns past the first tile read the one a tile before",
+            ),
+            ("candidate_remap", "remap_blocks", None, "candidate blocks past the first tile (ascending) are dropped"),
         )
     ],
     mutant(

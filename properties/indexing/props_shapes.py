@@ -5,8 +5,9 @@ contract allows them (``properties.strided``).
 An example is a few sizes and a ``seed`` the check expands into tensors, so a large example stays small to print
 and to shrink. The judge scales: the area's torch implementation without a fault (``properties.indexing.faulty``,
 checked against the exact reference by every indexing property in ``test_support.py``) gives the expected
-lanes, exactly for the integer outputs; index scores are compared within an a-priori float32 bound of a float64
-evaluation. The exact reference never runs on these shapes, so the reference adapters are not judged here.
+lanes, exactly for the integer outputs; index scores (flat, FP8 and paged) are compared within an a-priori
+float32 bound of a float64 evaluation. The exact reference never runs on these shapes, so the reference adapters are
+not judged here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from properties.compare import Mismatch
 from properties.contract import operation
 from properties.indexing import faulty
 from properties.indexing.mutants import bound
-from properties.ladder import base_conventions, choice, generator, sample, shapes
+from properties.ladder import base_conventions, choice, generator, ladder, sample, shapes
 from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
@@ -130,12 +131,17 @@ def check_candidates(impl: Implementation, case: Example) -> None:
     assert_same(expected, got, what)
 
 
+def _candidate_blocks(g: torch.Generator, rows: int, slots: int) -> torch.Tensor:
+    """Per row, ``slots`` distinct block ids below ``4 slots + 1`` in random order, one in eight -1 (padding)."""
+    ids = torch.stack([torch.randperm(4 * slots + 1, generator=g)[:slots] for _ in range(rows)]).reshape(rows, slots)
+    return torch.where(torch.randint(8, (rows, slots), generator=g) == 0, -1, ids).to(torch.int32)
+
+
 def check_restore(impl: Implementation, case: Example) -> None:
     g = generator(case)
     rows, lanes, slots = case["rows"], case["k"], case["slots"]
     block_size = preset(case, "block_size", BLOCK_SIZES[choice(g, len(BLOCK_SIZES))])
-    ids = torch.stack([torch.randperm(4 * slots + 1, generator=g)[:slots] for _ in range(rows)]).reshape(rows, slots)
-    blocks = torch.where(torch.randint(8, (rows, slots), generator=g) == 0, -1, ids).to(torch.int32)
+    blocks = _candidate_blocks(g, rows, slots)
     span = max(slots * block_size, 1)
     offsets = torch.randint(span, (rows, lanes), generator=g)
     offsets = torch.where((torch.randint(8, (rows, lanes), generator=g) == 0) | (slots == 0), -1, offsets)
@@ -143,6 +149,30 @@ def check_restore(impl: Implementation, case: Example) -> None:
     got = _run(impl, tensors, case, block_size=block_size)
     expected = _oracle(impl)(tensors["offsets"], blocks, block_size=block_size)
     assert_same(expected, got, f"candidate_restore vs the torch oracle ({rows} x {lanes} lanes, {slots} blocks)")
+
+
+def check_remap(impl: Implementation, case: Example) -> None:
+    g = generator(case)
+    rows, lanes, slots = case["rows"], case["k"], case["slots"]
+    block_size = preset(case, "block_size", BLOCK_SIZES[choice(g, len(BLOCK_SIZES))])
+    blocks = _candidate_blocks(g, rows, slots)
+    top = (4 * slots + 1) * block_size  # past every block: all of them visible
+    kind = torch.randint(4, (rows,), generator=g)
+    lengths = torch.where(kind == 0, 0, torch.where(kind == 1, torch.randint(top + 1, (rows,), generator=g), top))
+    starts = blocks.to(torch.int64) * block_size
+    counts = ((lengths.unsqueeze(-1) - starts).clamp(0, block_size) * (blocks >= 0)).sum(dim=1)
+    columns = (torch.rand(rows, lanes, generator=g) * counts.unsqueeze(-1)).to(torch.int64)
+    columns = torch.where(
+        (torch.randint(8, (rows, lanes), generator=g) == 0) | (counts.unsqueeze(-1) == 0), -1, columns
+    )
+    tensors = {"columns": columns.to(torch.int32), "candidate_blocks": blocks, "lengths": lengths.to(torch.int32)}
+    got = _run(impl, tensors, case, block_size=block_size)
+    if not (isinstance(got, tuple | list) and len(got) == 2):
+        raise Mismatch("candidate_remap", detail=f"must return (positions, counts), got {type(got).__name__}")
+    expected = _oracle(impl)(*tensors.values(), block_size=block_size)
+    what = f"vs the torch oracle ({rows} x {lanes} columns, {slots} blocks of {block_size})"
+    assert_same(expected[1], got[1], f"candidate_remap counts {what}")
+    assert_same(expected[0], got[0], f"candidate_remap positions {what}")
 
 
 # --- addresses -----------------------------------------------------------------------------------------------------
@@ -252,22 +282,40 @@ def check_index_scores(impl: Implementation, case: Example) -> None:
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != (queries, keys):
         raise Mismatch("index_scores output", detail=f"expected a f32 tensor of shape {(queries, keys)}, got {got!r}")
     rows, cols = sample(case, queries, JUDGED_ROWS), sample(case, keys, JUDGED_KEYS)
-    q64, k64, w64 = q[rows].double(), k[cols].double(), weights[rows].double().unsqueeze(-1)
-    exact = (torch.einsum("mhd,nd->mhn", q64, k64).clamp_min(0) * w64).sum(dim=1)
-    magnitude = (torch.einsum("mhd,nd->mhn", q64.abs(), k64.abs()) * w64.abs()).sum(dim=1)
+    exact, magnitude = _float64_scores(q[rows], k[cols], weights[rows])
     bound = 2 * (heads * dim + 2) * FLOAT32_EPSILON * magnitude
     visible = cols < ((positions[rows].long() + 1) // ratio).unsqueeze(-1)
+    what = f"index_scores vs float64 ({queries} queries, {heads} heads, dim {dim}, {keys} keys, ratio {ratio})"
+    _within_bound(got, exact, bound, visible, rows, cols, what, "twice the float32 accumulation bound")
+
+
+def _float64_scores(q: torch.Tensor, k: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sum_h w relu(q_h . k)`` and its magnitude ``sum_h |w| |q_h| . |k|`` in float64, f64[M, N]; ``k`` is
+    [N, D] (every query's keys) or [M, N, D] (each query its own)."""
+    q64, k64, w64 = q.double(), k.double(), weights.double().unsqueeze(-1)
+    spec = "mhd,mnd->mhn" if k.dim() == 3 else "mhd,nd->mhn"
+    exact = (torch.einsum(spec, q64, k64).clamp_min(0) * w64).sum(dim=1)
+    magnitude = (torch.einsum(spec, q64.abs(), k64.abs()) * w64.abs()).sum(dim=1)
+    return exact, magnitude
+
+
+def _within_bound(
+    got: torch.Tensor,
+    exact: torch.Tensor,
+    bound: torch.Tensor,
+    visible: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    what: str,
+    rule: str,
+) -> None:
+    """The judged lanes (``rows`` x ``cols``) of ``got`` within ``bound`` of ``exact`` wherever ``visible``."""
     got = got.detach().cpu()[rows][:, cols]
-    error = (got.double() - exact).abs()
-    bad = visible & ~(error <= bound)
+    bad = visible & ~((got.double() - exact).abs() <= bound)
     if bool(bad.any()):
         where = bad.nonzero()[:12].tolist()
         lanes = [((int(rows[a]), int(cols[b])), exact[a, b].item(), got[a, b].item()) for a, b in where]
-        raise Mismatch(
-            f"index_scores vs float64 ({queries} queries, {heads} heads, dim {dim}, {keys} keys, ratio {ratio})",
-            lanes,
-            detail=f"{int(bad.sum())} visible lanes beyond twice the float32 accumulation bound",
-        )
+        raise Mismatch(what, lanes, detail=f"{int(bad.sum())} visible lanes beyond {rule}")
 
 
 E4M3_FINITE = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)
@@ -297,21 +345,56 @@ def check_index_scores_fp8(impl: Implementation, case: Example) -> None:
     rows, cols = sample(case, queries, JUDGED_ROWS), sample(case, keys, JUDGED_KEYS)
     qv = faulty.e4m3_values(q[rows]).double() * q_scale[rows].double().unsqueeze(-1)
     kv = faulty.e4m3_values(k[cols]).double() * k_scale[cols].double().unsqueeze(-1)
-    w64 = weights[rows].double().unsqueeze(-1)
-    exact = (torch.einsum("mhd,nd->mhn", qv, kv).clamp_min(0) * w64).sum(dim=1)
-    magnitude = (torch.einsum("mhd,nd->mhn", qv.abs(), kv.abs()) * w64.abs()).sum(dim=1)
+    exact, magnitude = _float64_scores(qv, kv, weights[rows])
     bound = (float(E4M3_DOT_BOUND) + 2 * (heads * dim + 2) * FLOAT32_EPSILON) * magnitude
     visible = cols < ((positions[rows].long() + 1) // ratio).unsqueeze(-1)
-    got = got.detach().cpu()[rows][:, cols]
-    bad = visible & ~((got.double() - exact).abs() <= bound)
-    if bool(bad.any()):
-        where = bad.nonzero()[:12].tolist()
-        lanes = [((int(rows[a]), int(cols[b])), exact[a, b].item(), got[a, b].item()) for a, b in where]
-        raise Mismatch(
-            f"index_scores_fp8 vs float64 ({queries} queries, {heads} heads, dim {dim}, {keys} keys, ratio {ratio})",
-            lanes,
-            detail=f"{int(bad.sum())} visible lanes beyond 2**-8 of their magnitude",
-        )
+    what = f"index_scores_fp8 vs float64 ({queries} queries, {heads} heads, dim {dim}, {keys} keys, ratio {ratio})"
+    _within_bound(got, exact, bound, visible, rows, cols, what, "2**-8 of their magnitude")
+
+
+PAGED_ROWS_PER_BLOCK = (64, 1, 4)
+"""Compressed rows of a cache block: the production 64, and small ones."""
+PAGED_KEYS = max(ladder("width").production)
+"""The most key rows a request's table spans (rows of a block shrink to stay within it): the longest production
+row of index scores."""
+
+
+def check_paged_index_scores(impl: Implementation, case: Example) -> None:
+    """As index scores, each query's keys read through its request's block table: every lane below the query's
+    length within twice the float32 accumulation bound of float64 (on sampled queries and keys)."""
+    g = generator(case)
+    requests, heads, dim, columns = case["requests"], case["heads"], case["dim"], case["columns"]
+    next_n = 1 + choice(g, 3)
+    per_block = preset(case, "rows_per_block", PAGED_ROWS_PER_BLOCK[choice(g, len(PAGED_ROWS_PER_BLOCK))])
+    while per_block > 1 and columns * per_block > PAGED_KEYS:
+        per_block //= 4
+    dtype = (torch.float32, torch.bfloat16)[choice(g, 2)]
+    width, queries = columns * per_block, requests * next_n
+    q = (torch.randint(-255, 256, (requests, next_n, heads, dim), generator=g).float() / 64).to(dtype)
+    weights = torch.randint(-8, 9, (requests, next_n, heads), generator=g).float() / 4
+    cache = (torch.randint(-255, 256, (columns + 1, per_block, dim), generator=g).float() / 64).to(dtype)
+    cache[columns] = float("nan")  # a block no table names
+    lengths = _lengths(g, queries, width, padding=False).reshape(requests, next_n)
+    table = torch.stack([torch.randperm(columns, generator=g) for _ in range(requests)]).reshape(requests, columns)
+    garbage = torch.tensor([-1, columns, columns + 7])[torch.randint(3, (requests, columns), generator=g)]
+    read = torch.arange(columns) * per_block < lengths.amax(dim=1, keepdim=True)
+    table = torch.where(read, table, garbage).to(torch.int32)  # entries no query of the request reads: anything
+    tensors = {"q": q, "weights": weights, "cache": cache, "block_table": table, "lengths": lengths}
+    got = _run(impl, tensors, case)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (queries, width):
+        raise Mismatch("paged_index_scores output", detail=f"expected f32{[queries, width]}, got {got!r:.80}")
+    rows, cols = sample(case, queries, JUDGED_ROWS), sample(case, width, JUDGED_KEYS)
+    visible = cols < lengths.reshape(-1)[rows].unsqueeze(-1)
+    ids = torch.where(visible, table[rows // next_n][:, cols // per_block], 0)
+    exact, magnitude = _float64_scores(
+        q.reshape(queries, heads, dim)[rows], cache[ids.long(), cols % per_block], weights.reshape(queries, heads)[rows]
+    )
+    bound = 2 * (heads * dim + 2) * FLOAT32_EPSILON * magnitude
+    what = (
+        f"paged_index_scores vs float64 ({requests} requests x {next_n} queries, {heads} heads, dim {dim}, "
+        f"{columns} table columns of {per_block} rows)"
+    )
+    _within_bound(got, exact, bound, visible, rows, cols, what, "twice the float32 accumulation bound")
 
 
 PROPERTIES = [
@@ -336,6 +419,14 @@ PROPERTIES = [
         shapes(rows="rows", k="k", slots="lanes"),
         check_restore,
         "offsets past 256 lanes, candidate blocks up the lane ladder, inputs as views: the rows equal the oracle's",
+    ),
+    _ladder_property(
+        "candidate_remap_shape_ladder",
+        "candidate_remap",
+        shapes(rows="rows", k="k", slots="lanes"),
+        check_remap,
+        "columns past 256 lanes, candidate blocks past 64, lengths cutting them, inputs as views: the positions "
+        "and counts equal the oracle's",
     ),
     _ladder_property(
         "slot_shape_ladder",
@@ -378,6 +469,15 @@ PROPERTIES = [
         shapes(queries="rows", heads="heads", dim="dim", keys="width"),
         check_index_scores,
         "heads past 16, dims past 64, keys past 1024, inputs as views: every visible lane within twice the float32 "
+        "accumulation bound of float64",
+    ),
+    _ladder_property(
+        "paged_index_scores_shape_ladder",
+        "paged_index_scores",
+        shapes(requests="requests", heads="heads", dim="dim", columns="blocks"),
+        check_paged_index_scores,
+        "requests past 16, heads past 16, dims past 64, block tables past 256 columns (rows of 64, 4 or 1), 1-3 "
+        "queries a request, inputs as views: every lane below a query's length within twice the float32 "
         "accumulation bound of float64",
     ),
     _ladder_property(
