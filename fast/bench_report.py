@@ -15,7 +15,8 @@ from typing import Any
 DECODE_SHAPES = ((64, 64), (64, 128), (128, 64), (128, 128))
 """(requests, heads) of the sparse decode cases: FP8 KV must beat torch.compile and the BF16-KV path on each."""
 TOPK_CASES = ("128x256K_k2048_v4.1", "128x256K_k2048_v4-prefill", "6x256K_k2048_v4.1", "4096x16K_k2048_v4.1",
-              "64x64K_k512_select")  # fmt: skip
+              "64x64K_k512_select", "6x1024K_k1024_v4.1", "256x64K_k512_v4.1", "4096x4K_k512_v4.1",
+              "4096x16K_k1024_v4.1", "128x256K_k2048_v4.1_ties")  # fmt: skip
 """The top-k cases: the Triton top-k must beat torch.topk alone (no mask, no sort) on each, by 2x on the first."""
 
 # the cases that carry a kernel target (``targets``): their torch.compile baselines are timed whatever the budget

@@ -87,10 +87,14 @@ def test_fp8_decode_logits_and_topk_targets_follow_the_runs_times(report: dict) 
         report, "indexing/logits_fp8qk_4096x16384", "triton"
     )
     assert _target(targets, "logits 4096 x 16384, FP8 q and k: >= 1.5x our bf16 rate")["met"] == (flat >= 1.5)
+    measured = {c["name"] for c in report["cases"]}
     for i, shape in enumerate(bench_report.TOPK_CASES):
         case = f"indexing/topk_{shape}"
-        speedup = _ms(report, case, "torch_topk_plain") / _ms(report, case, "triton")
         (row,) = [t for t in targets if t["target"].startswith(f"top-k {shape}:")]
+        if case not in measured:  # a case added after the saved run: undecided, not failed
+            assert row["met"] is None
+            continue
+        speedup = _ms(report, case, "torch_topk_plain") / _ms(report, case, "triton")
         assert row["met"] == (speedup >= (2.0 if i == 0 else 1.0))
 
 

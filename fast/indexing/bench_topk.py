@@ -34,9 +34,21 @@ def eager_slots(rows: torch.Tensor, table: torch.Tensor, bc: int) -> torch.Tenso
 # --- top-k --------------------------------------------------------------------------------------------------
 
 
-def _scores(rows: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+DISTRIBUTIONS = {
+    "normal": "random normal scores",
+    "ties": "adversarial scores: 100 + one of 4 integers (every value shifted by 100, massive ties)",
+}
+"""Score distributions of the top-k cases; "ties" is DeepSelect's adversarial input."""
+
+
+def _scores(
+    rows: int, width: int, seed: int, distribution: str = "normal"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = generator(seed)
-    scores = torch.randn(rows, width, device=DEVICE, generator=g)
+    if distribution == "ties":
+        scores = 100.0 + torch.randint(0, 4, (rows, width), device=DEVICE, generator=g).float()
+    else:
+        scores = torch.randn(rows, width, device=DEVICE, generator=g)
     lengths = torch.randint(width // 2, width + 1, (rows,), device=DEVICE, generator=g).int()
     lengths[0] = width
     offsets = torch.randint(0, 1 << 20, (rows,), device=DEVICE, generator=g).int()
@@ -58,9 +70,11 @@ TOPK_SPLITS: tuple[dict[str, int], ...] = (
 """Split-row configurations of the top-k sweep (fast/indexing/compile_check.py lowers the same ones)."""
 
 
-def topk_case(rows: int, width: int, k: int, convention: str, compile_it: bool, sweep: bool) -> None:
+def topk_case(
+    rows: int, width: int, k: int, convention: str, compile_it: bool, sweep: bool, distribution: str = "normal"
+) -> None:
     def build(with_compile: bool) -> Built:
-        scores, lengths, offsets = _scores(rows, width, rows + width + k)
+        scores, lengths, offsets = _scores(rows, width, rows + width + k, distribution)
 
         def run(cfg=None):
             return tk.topk(
@@ -115,8 +129,13 @@ def topk_case(rows: int, width: int, k: int, convention: str, compile_it: bool, 
         graphs = ("triton", "torch_topk_plain")  # launch-bound at these sizes: timed as graph replays too
         return Built(impls, topk_bytes(lengths, k, 4), 0, check=check, sweep=variants, notes=notes, graphs=graphs)
 
-    name = f"indexing/topk_{rows}x{width // 1024}K_k{k}_{convention}"
-    register(Case(name, "indexing-topk", f"valid-prefix top-k, {convention}, random normal scores", build))
+    name = f"indexing/topk_{topk_shape(rows, width, k, convention, distribution)}"
+    register(Case(name, "indexing-topk", f"valid-prefix top-k, {convention}, {DISTRIBUTIONS[distribution]}", build))
+
+
+def topk_shape(rows: int, width: int, k: int, convention: str, distribution: str = "normal") -> str:
+    """The name of a top-k case after ``indexing/topk_``: ``128x256K_k2048_v4.1``, ``..._ties`` for ties."""
+    return f"{rows}x{width // 1024}K_k{k}_{convention}" + ("" if distribution == "normal" else f"_{distribution}")
 
 
 def fused_case(rows: int, width: int, k: int, compile_it: bool) -> None:
