@@ -135,7 +135,9 @@ def read_script(path: pathlib.Path) -> dict[str, Any]:
         elif isinstance(node, ast.ListComp) and isinstance(node.generators[0].iter, ast.List):
             found["paths"] = ast.literal_eval(node.generators[0].iter)
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("main", "replay"):
-            found.update({k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg not in ("cases", "argv")})
+            found.update(
+                {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg and k.arg not in ("cases", "argv")}
+            )
     return found
 
 
