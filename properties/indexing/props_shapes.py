@@ -252,22 +252,28 @@ def check_index_scores(impl: Implementation, case: Example) -> None:
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != (queries, keys):
         raise Mismatch("index_scores output", detail=f"expected a f32 tensor of shape {(queries, keys)}, got {got!r}")
     rows, cols = sample(case, queries, JUDGED_ROWS), sample(case, keys, JUDGED_KEYS)
-    q64, k64, w64 = q[rows].double(), k[cols].double(), weights[rows].double().unsqueeze(-1)
+    at, operands = (positions, ratio, rows, cols), (q[rows].double(), k[cols].double(), weights[rows])
+    slack = 2 * (heads * dim + 2) * FLOAT32_EPSILON
+    scores_within("index_scores", got, at, operands, slack, "twice the float32 accumulation bound")
+
+
+def scores_within(op: str, got: Any, at: tuple[Any, ...], operands: tuple[Any, ...], slack: float, bound: str) -> None:
+    """Every visible lane of ``got`` at the sampled ``rows, cols`` of ``at = (positions, ratio, rows, cols)`` within
+    ``slack`` times its magnitude of the float64 value ``sum_h w[m, h] relu(q64[m, h] . k64[n])`` of the operands
+    ``(q64, k64, w)`` (``bound`` names that bound in the failure)."""
+    (positions, ratio, rows, cols), (q64, k64, weights) = at, operands
+    w64 = weights.double().unsqueeze(-1)
     exact = (torch.einsum("mhd,nd->mhn", q64, k64).clamp_min(0) * w64).sum(dim=1)
     magnitude = (torch.einsum("mhd,nd->mhn", q64.abs(), k64.abs()) * w64.abs()).sum(dim=1)
-    bound = 2 * (heads * dim + 2) * FLOAT32_EPSILON * magnitude
     visible = cols < ((positions[rows].long() + 1) // ratio).unsqueeze(-1)
-    got = got.detach().cpu()[rows][:, cols]
-    error = (got.double() - exact).abs()
-    bad = visible & ~(error <= bound)
+    judged = got.detach().cpu()[rows][:, cols]
+    bad = visible & ~((judged.double() - exact).abs() <= slack * magnitude)
     if bool(bad.any()):
         where = bad.nonzero()[:12].tolist()
-        lanes = [((int(rows[a]), int(cols[b])), exact[a, b].item(), got[a, b].item()) for a, b in where]
-        raise Mismatch(
-            f"index_scores vs float64 ({queries} queries, {heads} heads, dim {dim}, {keys} keys, ratio {ratio})",
-            lanes,
-            detail=f"{int(bad.sum())} visible lanes beyond twice the float32 accumulation bound",
-        )
+        lanes = [((int(rows[a]), int(cols[b])), exact[a, b].item(), judged[a, b].item()) for a, b in where]
+        (queries, keys), (heads, dim) = got.shape, q64.shape[1:]
+        shape = f"{queries} queries, {heads} heads, dim {dim}, {keys} keys, ratio {ratio}"
+        raise Mismatch(f"{op} vs float64 ({shape})", lanes, detail=f"{int(bad.sum())} visible lanes beyond {bound}")
 
 
 E4M3_FINITE = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)
@@ -297,21 +303,9 @@ def check_index_scores_fp8(impl: Implementation, case: Example) -> None:
     rows, cols = sample(case, queries, JUDGED_ROWS), sample(case, keys, JUDGED_KEYS)
     qv = faulty.e4m3_values(q[rows]).double() * q_scale[rows].double().unsqueeze(-1)
     kv = faulty.e4m3_values(k[cols]).double() * k_scale[cols].double().unsqueeze(-1)
-    w64 = weights[rows].double().unsqueeze(-1)
-    exact = (torch.einsum("mhd,nd->mhn", qv, kv).clamp_min(0) * w64).sum(dim=1)
-    magnitude = (torch.einsum("mhd,nd->mhn", qv.abs(), kv.abs()) * w64.abs()).sum(dim=1)
-    bound = (float(E4M3_DOT_BOUND) + 2 * (heads * dim + 2) * FLOAT32_EPSILON) * magnitude
-    visible = cols < ((positions[rows].long() + 1) // ratio).unsqueeze(-1)
-    got = got.detach().cpu()[rows][:, cols]
-    bad = visible & ~((got.double() - exact).abs() <= bound)
-    if bool(bad.any()):
-        where = bad.nonzero()[:12].tolist()
-        lanes = [((int(rows[a]), int(cols[b])), exact[a, b].item(), got[a, b].item()) for a, b in where]
-        raise Mismatch(
-            f"index_scores_fp8 vs float64 ({queries} queries, {heads} heads, dim {dim}, {keys} keys, ratio {ratio})",
-            lanes,
-            detail=f"{int(bad.sum())} visible lanes beyond 2**-8 of their magnitude",
-        )
+    at, operands = (positions, ratio, rows, cols), (qv, kv, weights[rows])
+    slack = float(E4M3_DOT_BOUND) + 2 * (heads * dim + 2) * FLOAT32_EPSILON
+    scores_within("index_scores_fp8", got, at, operands, slack, "2**-8 of their magnitude")
 
 
 PROPERTIES = [
