@@ -72,6 +72,19 @@ def _slots(slots: object, count: int | None, device: torch.device) -> torch.Tens
     return s
 
 
+def _stored(
+    rows: torch.Tensor, cache: torch.Tensor, fmt: str, rows_per_block: int | None, layers: int, layer: int
+) -> tuple[CacheFormat, torch.Tensor, int, torch.Tensor]:
+    """The format, checked cache, rows per block and checked f32 rows of a call that stores ``rows``."""
+    f = cache_format(fmt)
+    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
+    r = checks.tensor(rows, "rows", (torch.float32,), 2)
+    checks.same_device(r, "rows", c.device, "cache")
+    if r.shape[1] != f.dims:
+        raise ValueError(f"rows: {f.convention} rows have {f.dims} values, got shape {tuple(r.shape)}")
+    return f, c, rpb, r
+
+
 def quantize_store(
     rows: torch.Tensor,
     slots: torch.Tensor,
@@ -93,12 +106,7 @@ def quantize_store(
     otherwise). Without it the kernel still never writes outside the cache (such rows are skipped), duplicate
     slots race, and a group holding NaN or infinity is stored as a NaN group (docs/cache-kernels.md).
     """
-    f = cache_format(fmt)
-    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
-    r = checks.tensor(rows, "rows", (torch.float32,), 2)
-    checks.same_device(r, "rows", c.device, "cache")
-    if r.shape[1] != f.dims:
-        raise ValueError(f"rows: {f.convention} rows have {f.dims} values, got shape {tuple(r.shape)}")
+    f, c, rpb, r = _stored(rows, cache, fmt, rows_per_block, layers, layer)
     checks.contiguous(r, "rows")
     s = _slots(slots, r.shape[0], c.device)
     b = checks.backend(backend, c.device)
@@ -138,12 +146,7 @@ def norm_rope_store(
     ``quantize_store`` stores it (slot -1: nothing stored, the row not needed). ``validate`` adds: every stored
     row's position inside ``cos_sin``; a stored row that is not finite is refused by the store's own check.
     """
-    f = cache_format(fmt)
-    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
-    r = checks.tensor(rows, "rows", (torch.float32,), 2)
-    checks.same_device(r, "rows", c.device, "cache")
-    if r.shape[1] != f.dims:
-        raise ValueError(f"rows: {f.convention} rows have {f.dims} values, got shape {tuple(r.shape)}")
+    _, c, rpb, r = _stored(rows, cache, fmt, rows_per_block, layers, layer)
     call = checks.norm_rope_inputs(r, weight, cos_sin, positions, eps, rope_dim)
     s = _slots(slots, r.shape[0], c.device)
     b = checks.backend(backend, c.device)
