@@ -18,6 +18,8 @@ and rounding: docs/cache-kernels.md.
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import types
 
 import torch
 
@@ -72,6 +74,11 @@ def _slots(slots: object, count: int | None, device: torch.device) -> torch.Tens
     return s
 
 
+def _backend_module(name: str, backend: str) -> types.ModuleType:
+    """``fast.cache.<name>`` (the Triton kernels) or its torch twin ``<name>_naive``, imported on first use."""
+    return importlib.import_module(f"fast.cache.{name}_naive" if backend == "torch" else f"fast.cache.{name}")
+
+
 def _stored(
     rows: torch.Tensor, cache: torch.Tensor, fmt: str, rows_per_block: int | None, layers: int, layer: int
 ) -> tuple[CacheFormat, torch.Tensor, int, torch.Tensor]:
@@ -113,14 +120,7 @@ def quantize_store(
     if validate:
         checks.store_inputs(r, s, c.shape[0] * rpb, f.groups * f.group_size)
     call = checks.StoreArgs(r, s, c, f, rpb, layers, layer)
-    if b == "torch":
-        from fast.cache import quantize_naive
-
-        quantize_naive.store_rows(call)
-    else:
-        from fast.cache import quantize
-
-        quantize.store_rows(call)
+    _backend_module("quantize", b).store_rows(call)
 
 
 def norm_rope_store(
@@ -159,11 +159,7 @@ def norm_rope_store(
                     f"positions: a stored row's position must be in [0, {call.cos_sin.shape[0]}) (the rows of "
                     f"cos_sin), got {lo if lo < 0 else hi}"
                 )
-    if b == "torch":
-        from fast.cache import norm_rope_naive as rope_module
-    else:
-        from fast.cache import norm_rope as rope_module  # type: ignore[no-redef]
-    normed = rope_module.normed_rows(call)
+    normed = _backend_module("norm_rope", b).normed_rows(call)
     quantize_store(normed, s, c, fmt=fmt, rows_per_block=rpb, layers=layers, layer=layer, backend=b, validate=validate)
 
 
@@ -204,13 +200,7 @@ def gather_dequantize(
     if validate:
         checks.slots(s, c.shape[0] * rpb, "slots")
     call = checks.GatherArgs(c, s, f, rpb, out, float(fill), layers, layer)
-    if b == "torch":
-        from fast.cache import quantize_naive
-
-        return quantize_naive.gather_rows(call)
-    from fast.cache import quantize
-
-    return quantize.gather_rows(call)
+    return _backend_module("quantize", b).gather_rows(call)  # type: ignore[no-any-return]
 
 
 def _output(x: torch.Tensor | None, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
