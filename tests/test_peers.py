@@ -12,6 +12,7 @@ import os
 import pathlib
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -117,7 +118,13 @@ def test_a_kernels_reproducers_are_merged_into_one_its_report_names(tmp_path: pa
                       "    return torch.full((scores.shape[0], k), -1, dtype=torch.int32)\n")  # fmt: skip
     examples = [{"scores": [[1.0, 2.0]], "lengths": [2], "offsets": [0], "k": 1}, {"scores": [[float("nan"), 2.0, 3.0]],
                 "lengths": [3], "offsets": [0], "k": 2}]  # fmt: skip
-    settings = {"op": "topk", "impl_spec": f"{kernel}:topk", "convention": "v4.1", "device": "cpu", "timeout": 30.0}
+    settings: dict[str, Any] = {
+        "op": "topk",
+        "impl_spec": f"{kernel}:topk",
+        "convention": "v4.1",
+        "device": "cpu",
+        "timeout": 30.0,
+    }
     scripts = [write_reproducer(tmp_path / "repro", prop="topk_lane_layout", example=e, **settings) for e in examples]
     failures = [{"error": "e", "reproducer": str(s)} for s in scripts]
     report = tmp_path / "report.json"
