@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from properties.contract import operation, require_convention
+from properties.contract import check_signature, operation, require_convention
 from properties.loader import gather
 
 ORIGINS = ("reference", "fast", "user", "mutant")
@@ -143,16 +143,14 @@ def signature_problem(fn: Callable[..., Any], op: str) -> str | None:
     """Why ``fn`` cannot be called with ``op``'s arguments (the positional tensors, then the keywords), or None."""
     import inspect
 
-    needed = operation(op).params
     try:
-        sig = inspect.signature(fn)
+        inspect.signature(fn)
     except (TypeError, ValueError) as err:
         return f"--impl: cannot read the callable's signature: {err}"
     try:
-        sig.bind(*[None] * len(needed.positional), **dict.fromkeys(needed.keyword))
-    except TypeError as err:
-        want = ", ".join([*needed.positional, *[f"{k}=" for k in needed.keyword]])
-        return f"--impl: {op} needs a callable accepting ({want}); {sig} does not: {err}"
+        check_signature(fn, op)
+    except ValueError as err:
+        return f"--impl: {str(err).removeprefix('fn: ')}"
     return None
 
 

@@ -10,45 +10,39 @@ regions. Every exception a check raises is a failure, printed with its type.
 
 from __future__ import annotations
 
+import argparse
+import ast
 import hashlib
 import os
 import pathlib
 import sys
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
-TEMPLATE = '''"""Reproducer: {what} for {impl_spec} (op {op}, convention {convention}, device {device}).
+__all__ = ["Fraction", "inf", "main", "nan", "replay", "write_reproducer", "write_script"]
 
-Run with only csa-harness installed: python {filename} [--in-process] [--no-guards]
-"""
+nan = float("nan")
+inf = float("inf")
+
+TEMPLATE = (
+    '"""Reproducer: {what} for {impl_spec} (op {op}, convention {convention}, device {device})'
+    + '''; \
+--help for the options."""
 
 import sys
 
 sys.path[:0] = [p for p in {paths!r} if p not in sys.path]  # the harness and the kernel's import root
 
-from fractions import Fraction  # noqa: E402, F401  (examples may hold exact rationals)
-
-from properties.reproducer import replay  # noqa: E402
-
-nan = float("nan")
-inf = float("inf")
+from properties.reproducer import Fraction, inf, main, nan  # noqa: E402, F401  (examples may hold these)
 
 CASES = [
 {cases}
 ]
 
-sys.exit(
-    replay(
-        op={op!r},
-        impl_spec={impl_spec!r},
-        convention={convention!r},
-        device={device!r},
-        timeout={timeout!r},
-        cases=CASES,
-        argv=sys.argv[1:],
-    )
-)
+main(CASES, op={op!r}, impl_spec={impl_spec!r}, convention={convention!r}, device={device!r}, timeout={timeout!r})
 '''
+)
 
 
 def example_hash(example: Any, impl_spec: str = "") -> str:
@@ -80,8 +74,10 @@ def write_script(
     device: str,
     timeout: float | None = None,
     what: str | None = None,
+    paths: Sequence[str] | None = None,
 ) -> pathlib.Path:
-    """A script replaying ``cases`` ((property name, example) pairs); returns ``path``."""
+    """A script replaying ``cases`` ((property name, example) pairs); returns ``path``. ``paths``: the
+    ``sys.path`` entries it restores (by default ``harness_paths(impl_spec)``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     names = sorted({prop for prop, _ in cases})
     source = TEMPLATE.format(
@@ -91,7 +87,7 @@ def write_script(
         convention=convention,
         device=device,
         timeout=timeout,
-        paths=harness_paths(impl_spec),
+        paths=list(harness_paths(impl_spec) if paths is None else paths),
         cases="\n".join(f"    ({prop!r}, {example!r})," for prop, example in cases),
         filename=path.name,
     )
@@ -125,6 +121,51 @@ def write_reproducer(
         timeout=timeout,
         what=f"property {prop!r} fails",
     )
+
+
+def read_script(path: pathlib.Path) -> dict[str, Any]:
+    """The settings (``op``, ``impl_spec``, ``convention``, ``device``, ``timeout``), ``cases`` and ``paths`` of a
+    reproducer ``write_script`` wrote (this template or the earlier one, which called ``replay`` with keywords)."""
+    tree = ast.parse(path.read_text())
+    names = {"nan": nan, "inf": inf, "Fraction": Fraction}
+    found: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["CASES"]:
+            found["cases"] = eval(compile(ast.Expression(node.value), str(path), "eval"), {"__builtins__": {}}, names)
+        elif isinstance(node, ast.ListComp) and isinstance(node.generators[0].iter, ast.List):
+            found["paths"] = ast.literal_eval(node.generators[0].iter)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("main", "replay"):
+            found.update(
+                {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg and k.arg not in ("cases", "argv")}
+            )
+    return found
+
+
+def merge_scripts(scripts: Sequence[pathlib.Path], into: pathlib.Path) -> pathlib.Path:
+    """One reproducer holding the cases of ``scripts`` (reproducers of one kernel, same settings), which it
+    replaces; returns ``into``."""
+    read = [read_script(s) for s in scripts]
+    settings = {k: read[0][k] for k in ("op", "impl_spec", "convention", "device", "timeout", "paths")}
+    assert all({k: r[k] for k in settings} == settings for r in read), f"{scripts}: not one kernel's reproducers"
+    names = sorted({prop for r in read for prop, _ in r["cases"]})
+    what = (
+        f"propert{'y' if len(names) == 1 else 'ies'} {', '.join(map(repr, names))} fail{'s' if len(names) == 1 else ''}"
+    )
+    write_script(into, cases=[case for r in read for case in r["cases"]], what=what, **settings)
+    for script in scripts:
+        if script.resolve() != into.resolve():
+            script.unlink()
+    return into
+
+
+def main(cases: Sequence[tuple[str, Any]], **settings: Any) -> None:
+    """A reproducer's entry point: ``replay`` with its command line's options; exits with its status."""
+    parser = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__)
+    parser.add_argument("--in-process", action="store_true", help="call the kernel in this process (a debugger)")
+    parser.add_argument("--no-guards", action="store_true", help="pass the tensors without guard regions")
+    args = parser.parse_args()
+    argv = ["--in-process"] * args.in_process + ["--no-guards"] * args.no_guards
+    sys.exit(replay(cases=cases, argv=argv, **settings))
 
 
 def replay(

@@ -210,6 +210,19 @@ def run_property(
 
         test = hyp_seed(seed)(test)
     start = time.perf_counter()
+
+    def outcome(passed: bool, **failed: Any) -> Outcome:
+        return Outcome(
+            prop.name,
+            impl.id,
+            passed,
+            len(monitor.tried),
+            time.perf_counter() - start,
+            seed=seed,
+            first_examples=monitor.tried[:FIRST_EXAMPLES],
+            **failed,
+        )
+
     try:
         test()
     except Exception as err:  # any exception from the impl is a failure; Hypothesis groups distinct ones
@@ -218,28 +231,8 @@ def run_property(
         example = first.example
         if example is None and not monitor.raised:
             example = monitor.tried[-1] if monitor.tried else None
-        return Outcome(
-            prop.name,
-            impl.id,
-            False,
-            len(monitor.tried),
-            time.perf_counter() - start,
-            first.error,
-            example,
-            seed,
-            failures=failures,
-            shrink_cut=monitor.cut,
-            first_examples=monitor.tried[:FIRST_EXAMPLES],
-        )
-    return Outcome(
-        prop.name,
-        impl.id,
-        True,
-        len(monitor.tried),
-        time.perf_counter() - start,
-        seed=seed,
-        first_examples=monitor.tried[:FIRST_EXAMPLES],
-    )
+        return outcome(False, error=first.error, example=example, failures=failures, shrink_cut=monitor.cut)
+    return outcome(True)
 
 
 def applicable(props: Sequence[Property], impls: Sequence[Implementation]) -> list[tuple[Property, Implementation]]:

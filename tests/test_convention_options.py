@@ -36,6 +36,14 @@ def store_kernel(convention: str, dtype: RowDtype = RowDtype.F32, arithmetic: Ar
     return Implementation("quantize_store", "torch", store_with(NO_BUGS, dtype, arithmetic), convention, origin="fast")
 
 
+def declaring(impl: Implementation | Any, convention: str, op: str | None = None) -> Implementation:
+    """The same kernel (an implementation's, or a plain callable of ``op``) declaring ``convention``."""
+    if isinstance(impl, Implementation):
+        return Implementation(impl.op, "t", impl.fn, convention)
+    assert op is not None
+    return Implementation(op, "t", impl, convention)
+
+
 def passes_every_property(impl: Implementation, examples: int = EXAMPLES) -> None:
     for prop in properties_for(impl.op):
         if prop.group or not prop.applies_to(impl):
@@ -48,6 +56,15 @@ def fails(check: Any, impl: Implementation, case: dict[str, Any], words: str) ->
     with pytest.raises(Mismatch) as caught:
         check(impl, case)
     assert words in str(caught.value)
+
+
+def judged(check: Any, case: dict[str, Any], *verdicts: tuple[Implementation, str | None]) -> None:
+    """``check`` on ``case``, kernel by kernel: one given with None passes, any other fails naming its words."""
+    for impl, words in verdicts:
+        if words is None:
+            check(impl, case)
+        else:
+            fails(check, impl, case, words)
 
 
 RANK_AND_HIGHEST = {"ties_to_highest_index": True, "rank_order_output": True}
@@ -75,52 +92,38 @@ def test_topk_honouring_kernels_pass(convention: str, faults: dict[str, bool]) -
 
 def test_topk_ties_any() -> None:
     highest = indexing_kernel("topk", "v4.1+ties_any", ties_to_highest_index=True)
-    check_equals_reference(highest, TIES)
-    fails(
-        check_equals_reference, indexing_kernel("topk", "v4.1", ties_to_highest_index=True), TIES, "expected 0, got 1"
-    )
-    wrong_set = {**TIES, "scores": [[1.0, 1.0, 0.0, 1.0]]}
-    check_equals_reference(highest, wrong_set)
+    lowest_only = indexing_kernel("topk", "v4.1", ties_to_highest_index=True)
+    judged(check_equals_reference, TIES, (highest, None), (lowest_only, "expected 0, got 1"))
+    judged(check_equals_reference, {**TIES, "scores": [[1.0, 1.0, 0.0, 1.0]]}, (highest, None))
     garbage = {**TIES, "scores": [[0.0, 1.0, 5.0, 5.0]], "lengths": [2], "k": 1}
-    fails(check_equals_reference, indexing_kernel("topk", "v4.1+ties_any", rank_whole_row=True), garbage, "differ")
+    judged(check_equals_reference, garbage, (indexing_kernel("topk", "v4.1+ties_any", rank_whole_row=True), "differ"))
 
 
 def test_topk_orders() -> None:
-    rank = indexing_kernel("topk", "v4.1+order_rank", rank_order_output=True)
-    check_equals_reference(rank, ORDER)
-    check_equals_reference(indexing_kernel("topk", "v4.1+order_any", rank_order_output=True), ORDER)
-    fails(check_equals_reference, indexing_kernel("topk", "v4.1", rank_order_output=True), ORDER, "expected 0, got 1")
-    fails(
+    judged(
         check_equals_reference,
-        indexing_kernel("topk", "v4.1+order_index", rank_order_output=True),
         ORDER,
-        "expected 0, got 1",
-    )
-    fails(
-        check_equals_reference,
-        indexing_kernel("topk", "v4.1+ties_any+order_index", rank_order_output=True),
-        ORDER,
-        "not in ascending index order: 2 before 0",
-    )
-    fails(
-        check_equals_reference,
-        indexing_kernel("topk", "v4.1+order_rank"),
-        ORDER,
-        "not in rank order: 0 (key (0, 1.0)) before 1",
+        (indexing_kernel("topk", "v4.1+order_rank", rank_order_output=True), None),
+        (indexing_kernel("topk", "v4.1+order_any", rank_order_output=True), None),
+        (indexing_kernel("topk", "v4.1", rank_order_output=True), "expected 0, got 1"),
+        (indexing_kernel("topk", "v4.1+order_index", rank_order_output=True), "expected 0, got 1"),
+        (
+            indexing_kernel("topk", "v4.1+ties_any+order_index", rank_order_output=True),
+            "not in ascending index order: 2 before 0",
+        ),
+        (indexing_kernel("topk", "v4.1+order_rank"), "not in rank order: 0 (key (0, 1.0)) before 1"),
     )
 
 
 def test_topk_neg_inf_excluded() -> None:
-    check_equals_reference(indexing_kernel("topk", "v4.1+neg_inf_excluded"), NEG_INF)
-    check_equals_reference(indexing_kernel("topk", "v4.1"), NEG_INF)
-    fails(
+    judged(
         check_equals_reference,
-        indexing_kernel("topk", "v4.1+neg_inf_excluded", neg_inf_eligible=True),
         NEG_INF,
-        "expected -1, got 1",
+        (indexing_kernel("topk", "v4.1+neg_inf_excluded"), None),
+        (indexing_kernel("topk", "v4.1"), None),
+        (indexing_kernel("topk", "v4.1+neg_inf_excluded", neg_inf_eligible=True), "expected -1, got 1"),
+        (declaring(indexing_kernel("topk", "select+neg_inf_excluded"), "select"), "differ"),
     )
-    excluding = indexing_kernel("topk", "select+neg_inf_excluded")
-    fails(check_equals_reference, Implementation("topk", "t", excluding.fn, "select"), NEG_INF, "differ")
 
 
 CANDIDATES = {"scores": [[1.0, 0.0, 5.0, 5.0, 2.0, 0.0, 5.0, 0.0]], "lengths": [8], "block_size": 2, "topk_blocks": 2}
@@ -140,20 +143,15 @@ def test_candidate_honouring_kernels_pass(convention: str) -> None:
 
 
 def test_candidate_orders() -> None:
-    case = {**CANDIDATES, "scores": [[1.0, 0.0, 5.0, 5.0, 2.0, 0.0, 6.0, 0.0]]}
-    rank = indexing_kernel("candidate_select", "unpinned+drop_nan+order_rank", rank_order_output=True)
-    check_select_equals_reference(rank, case)
-    fails(
+    judged(
         check_select_equals_reference,
-        indexing_kernel("candidate_select", "unpinned+drop_nan", rank_order_output=True),
-        case,
-        "expected 1, got 3",
-    )
-    fails(
-        check_select_equals_reference,
-        indexing_kernel("candidate_select", "unpinned+drop_nan+order_rank"),
-        case,
-        "not in rank order: 1 (key (0, 5.0)) before 3",
+        {**CANDIDATES, "scores": [[1.0, 0.0, 5.0, 5.0, 2.0, 0.0, 6.0, 0.0]]},
+        (indexing_kernel("candidate_select", "unpinned+drop_nan+order_rank", rank_order_output=True), None),
+        (indexing_kernel("candidate_select", "unpinned+drop_nan", rank_order_output=True), "expected 1, got 3"),
+        (
+            indexing_kernel("candidate_select", "unpinned+drop_nan+order_rank"),
+            "not in rank order: 1 (key (0, 5.0)) before 3",
+        ),
     )
 
 
@@ -163,15 +161,11 @@ def test_candidate_ties_any() -> None:
 
         return torch.tensor([[3]], dtype=torch.int32)
 
-    case = {**CANDIDATES, "topk_blocks": 1}
-    check_select_equals_reference(
-        Implementation("candidate_select", "t", last_of_ties, "unpinned+drop_nan+ties_any"), case
-    )
-    fails(
+    judged(
         check_select_equals_reference,
-        Implementation("candidate_select", "t", last_of_ties, "unpinned+drop_nan"),
-        case,
-        "expected 1, got 3",
+        {**CANDIDATES, "topk_blocks": 1},
+        (declaring(last_of_ties, "unpinned+drop_nan+ties_any", "candidate_select"), None),
+        (declaring(last_of_ties, "unpinned+drop_nan", "candidate_select"), "expected 1, got 3"),
     )
 
 
@@ -181,22 +175,15 @@ SLOTS = {"rows": [[0, 1, 2]], "holes": [[]], "lengths": [3], "garbage": [[-1, -1
 def test_int32_slots() -> None:
     """vLLM's case: block 2**30, two rows a block. Under int32_slots the block ids are shifted to the bound and an
     int32 kernel passes; without it the int32 kernel fails, the failure naming the overflow."""
-    case = {**SLOTS, "block_tables": [[2**30, 2**30 + 1]]}
     int32 = indexing_kernel("slot_translation", "sentinel+int32_slots", int32_slots=True)
-    check_slots_equal_reference(int32, case)
-    fails(
-        check_slots_equal_reference,
-        indexing_kernel("slot_translation", "sentinel", int32_slots=True),
-        case,
-        "int32 overflow",
-    )
     wide = indexing_kernel("slot_translation", "sentinel")
-    check_slots_equal_reference(wide, case)
-    fails(
+    judged(
         check_slots_equal_reference,
-        Implementation("slot_translation", "t", wide.fn, "sentinel+int32_slots"),
-        case,
-        "the contract asks for torch.int32",
+        {**SLOTS, "block_tables": [[2**30, 2**30 + 1]]},
+        (int32, None),
+        (indexing_kernel("slot_translation", "sentinel", int32_slots=True), "int32 overflow"),
+        (wide, None),
+        (declaring(wide, "sentinel+int32_slots"), "the contract asks for torch.int32"),
     )
     passes_every_property(int32)
     passes_every_property(indexing_kernel("slot_translation", "count+int32_slots", int32_slots=True))
@@ -206,34 +193,25 @@ def test_bf16_rows_and_f32_scale() -> None:
     both = store_kernel("v41_fp8_528+bf16_rows+f32_scale", RowDtype.BF16, Arithmetic.F32)
     passes_every_property(both, examples=6)
     f32 = store_kernel("v4_584+f32_scale", arithmetic=Arithmetic.F32)
-    check_store_matches_reference(f32, F32_SCALE_BOUNDARY)
     exact = store_kernel("v4_584")
-    check_store_matches_reference(exact, F32_SCALE_BOUNDARY)
-    fails(
+    judged(
         check_store_matches_reference,
-        Implementation("quantize_store", "t", f32.fn, "v4_584"),
         F32_SCALE_BOUNDARY,
-        "byte(s) differ",
-    )
-    fails(
-        check_store_matches_reference,
-        Implementation("quantize_store", "t", exact.fn, "v4_584+f32_scale"),
-        F32_SCALE_BOUNDARY,
-        "byte(s) differ",
+        (f32, None),
+        (exact, None),
+        (declaring(f32, "v4_584"), "byte(s) differ"),
+        (declaring(exact, "v4_584+f32_scale"), "byte(s) differ"),
     )
     with pytest.raises(ValueError, match="rows: must be f32"):
-        check_store_matches_reference(
-            Implementation("quantize_store", "t", exact.fn, "v4_584+bf16_rows"), F32_SCALE_BOUNDARY
-        )
+        check_store_matches_reference(declaring(exact, "v4_584+bf16_rows"), F32_SCALE_BOUNDARY)
     through_f16 = store_with(FormatBugs(rows_through_f16=True), RowDtype.BF16)
     small = {
         **F32_SCALE_BOUNDARY,
         "patterns": [{"seed": 1, "exp": -14, "bits": 8, "spread": 4, "anchored": False, "edits": []}],
     }
-    check_store_matches_reference(store_kernel("v4_584+bf16_rows", RowDtype.BF16), small)
-    fails(
+    judged(
         check_store_matches_reference,
-        Implementation("quantize_store", "t", through_f16, "v4_584+bf16_rows"),
         small,
-        "byte(s) differ",
+        (store_kernel("v4_584+bf16_rows", RowDtype.BF16), None),
+        (declaring(through_f16, "v4_584+bf16_rows", "quantize_store"), "byte(s) differ"),
     )

@@ -12,6 +12,7 @@ import os
 import pathlib
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -105,3 +106,37 @@ def test_a_peer_judged_end_to_end(tmp_path: pathlib.Path) -> None:
     data = json.loads(report.read_text())
     assert data["convention"] == "sentinel+int32_slots"
     assert data["result"] == "pass"
+
+
+def test_a_kernels_reproducers_are_merged_into_one_its_report_names(tmp_path: pathlib.Path) -> None:
+    """``csa.peers.run`` keeps one reproducer per kernel: the per-failure ones its report names, merged."""
+    from csa.peers.run import merge_reproducers
+    from properties.reproducer import read_script, write_reproducer
+
+    kernel = tmp_path / "minus_one.py"
+    kernel.write_text("import torch\ndef topk(scores, lengths, offsets, *, k):\n"
+                      "    return torch.full((scores.shape[0], k), -1, dtype=torch.int32)\n")  # fmt: skip
+    examples = [{"scores": [[1.0, 2.0]], "lengths": [2], "offsets": [0], "k": 1}, {"scores": [[float("nan"), 2.0, 3.0]],
+                "lengths": [3], "offsets": [0], "k": 2}]  # fmt: skip
+    settings: dict[str, Any] = {
+        "op": "topk",
+        "impl_spec": f"{kernel}:topk",
+        "convention": "v4.1",
+        "device": "cpu",
+        "timeout": 30.0,
+    }
+    scripts = [write_reproducer(tmp_path / "repro", prop="topk_lane_layout", example=e, **settings) for e in examples]
+    failures = [{"error": "e", "reproducer": str(s)} for s in scripts]
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"properties": [{"property": "topk_lane_layout", "failures": failures}]}))
+    merged = tmp_path / "repro" / "repro_kernel.py"
+    merge_reproducers(report, merged)
+    assert sorted(p.name for p in merged.parent.iterdir()) == ["repro_kernel.py"]
+    assert {f["reproducer"] for f in json.loads(report.read_text())["properties"][0]["failures"]} == {str(merged)}
+    read = read_script(merged)
+    assert sorted(map(repr, read["cases"])) == sorted(repr(("topk_lane_layout", e)) for e in examples)
+    assert {k: read[k] for k in settings} == settings
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TRITON_INTERPRET": "1"}
+    alone = subprocess.run([sys.executable, str(merged), "--in-process"], cwd="/", env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert alone.returncode == 1 and alone.stdout.count("FAILS: topk_lane_layout") == 2, alone.stdout + alone.stderr

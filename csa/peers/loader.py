@@ -26,6 +26,7 @@ otherwise read.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -34,7 +35,7 @@ import os
 import pathlib
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,26 +131,29 @@ def missing_reason(engine: Engine) -> str | None:
     return None
 
 
+def _stub_attribute(stub: Any, name: str) -> Any:
+    """A stub's (a stubbed class's or an inert instance's) attribute ``name``: the class of that dotted name."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _named(f"{(stub if isinstance(stub, type) else type(stub)).__qualname__}.{name}")
+
+
+def _itself(stub: Any, other: Any) -> Any:
+    """``stub | other``, ``other | stub`` and ``stub[other]``: the stub itself."""
+    return stub
+
+
+def _ignored(stub: Any, key: Any, value: Any) -> None:
+    """``stub[key] = value``: nothing happens."""
+
+
 class _Inert(type):
     """Any attribute of a stub is another such class, one per dotted name (so that two names never compare
     equal, as registries keyed by them expect); it can be subclassed, subscripted and or-ed in annotations."""
 
-    def __getattr__(cls, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _named(f"{cls.__qualname__}.{name}")
-
-    def __getitem__(cls, key: Any) -> Any:
-        return cls
-
-    def __setitem__(cls, key: Any, value: Any) -> None:
-        pass
-
-    def __or__(cls, other: Any) -> Any:
-        return cls
-
-    def __ror__(cls, other: Any) -> Any:
-        return cls
+    __getattr__ = _stub_attribute
+    __or__ = __ror__ = __getitem__ = _itself
+    __setitem__ = _ignored
 
 
 class Stubbed(metaclass=_Inert):
@@ -174,22 +178,9 @@ class Stubbed(metaclass=_Inert):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return Stubbed(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _named(f"{type(self).__qualname__}.{name}")
-
-    def __or__(self, other: Any) -> Any:
-        return self
-
-    def __ror__(self, other: Any) -> Any:
-        return self
-
-    def __getitem__(self, key: Any) -> Any:
-        return self
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        pass
+    __getattr__ = _stub_attribute
+    __or__ = __ror__ = __getitem__ = _itself
+    __setitem__ = _ignored
 
 
 _NAMED: dict[str, type] = {}
@@ -258,3 +249,8 @@ def load(package: str, module: str) -> types.ModuleType:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
             else:
                 os.environ["CUDA_VISIBLE_DEVICES"] = saved
+
+
+def modules(package: str) -> Callable[[str], types.ModuleType]:
+    """``load`` for one engine, each module loaded once: what an adapter module calls its engine's modules by."""
+    return functools.cache(functools.partial(load, package))

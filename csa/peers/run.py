@@ -99,6 +99,7 @@ def judge(peer: Peer, args: argparse.Namespace, out_dir: pathlib.Path) -> dict[s
     )
     seconds = time.perf_counter() - start
     (out_dir / f"{slug}.txt").write_text(proc.stdout + proc.stderr)
+    merge_reproducers(report_path, repro / f"repro_{slug}.py")
     if proc.returncode == 0:
         outcome = "pass"
     elif proc.returncode == 1:
@@ -114,6 +115,23 @@ def judge(peer: Peer, args: argparse.Namespace, out_dir: pathlib.Path) -> dict[s
         "log": f"{slug}.txt",
         "tail": (proc.stderr.strip().splitlines() or [""])[-1],
     }
+
+
+def merge_reproducers(report_path: pathlib.Path, into: pathlib.Path) -> None:
+    """One reproducer per kernel: the per-failure reproducers its report names, merged into ``into`` (every
+    failing case, each printed with its property), which the report then names."""
+    from properties.reproducer import merge_scripts
+
+    if not report_path.exists():
+        return
+    report = json.loads(report_path.read_text())
+    failures = [f for p in report.get("properties", []) for f in p.get("failures", []) if f.get("reproducer")]
+    if not failures:
+        return
+    merge_scripts(sorted({pathlib.Path(f["reproducer"]) for f in failures}), into)
+    for failure in failures:
+        failure["reproducer"] = str(into)
+    report_path.write_text(json.dumps(report, indent=2) + "\n")
 
 
 def page(run: dict[str, Any], out_dir: pathlib.Path) -> str:

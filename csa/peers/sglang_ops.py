@@ -12,13 +12,10 @@ inside the copy would not show as such.
 
 from __future__ import annotations
 
-import functools
-from types import ModuleType
-
 import torch
 
 from csa.peers.common import layer_pages
-from csa.peers.loader import load
+from csa.peers.loader import modules
 from reference.formats import INDEX_FP4, QuantizedRow, dequantize_row
 
 CANDIDATES = "sglang.kernels.ops.attention.dsv4.candidate_blocks"
@@ -26,10 +23,7 @@ DEQUANT = "sglang.kernels.ops.attention.dsv4.dequant_k_cache"
 INDEX_CACHE = "sglang.kernels.ops.kvcache.dsv4_fp4_index_k_cache"
 INDEXER = "sglang.srt.layers.attention.dsv4.indexer"
 
-
-@functools.cache
-def module(name: str) -> ModuleType:
-    return load("sglang", name)
+module = modules("sglang")
 
 
 def select_candidate_block_ids(

@@ -7,22 +7,16 @@ signatures disagree on: argument order, dtypes and layouts, all named in the ada
 
 from __future__ import annotations
 
-import functools
-from types import ModuleType
-
 import torch
 
 from csa.peers.common import cuda_looking, layer_pages, token_records
-from csa.peers.loader import load
+from csa.peers.loader import modules
 
 V4_CACHE = "vllm.models.deepseek_v4.common.ops.cache_utils"
 V41_CACHE = "vllm.models.deepseek_v41.common.ops.cache_utils"
 CANDIDATES = "vllm.model_executor.kernels.attention.dsa.candidate_blocks"
 
-
-@functools.cache
-def module(name: str) -> ModuleType:
-    return load("vllm", name)
+module = modules("vllm")
 
 
 def global_topk_slots(

@@ -18,6 +18,8 @@ and rounding: docs/cache-kernels.md.
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import types
 
 import torch
 
@@ -72,6 +74,24 @@ def _slots(slots: object, count: int | None, device: torch.device) -> torch.Tens
     return s
 
 
+def _backend_module(name: str, backend: str) -> types.ModuleType:
+    """``fast.cache.<name>`` (the Triton kernels) or its torch twin ``<name>_naive``, imported on first use."""
+    return importlib.import_module(f"fast.cache.{name}_naive" if backend == "torch" else f"fast.cache.{name}")
+
+
+def _stored(
+    rows: torch.Tensor, cache: torch.Tensor, fmt: str, rows_per_block: int | None, layers: int, layer: int
+) -> tuple[CacheFormat, torch.Tensor, int, torch.Tensor]:
+    """The format, checked cache, rows per block and checked f32 rows of a call that stores ``rows``."""
+    f = cache_format(fmt)
+    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
+    r = checks.tensor(rows, "rows", (torch.float32,), 2)
+    checks.same_device(r, "rows", c.device, "cache")
+    if r.shape[1] != f.dims:
+        raise ValueError(f"rows: {f.convention} rows have {f.dims} values, got shape {tuple(r.shape)}")
+    return f, c, rpb, r
+
+
 def quantize_store(
     rows: torch.Tensor,
     slots: torch.Tensor,
@@ -93,26 +113,14 @@ def quantize_store(
     otherwise). Without it the kernel still never writes outside the cache (such rows are skipped), duplicate
     slots race, and a group holding NaN or infinity is stored as a NaN group (docs/cache-kernels.md).
     """
-    f = cache_format(fmt)
-    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
-    r = checks.tensor(rows, "rows", (torch.float32,), 2)
-    checks.same_device(r, "rows", c.device, "cache")
-    if r.shape[1] != f.dims:
-        raise ValueError(f"rows: {f.convention} rows have {f.dims} values, got shape {tuple(r.shape)}")
+    f, c, rpb, r = _stored(rows, cache, fmt, rows_per_block, layers, layer)
     checks.contiguous(r, "rows")
     s = _slots(slots, r.shape[0], c.device)
     b = checks.backend(backend, c.device)
     if validate:
         checks.store_inputs(r, s, c.shape[0] * rpb, f.groups * f.group_size)
     call = checks.StoreArgs(r, s, c, f, rpb, layers, layer)
-    if b == "torch":
-        from fast.cache import quantize_naive
-
-        quantize_naive.store_rows(call)
-    else:
-        from fast.cache import quantize
-
-        quantize.store_rows(call)
+    _backend_module("quantize", b).store_rows(call)
 
 
 def norm_rope_store(
@@ -138,12 +146,7 @@ def norm_rope_store(
     ``quantize_store`` stores it (slot -1: nothing stored, the row not needed). ``validate`` adds: every stored
     row's position inside ``cos_sin``; a stored row that is not finite is refused by the store's own check.
     """
-    f = cache_format(fmt)
-    c, rpb = _cache(cache, f, rows_per_block, layers=layers, layer=layer)
-    r = checks.tensor(rows, "rows", (torch.float32,), 2)
-    checks.same_device(r, "rows", c.device, "cache")
-    if r.shape[1] != f.dims:
-        raise ValueError(f"rows: {f.convention} rows have {f.dims} values, got shape {tuple(r.shape)}")
+    _, c, rpb, r = _stored(rows, cache, fmt, rows_per_block, layers, layer)
     call = checks.norm_rope_inputs(r, weight, cos_sin, positions, eps, rope_dim)
     s = _slots(slots, r.shape[0], c.device)
     b = checks.backend(backend, c.device)
@@ -156,11 +159,7 @@ def norm_rope_store(
                     f"positions: a stored row's position must be in [0, {call.cos_sin.shape[0]}) (the rows of "
                     f"cos_sin), got {lo if lo < 0 else hi}"
                 )
-    if b == "torch":
-        from fast.cache import norm_rope_naive as rope_module
-    else:
-        from fast.cache import norm_rope as rope_module  # type: ignore[no-redef]
-    normed = rope_module.normed_rows(call)
+    normed = _backend_module("norm_rope", b).normed_rows(call)
     quantize_store(normed, s, c, fmt=fmt, rows_per_block=rpb, layers=layers, layer=layer, backend=b, validate=validate)
 
 
@@ -201,13 +200,7 @@ def gather_dequantize(
     if validate:
         checks.slots(s, c.shape[0] * rpb, "slots")
     call = checks.GatherArgs(c, s, f, rpb, out, float(fill), layers, layer)
-    if b == "torch":
-        from fast.cache import quantize_naive
-
-        return quantize_naive.gather_rows(call)
-    from fast.cache import quantize
-
-    return quantize.gather_rows(call)
+    return _backend_module("quantize", b).gather_rows(call)  # type: ignore[no-any-return]
 
 
 def _output(x: torch.Tensor | None, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:

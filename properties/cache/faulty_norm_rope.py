@@ -29,13 +29,7 @@ NO_NORM_BUGS = NormRopeBugs()
 
 
 def norm_rope_store(
-    rows: torch.Tensor,
-    weight: torch.Tensor,
-    cos_sin: torch.Tensor,
-    positions: torch.Tensor,
-    slots: torch.Tensor,
-    cache: torch.Tensor,
-    *,
+    *tensors: torch.Tensor,
     fmt: str,
     rows_per_block: int,
     layer: int,
@@ -43,6 +37,7 @@ def norm_rope_store(
     rope_dim: int,
     bugs: NormRopeBugs = NO_NORM_BUGS,
 ) -> None:
+    rows, weight, cos_sin, positions, slots, cache = tensors  # the contract's order
     mean = rows.square().mean(dim=1, keepdim=True)
     y = rows * torch.rsqrt(mean if bugs.eps_dropped else mean + eps)
     if not bugs.weight_ignored:

@@ -15,13 +15,7 @@ STORED_BF16_OVERFLOW = {
 STORED_NAN = {**STORED_BF16_OVERFLOW, "patterns": [{**ZERO_SPEC, "edits": [[0, "nan", 0, False]]}]}
 """A stored row holding NaN: the call is refused in every format (a mutant that quantized it lived through 100
 generated examples on one machine)."""
-F32_SCALE_BOUNDARY = {
-    "rows_per_block": 1,
-    "num_blocks": 1,
-    "patterns": [{**ZERO_SPEC, "edits": [[0, "fp8_edge_up", 4, False]]}],
-    "rows": [[0, 0, ""]],
-    "poison": 0,
-}
+F32_SCALE_BOUNDARY = {**STORED_BF16_OVERFLOW, "patterns": [{**ZERO_SPEC, "edits": [[0, "fp8_edge_up", 4, False]]}]}
 """A group whose amax is the float32 just above 7168 = 448 * 2**4: the exact FP8 scale is 2**5, the float32 one
 (``amax / 448`` rounds to ``16 * (1 + 2**-23)``, whose float32 log2 rounds to 4.0) is 2**4 (``f32_scale``)."""
 CANCELLING_OUT = {

@@ -11,6 +11,7 @@ import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import torch
 
@@ -83,21 +84,11 @@ def _place(cache: torch.Tensor, shape: CacheShape, stored: list[tuple[int, Quant
 
 
 def reference_norm_rope_store(
-    rows: torch.Tensor,
-    weight: torch.Tensor,
-    cos_sin: torch.Tensor,
-    positions: torch.Tensor,
-    slots: torch.Tensor,
-    cache: torch.Tensor,
-    *,
-    fmt: str,
-    rows_per_block: int,
-    layer: int,
-    eps: float,
-    rope_dim: int,
+    *tensors: torch.Tensor, fmt: str, rows_per_block: int, layer: int, eps: float, rope_dim: int
 ) -> None:
     """Every row at a slot other than -1 normed and rotated by ``reference.norm_rope`` (exact but for the stated
     rounding of the inverse root), quantized by ``reference.formats`` and placed as quantize_store places it."""
+    rows, weight, cos_sin, positions, slots, cache = tensors  # the contract's order
     shape, rowfmt = store_call(rows, slots, cache, fmt, rows_per_block, layer)
     w = [Fraction(v) for v in weight.tolist()]
     table = cos_sin.tolist()
@@ -145,21 +136,15 @@ def reference_gather_dequantize(
     return torch.tensor(out, dtype=torch.float32).reshape(len(out), rowfmt.dims)
 
 
-def reference_sparse_attention(
-    q: torch.Tensor,
-    kv: torch.Tensor,
-    indices: torch.Tensor,
-    sink: torch.Tensor,
-    *,
-    scale: float,
-    dv: int,
-    convention: str,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``reference.attention`` on each query row, rounded once to float32."""
+def reference_sparse_attention(*tensors: Any, **settings: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``reference.attention`` on each query row, rounded once to float32; the contract's arguments and the
+    convention bind as ``AttentionCall`` names them."""
+    call = AttentionCall(*tensors, **settings)
+    q, kv, indices, sink, dv = call.q, call.kv, call.indices, call.sink, call.dv
     if q.dim() != 3 or kv.dim() != 2 or indices.dim() != 2 or sink.shape != (q.shape[1],):
         raise ValueError("q, kv, indices, sink: must be [M, H, D], [N, D], i32[M, K] and f32[H]")
     outs, lses = [], []
-    for result in exact_attention(AttentionCall(q, kv, indices, sink, scale, dv, convention)):
+    for result in exact_attention(call):
         outs.append([[to_float32(v) for v in head.out] for head in result])
         lses.append([to_float32(head.lse) for head in result])
     heads_n = q.shape[1]

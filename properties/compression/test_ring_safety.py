@@ -60,21 +60,10 @@ class Case:
         return f"r{self.ratio}{'o' if self.overlap else ''}-q{self.qmax}-{self.discipline}-{kind}"
 
 
-LAYERS = (
-    (1, False, 1),
-    (1, False, 3),
-    (1, False, 16),
-    (2, False, 1),
-    (2, False, 4),
-    (2, False, 8),
-    (2, False, 16),
-    (3, False, 2),
-    (3, False, 11),
-    (4, True, 1),
-    (4, True, 3),
-    (4, True, 16),
-)
-"""(ratio, overlap, qmax): verify steps up to 16 positions (engines run 5 to 8 drafts and more)."""
+QMAX = {(1, False): (1, 3, 16), (2, False): (1, 4, 8, 16), (3, False): (2, 11), (4, True): (1, 3, 16)}
+"""Verify steps of each (ratio, overlap) layer: up to 16 positions (engines run 5 to 8 drafts and more)."""
+LAYERS = tuple((ratio, overlap, qmax) for (ratio, overlap), steps in QMAX.items() for qmax in steps)
+"""(ratio, overlap, qmax)."""
 CASES = [Case(r, o, q, d, rb) for r, o, q in LAYERS for d in DISCIPLINES for rb in (False, True)]
 
 

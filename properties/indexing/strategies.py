@@ -302,6 +302,16 @@ def grid_matrix(src: ByteSource, rows: int, cols: int) -> list[list[float]]:
     return [[grid_64th(src) for _ in range(cols)] for _ in range(rows)]
 
 
+def query_positions(src: ByteSource, mode: str, queries: int, ratio: int) -> tuple[list[int], int]:
+    """Consecutive positions from [0, 12] (prefill), else each in [0, 25) or -1; the most rows one sees."""
+    if mode == "prefill":
+        start = src.between(0, 12)
+        positions = list(range(start, start + queries))
+    else:
+        positions = [-1 if (b := src.byte()) >= 240 else b % 25 for _ in range(queries)]
+    return positions, max((p + 1) // ratio for p in positions)
+
+
 INDEX_BYTES = 16 + 2 * 8 * (6 * 4 + 25) + 6 * 4 + 3
 """Enough bytes for the largest index-score case: 6 queries x 4 heads x 8 dims, 25 visible rows."""
 
@@ -318,12 +328,7 @@ def index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
     ratio, queries = src.between(1, 4), src.between(1, 6 if mode == "prefill" else 4)
     heads, dim, extra = src.between(1, 4), src.between(1, 8), src.between(0, 3)
     dtype = ("float32", "bfloat16")[src.below(2)]
-    if mode == "prefill":
-        start = src.between(0, 12)
-        positions = list(range(start, start + queries))
-    else:
-        positions = [-1 if (b := src.byte()) >= 240 else b % 25 for _ in range(queries)]
-    visible = max((p + 1) // ratio for p in positions)
+    positions, visible = query_positions(src, mode, queries, ratio)
     q = [grid_matrix(src, heads, dim) for _ in positions]
     weights = [[coarse(src.byte()) / 2 for _ in range(heads)] for _ in positions]
     k = grid_matrix(src, visible, dim) + [[garbage(src.byte() % 4)] * dim for _ in range(extra)]
@@ -483,12 +488,7 @@ def fp8_index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
     src = draw(source(FP8_INDEX_BYTES))
     ratio, queries = src.between(1, 4), src.between(1, 6 if mode == "prefill" else 4)
     heads, dim, extra = src.between(1, 4), src.between(1, 16), src.between(0, 3)
-    if mode == "prefill":
-        start = src.between(0, 12)
-        positions = list(range(start, start + queries))
-    else:
-        positions = [-1 if (b := src.byte()) >= 240 else b % 25 for _ in range(queries)]
-    visible = max((p + 1) // ratio for p in positions)
+    positions, visible = query_positions(src, mode, queries, ratio)
 
     def codes(n: int) -> list[list[int]]:
         rows = []
