@@ -12,6 +12,7 @@ run. Models (docs/cache-kernels.md):
   every lane's KV row (1024 B bf16, 584 B V4 fp8, 528 B V4.1 fp8) + q (bf16) + out and lse (f32) + indices (4 B
   a lane). Roofline
   time = max(FLOPs / 989.4 TFLOP/s dense bf16, bytes / measured copy bandwidth).
+* sparse prefill: ``fast/cache/bench_prefill.py`` (registered as its own module, run by the same command).
 """
 
 from __future__ import annotations

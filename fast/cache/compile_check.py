@@ -92,6 +92,7 @@ def _attention_cases() -> list[Case]:
             ("bf16 kv, bf16 p", dict(MODE=2, LIBDEVICE=False)),
             ("bf16 kv, f32 p", dict(MODE=1, LIBDEVICE=True)),
             ("fp8 kv, bf16 p", dict(MODE=2, LIBDEVICE=False, **_kv("v4_584"))),
+            ("fp8 kv, f32 p", dict(MODE=1, LIBDEVICE=True, **_kv("v4_584"))),
             (
                 "fp8 kv decoded by integer operations, bf16 p",
                 dict(MODE=2, LIBDEVICE=False, NATIVE_FP8=False, **_kv("v4_584")),
