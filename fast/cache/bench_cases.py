@@ -10,8 +10,7 @@ run. Models (docs/cache-kernels.md):
   parts (the row format's bytes). Gather: the same bytes the other way.
 * sparse decode, b requests x 2 queries, h heads, top-k 2048, D = dv = 512: FLOPs = 2 M h K (D + dv); bytes =
   every lane's KV row (1024 B bf16, 584 B V4 fp8, 528 B V4.1 fp8) + q (bf16) + out and lse (f32) + indices (4 B
-  a lane). Roofline
-  time = max(FLOPs / 989.4 TFLOP/s dense bf16, bytes / measured copy bandwidth).
+  a lane). Roofline time = max(FLOPs / 989.4 TFLOP/s dense bf16, bytes / measured copy bandwidth).
 * sparse prefill: ``fast/cache/bench_prefill.py`` (registered as its own module, run by the same command).
 """
 
