@@ -51,7 +51,12 @@ __all__ = [
 DEVICE = "cuda"
 FLUSH_BYTES = 256 * 2**20
 COPY_BYTES = 2**30
-CASE_MODULES = ("fast.compression.bench_cases", "fast.indexing.bench_cases", "fast.cache.bench_cases")
+CASE_MODULES = (
+    "fast.compression.bench_cases",
+    "fast.indexing.bench_cases",
+    "fast.cache.bench_cases",
+    "fast.cache.bench_prefill",
+)
 
 
 @dataclass

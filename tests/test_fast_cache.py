@@ -672,35 +672,67 @@ def test_a_call_of_no_lanes_answers_every_row_as_empty(backend: str, empty_row: 
 
 @pytest.mark.parametrize("native_fp8", [True, False], ids=["hardware-conversion", "integer-decode"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_fp8_kv_is_dequantized_in_the_kernel(backend: str, native_fp8: bool) -> None:
-    """A V4 584-byte cache read by slot: equal to the same kernel on the dequantized rows (which bf16 holds
-    exactly), and in f64 mode within 2 ulps of the exact attention over the reference's decoded rows; both ways
-    of decoding the e4m3 codes in the kernel (``Config.native_fp8``)."""
-    if backend == "torch" and not native_fp8:
-        pytest.skip("the torch twin has one way of decoding")
+@pytest.mark.parametrize("conv", ["v4_584", "v41_fp8_528"])
+def test_fp8_kv_is_dequantized_in_the_kernel(conv: str, backend: str, native_fp8: bool) -> None:
+    """An FP8 cache (V4 584-byte or V4.1 528-byte rows) read by slot: equal to the same kernel on the dequantized
+    rows (which bf16 holds exactly), and in f64 mode within 2 ulps of the exact attention over the reference's
+    decoded rows; both ways of decoding the e4m3 codes in the kernel (``Config.native_fp8``) for V4."""
+    if not native_fp8 and (backend == "torch" or conv != "v4_584"):
+        pytest.skip("the integer decode is the earlier V4 kernel path; the torch twin has one way of decoding")
     rows_per_block, blocks = 4, 5
     n = rows_per_block * blocks
     g = np.random.default_rng(4)
     rows = (g.standard_normal((n, 512)) * np.exp2(g.integers(-3, 3, (n, 1)))).astype(np.float32)
-    cache = poisoned_cache("v4_584", rows_per_block, blocks)
+    rows[:, :: FORMATS[conv].group_size] *= np.exp2(g.integers(-6, 7, (n, 1))).astype(np.float32)  # wide groups
+    cache = poisoned_cache(conv, rows_per_block, blocks)
     slots = torch.tensor(g.permutation(n), device=DEVICE)
-    quantize_store(f32(rows), slots, cache, fmt="v4_584", backend=backend)
-    decoded = gather_dequantize(cache, torch.arange(n, device=DEVICE), fmt="v4_584", backend=backend)
+    quantize_store(f32(rows), slots, cache, fmt=conv, backend=backend)
+    decoded = gather_dequantize(cache, torch.arange(n, device=DEVICE), fmt=conv, backend=backend)
     q = torch.tensor(g.integers(-8, 9, (2, 3, 512)) / 16, dtype=torch.bfloat16, device=DEVICE)
     lanes = torch.tensor(g.integers(-3, n + 3, (2, 24)), dtype=torch.int32, device=DEVICE)
     lanes[1, :16] = -1
     sink = torch.tensor([0.5, -math.inf, 1.0], device=DEVICE)
     kw: dict[str, Any] = dict(scale=0.05, dv=512, backend=backend, precision="f64", config=SMALL)
     fp8_config = dataclasses.replace(SMALL, native_fp8=native_fp8)
-    out8, lse8 = sparse_attention(q, cache, lanes, sink, kv_format="v4_584", **{**kw, "config": fp8_config})
+    out8, lse8 = sparse_attention(q, cache, lanes, sink, kv_format=conv, **{**kw, "config": fp8_config})
     out16, lse16 = sparse_attention(q, decoded.to(torch.bfloat16), lanes, sink, **kw)
-    assert torch.equal(decoded.to(torch.bfloat16).float(), decoded), "v4_584 values are bf16 values"
+    assert torch.equal(decoded.to(torch.bfloat16).float(), decoded), f"{conv} values are bf16 values"
     assert torch.equal(out8, out16) and torch.equal(lse8, lse16)
     case = {"q": q, "kv": decoded, "indices": lanes, "sink": sink, "scale": 0.05, "dv": 512, "invalid": "out_of_range"}
     exact_out, exact_lse = exact_result(case, "zero")
     ulps = np.vectorize(f32_ulp)
     assert_close(out8, exact_out, 2 * ulps(np.asarray(exact_out)), "out")
     assert_close(lse8, exact_lse, 2 * ulps(np.asarray(exact_lse)), "lse")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fp8_528_kv_reads_the_rows_in_every_mode(backend: str) -> None:
+    """A V4.1 528-byte cache in the bf16 and f32 modes (the benchmarked paths; f64 above): equal to the same call
+    on the dequantized bf16 rows, whose values the cache holds exactly."""
+    conv, rows_per_block, blocks = "v41_fp8_528", 8, 3
+    n = rows_per_block * blocks
+    g = np.random.default_rng(6)
+    rows = (g.standard_normal((n, 512)) * np.exp2(g.integers(-4, 4, (n, 16)).repeat(32, axis=1))).astype(np.float32)
+    cache = poisoned_cache(conv, rows_per_block, blocks)
+    quantize_store(f32(rows), torch.arange(n, device=DEVICE), cache, fmt=conv, backend=backend)
+    decoded = gather_dequantize(cache, torch.arange(n, device=DEVICE), fmt=conv, backend=backend)
+    q = torch.tensor(g.integers(-8, 9, (3, 4, 512)) / 16, dtype=torch.bfloat16, device=DEVICE)
+    lanes = torch.tensor(g.integers(-2, n + 2, (3, 40)), dtype=torch.int32, device=DEVICE)
+    sink = torch.tensor([0.5, -math.inf, 1.0, -1.0], device=DEVICE)
+    for precision in ("bf16", "f32"):
+        kw: dict[str, Any] = dict(scale=0.05, dv=512, backend=backend, precision=precision, config=SMALL)
+        out8, lse8 = sparse_attention(q, cache, lanes, sink, kv_format=conv, **kw)
+        out16, lse16 = sparse_attention(q, decoded.to(torch.bfloat16), lanes, sink, **kw)
+        assert torch.equal(out8, out16) and torch.equal(lse8, lse16), precision
+
+
+def test_integer_decode_is_refused_for_528_caches() -> None:
+    cache = poisoned_cache("v41_fp8_528", 4, 1)
+    q = torch.zeros(1, 2, 512, dtype=torch.bfloat16, device=DEVICE)
+    lanes = torch.zeros(1, 4, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match=r"^config: native_fp8=False"):
+        sparse_attention(q, cache, lanes, None, scale=1.0, dv=512, kv_format="v41_fp8_528",
+                         config=dataclasses.replace(SMALL, native_fp8=False))  # fmt: skip
 
 
 @pytest.mark.parametrize("lane", [-2, 40])
@@ -726,6 +758,22 @@ ATTENTION_REFUSALS = [
     ("unknown precision", lambda c: c.update(precision="tf32"), ValueError, "precision:"),
     ("index cache as kv", lambda c: c.update(kv=torch.zeros(2, 264, dtype=torch.uint8), kv_format="index_fp4_68"),
      ValueError, "kv_format:"),
+    ("fp4 cache as kv", lambda c: c.update(kv=torch.zeros(2, 4608, dtype=torch.uint8), kv_format="v41_fp4_288"),
+     ValueError, "kv_format:"),
+    ("528 cache of a bad block size",
+     lambda c: c.update(kv=torch.zeros(2, 1000, dtype=torch.uint8), kv_format="v41_fp8_528"), ValueError,
+     "kv: a block of 1000 bytes"),
+    ("528 cache of 1 dimension", lambda c: c.update(kv=torch.zeros(4224, dtype=torch.uint8), kv_format="v41_fp8_528"),
+     ValueError, "kv: must have 2 dimensions"),
+    ("528 cache as bytes of another type",
+     lambda c: c.update(kv=torch.zeros(2, 4224, dtype=torch.int8), kv_format="v41_fp8_528"), TypeError, "kv:"),
+    ("528 cache of other rows per block",
+     lambda c: c.update(kv=torch.zeros(2, 4224, dtype=torch.uint8), kv_format="v41_fp8_528", rows_per_block=4),
+     ValueError, "rows_per_block: 4 does not match kv's 4224-byte blocks"),
+    ("528 cache under a 32-wide q", lambda c: c.update(kv=torch.zeros(2, 4224, dtype=torch.uint8),
+     kv_format="v41_fp8_528"), ValueError, "q: a v41_fp8_528 cache holds 512-wide rows"),
+    ("528 cache with dv < D", lambda c: c.update(q=torch.zeros(3, 5, 512), kv=torch.zeros(2, 4224, dtype=torch.uint8),
+     kv_format="v41_fp8_528", dv=256), ValueError, "dv: a v41_fp8_528 cache is read whole"),
     ("q on another device", lambda c: c.update(q=torch.zeros(3, 5, 32, device="meta")), ValueError, "kv:"),
 ]  # fmt: skip
 
@@ -754,7 +802,7 @@ def test_default_attention_configs_fit_sm90_shared_memory() -> None:
     run = subprocess.run([sys.executable, "-m", "fast.cache.compile_check", "--defaults"], capture_output=True,
                          text=True, env=env, timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("smem") == 4, run.stdout
+    assert run.stdout.count("smem") == 6, run.stdout
 
 
 def test_default_config_refuses_an_unknown_precision() -> None:

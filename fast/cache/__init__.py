@@ -58,7 +58,7 @@ def _cache(
         raise ValueError(f"layer: must be in [0, {layers}) (the cache's layers), got {layer}")
     if c.shape[1] % layers:
         raise ValueError(f"{name}: a block of {c.shape[1]} bytes does not split into {layers} layers' pages")
-    rows = fmt.rows_per_block(c.shape[1] // layers)
+    rows = fmt.rows_per_block(c.shape[1] // layers, name)
     if rows_per_block is not None and rows_per_block != rows:
         raise ValueError(f"rows_per_block: {rows_per_block} does not match {name}'s {c.shape[1]}-byte blocks, "
                          f"which hold {rows} {fmt.convention} rows")  # fmt: skip
@@ -235,7 +235,8 @@ def sparse_attention(
     """Sparse MQA attention with a sink over the lanes ``indices`` (i32[M, K]) of one KV head.
 
     q: f32|bf16[M, H, D]; kv: the same dtype, [N, D] (a row is key, its first ``dv`` values the value), or with
-    ``kv_format="v4_584"`` a V4 FP8 cache u8[num_blocks, block_bytes] (D = 512, lane = physical slot);
+    ``kv_format="v4_584"`` or ``"v41_fp8_528"`` an FP8 cache u8[num_blocks, block_bytes] (D = dv = 512, lane =
+    physical slot), dequantized in the kernel;
     sink: f32[H] or None. ``empty_row``: "zero" (output 0, lse +inf) or "nan" (both NaN) for a row without a
     valid lane; ``invalid``: "out_of_range" skips every lane outside [0, N), "minus_one_only" skips -1 and
     refuses any other such lane (ValueError, one device-to-host copy). lse = ln sum_j e^{s_j}, sink excluded.
@@ -253,7 +254,7 @@ def sparse_attention(
         raise ValueError(f"invalid: must be one of {', '.join(INVALID)}, got {invalid!r}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision: must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    kv_cache: tuple[int, int] | None = None
+    kv_cache: tuple[CacheFormat, int] | None = None
     if kv_format is None:
         kvt = checks.tensor(kv, "kv", (qt.dtype,), 2)
         checks.contiguous(kvt, "kv")
@@ -262,13 +263,14 @@ def sparse_attention(
         n_rows = kvt.shape[0]
     else:
         f = cache_format(kv_format)
-        if f.convention != "v4_584":
-            raise ValueError(f"kv_format: only 'v4_584' caches are read by the attention kernel, got {kv_format!r}")
+        if f.convention not in checks.ATTENTION_KV_FORMATS:
+            raise ValueError(f"kv_format: the attention kernel reads {', '.join(checks.ATTENTION_KV_FORMATS)} "
+                             f"caches, got {kv_format!r}")  # fmt: skip
         kvt, rpb = _cache(kv, f, rows_per_block, "kv")
         if D != f.dims:
-            raise ValueError(f"q: a v4_584 cache holds {f.dims}-wide rows, so D must be {f.dims}, got {D}")
+            raise ValueError(f"q: a {f.convention} cache holds {f.dims}-wide rows, so D must be {f.dims}, got {D}")
         n_rows = kvt.shape[0] * rpb
-        kv_cache = (rpb, f.offsets(rpb)[1])
+        kv_cache = (f, rpb)
     checks.same_device(kvt, "kv", device, "q")
     it = checks.tensor(indices, "indices", (torch.int32,), 2)
     checks.contiguous(it, "indices")
@@ -288,7 +290,7 @@ def sparse_attention(
     if not 1 <= dv <= D:
         raise ValueError(f"dv: must be in [1, D = {D}], got {dv}")
     if kv_cache is not None and dv != D:
-        raise ValueError(f"dv: a v4_584 cache is read whole, so dv must be {D}, got {dv}")
+        raise ValueError(f"dv: a {kv_cache[0].convention} cache is read whole, so dv must be {D}, got {dv}")
     o = _output(out, "out", (M, H, dv), device)
     lo = _output(lse, "lse", (M, H), device)
     b = checks.backend(backend, device)

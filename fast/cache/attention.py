@@ -3,10 +3,12 @@
 
     sparse_attention(call: fast.cache.checks.AttentionArgs) -> (out: f32[M, H, dv], lse: f32[M, H])
 
-``call.kv`` is ``f32|bf16[N, D]`` (the dtype of ``q``), or, with ``kv_cache`` = rows per block, a V4 cache
-``u8[num_blocks, block_bytes]`` in the 584-byte layout (448 e4m3 NoPE dims with a UE8M0 scale per 64, then 64
-BF16 RoPE dims; D = 512), dequantized in the kernel. A lane is read only if ``0 <= lane < N``; every other lane
-(-1, any negative, past the end, anywhere in the row) contributes nothing.
+``call.kv`` is ``f32|bf16[N, D]`` (the dtype of ``q``), or, with ``kv_cache`` = (format, rows per block), an FP8
+cache ``u8[num_blocks, block_bytes]`` dequantized in the kernel (D = 512): V4 584-byte rows (448 e4m3 NoPE dims
+with a UE8M0 scale per 64, then 64 BF16 RoPE dims; sectioned blocks) or V4.1 528-byte rows (512 e4m3 dims with
+a UE8M0 scale per 32; interleaved blocks). Every offset comes from ``fast.cache.formats`` (``kv_constants``).
+A lane is read only if ``0 <= lane < N``; every other lane (-1, any negative, past the end, anywhere in the row)
+contributes nothing.
 
 One program per (query row, block of heads), head blocks fastest so the programs of one query run together. A
 program first reads the row's lane indices once, ``COUNT_LANES`` at a time, to count its valid lanes (the empty-row
@@ -36,7 +38,8 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from fast.cache import rounding as rd
-from fast.cache.checks import AttentionArgs
+from fast.cache.checks import ATTENTION_KV_FORMATS, AttentionArgs
+from fast.cache.formats import CacheFormat
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,10 @@ class Config:
     num_warps: int = 8
     num_stages: int = 2
     native_fp8: bool = True
-    """FP8 KV: convert the e4m3 codes with the hardware's conversion and scale each 64-dim group by one multiply
-    (``_fp8_v4_tile``); False decodes every code with integer operations (``_fp8_v4_tile_int``, the earlier
-    path, kept for comparison in the benchmark)."""
+    """FP8 KV: convert the e4m3 codes with the hardware's conversion and scale each group (64 dims in V4, 32 in
+    V4.1) by one multiply (``_fp8_tile``); False decodes every code with integer operations
+    (``_fp8_v4_tile_int``, the earlier V4 path, kept for comparison in the benchmark; V4 584-byte caches
+    only)."""
 
 
 @triton.jit
@@ -72,7 +76,16 @@ def _log(x, LIBDEVICE: tl.constexpr):
 
 
 @triton.jit
-def _fp8_v4_tile(
+def _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE: tl.constexpr,
+                     SCALE_STRIDE: tl.constexpr):  # fmt: skip
+    """Byte offsets of slot ``row``'s data and scale parts (``CacheFormat.offsets``)."""
+    block = row // rows_per_block
+    r = row - block * rows_per_block
+    return block * block_bytes + r * DATA_STRIDE, block * block_bytes + scale_base + r * SCALE_STRIDE
+
+
+@triton.jit
+def _fp8_tile(
     kv_f8_ptr,
     kv_b_ptr,
     kv_h_ptr,
@@ -84,48 +97,55 @@ def _fp8_v4_tile(
     d,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    GROUP: tl.constexpr,
+    NG: tl.constexpr,
+    TAIL: tl.constexpr,
+    DATA_STRIDE: tl.constexpr,
+    SCALE_STRIDE: tl.constexpr,
     INTERPRETED: tl.constexpr,
 ):
-    """Rows ``row`` of a 584-byte V4 cache as f32 ``[BLOCK_N, BLOCK_D]`` (0 where not ``valid``; BLOCK_D = 512):
-    the e4m3 codes converted by the hardware, then each row's 64-dim groups multiplied by their UE8M0 scale (a
-    power of two, so the product is exact, as the integer decode's is)."""
-    block = row // rows_per_block
-    r = row - block * rows_per_block
-    data_b = block * block_bytes + r * 576
-    scale_b = block * block_bytes + scale_base + r * 8
+    """Rows ``row`` of an FP8 cache as f32 ``[BLOCK_N, BLOCK_D]`` (0 where not ``valid``; BLOCK_D = 512): the
+    ``NG * GROUP`` e4m3 codes converted by the hardware, then each row's ``GROUP``-dim groups multiplied by their
+    UE8M0 scale (a power of two, so the product is exact, as the integer decode's is), then the ``TAIL`` BF16
+    dims (V4's RoPE part) after the codes. V4: 7 groups of 64 and a 64-dim tail; V4.1 528: 16 groups of 32."""
+    QDIMS: tl.constexpr = NG * GROUP
+    data_b, scale_b = _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE, SCALE_STRIDE)
     v2 = valid[:, None]
-    nope_mask = v2 & (d[None, :] < 448)
-    nope = tl.load(kv_f8_ptr + data_b[:, None] + d[None, :], mask=nope_mask, other=0.0).to(tl.float32)
+    codes_mask = v2 & (d[None, :] < QDIMS)
+    x = tl.load(kv_f8_ptr + data_b[:, None] + d[None, :], mask=codes_mask, other=0.0).to(tl.float32)
     if INTERPRETED:  # the interpreter reads the codes 0x7F / 0xFF as +-480; in e4m3fn they are NaN
-        code = tl.load(kv_b_ptr + data_b[:, None] + d[None, :], mask=nope_mask, other=0)
-        nope = tl.where((code & 0x7F) == 0x7F, float("nan"), nope)
-    g = tl.arange(0, BLOCK_D // 64)
-    codes = tl.load(kv_b_ptr + scale_b[:, None] + g[None, :], mask=v2 & (g[None, :] < 7), other=127)
-    scale = rd.ue8m0_value(codes.to(tl.int32))
-    grouped = tl.reshape(nope, [BLOCK_N, BLOCK_D // 64, 64]) * scale[:, :, None]
-    nope = tl.reshape(grouped, [BLOCK_N, BLOCK_D])
-    rope_at = data_b // 2 + 224  # the row's 64 BF16 RoPE dims after its 448 e4m3 bytes (rows start at even bytes)
-    rope = tl.load(kv_h_ptr + rope_at[:, None] + (d[None, :] - 448), mask=v2 & (d[None, :] >= 448), other=0)
-    rope_f = ((rope.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
-    return tl.where(d[None, :] >= 448, rope_f, nope)
+        code = tl.load(kv_b_ptr + data_b[:, None] + d[None, :], mask=codes_mask, other=0)
+        x = tl.where((code & 0x7F) == 0x7F, float("nan"), x)
+    g = tl.arange(0, BLOCK_D // GROUP)  # the tail, if any, is the last group(s): scale 1 (code 127)
+    scale_codes = tl.load(kv_b_ptr + scale_b[:, None] + g[None, :], mask=v2 & (g[None, :] < NG), other=127)
+    scale = rd.ue8m0_value(scale_codes.to(tl.int32))
+    grouped = tl.reshape(x, [BLOCK_N, BLOCK_D // GROUP, GROUP]) * scale[:, :, None]
+    x = tl.reshape(grouped, [BLOCK_N, BLOCK_D])
+    if TAIL > 0:
+        tail_at = (data_b + QDIMS) // 2  # the row's BF16 dims after its e4m3 bytes (rows start at even bytes)
+        tail = tl.load(kv_h_ptr + tail_at[:, None] + (d[None, :] - QDIMS), mask=v2 & (d[None, :] >= QDIMS), other=0)
+        tail_f = ((tail.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
+        x = tl.where(d[None, :] >= QDIMS, tail_f, x)
+    return x
 
 
 @triton.jit
-def _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d):
-    """``_fp8_v4_tile`` with every code decoded by integer operations (``Config.native_fp8`` False)."""
-    block = row // rows_per_block
-    r = row - block * rows_per_block
-    data_b = block * block_bytes + r * 576
-    scale_b = block * block_bytes + scale_base + r * 8
+def _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d,
+                     GROUP: tl.constexpr, NG: tl.constexpr, DATA_STRIDE: tl.constexpr,
+                     SCALE_STRIDE: tl.constexpr):  # fmt: skip
+    """``_fp8_tile`` of a V4 cache with every code decoded by integer operations (``Config.native_fp8`` False):
+    a row's scale part is one 8-byte word (7 UE8M0 bytes and the pad), its byte ``d // GROUP`` taken by shifts."""
+    QDIMS: tl.constexpr = NG * GROUP
+    data_b, scale_b = _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE, SCALE_STRIDE)
     v2 = valid[:, None]
-    nope = tl.load(kv_b_ptr + data_b[:, None] + d[None, :], mask=v2 & (d[None, :] < 448), other=0)
+    nope = tl.load(kv_b_ptr + data_b[:, None] + d[None, :], mask=v2 & (d[None, :] < QDIMS), other=0)
     scales = tl.load(kv_q_ptr + scale_b // 8, mask=valid, other=0)
-    scale_code = ((scales[:, None] >> (8 * (d[None, :] // 64))) & 0xFF).to(tl.int32)
+    scale_code = ((scales[:, None] >> (8 * (d[None, :] // GROUP))) & 0xFF).to(tl.int32)
     nope_f = rd.e4m3_value(nope.to(tl.int32)) * rd.ue8m0_value(scale_code)
-    rope_at = data_b // 2 + 224  # the row's 64 BF16 RoPE dims after its 448 e4m3 bytes (rows start at even bytes)
-    rope = tl.load(kv_h_ptr + rope_at[:, None] + (d[None, :] - 448), mask=v2 & (d[None, :] >= 448), other=0)
+    rope_at = (data_b + QDIMS) // 2  # the row's 64 BF16 RoPE dims after its 448 e4m3 bytes (rows start at even bytes)
+    rope = tl.load(kv_h_ptr + rope_at[:, None] + (d[None, :] - QDIMS), mask=v2 & (d[None, :] >= QDIMS), other=0)
     rope_f = ((rope.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
-    return tl.where(d[None, :] >= 448, rope_f, nope_f)
+    return tl.where(d[None, :] >= QDIMS, rope_f, nope_f)
 
 
 @triton.jit
@@ -154,7 +174,12 @@ def _sparse_attention_kernel(
     BLOCK_DV: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    FP8_V4: tl.constexpr,
+    FP8_KV: tl.constexpr,
+    GROUP: tl.constexpr,
+    NG: tl.constexpr,
+    TAIL: tl.constexpr,
+    DATA_STRIDE: tl.constexpr,
+    SCALE_STRIDE: tl.constexpr,
     NATIVE_FP8: tl.constexpr,
     SEPARATE_V: tl.constexpr,
     HAS_SINK: tl.constexpr,
@@ -192,14 +217,13 @@ def _sparse_attention_kernel(
         idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)
         row = tl.where(valid, idx, 0).to(tl.int64)
-        if FP8_V4:
+        if FP8_KV:
             if NATIVE_FP8:
-                k = _fp8_v4_tile(kv_f8_ptr, kv_b_ptr, kv_h_ptr, row, valid, rows_per_block, block_bytes, scale_base,
-                                 d, BLOCK_N, BLOCK_D, INTERPRETED)  # fmt: skip
+                k = _fp8_tile(kv_f8_ptr, kv_b_ptr, kv_h_ptr, row, valid, rows_per_block, block_bytes, scale_base, d,
+                              BLOCK_N, BLOCK_D, GROUP, NG, TAIL, DATA_STRIDE, SCALE_STRIDE, INTERPRETED)  # fmt: skip
             else:
-                k = _fp8_v4_tile_int(
-                    kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d
-                )
+                k = _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes,
+                                     scale_base, d, GROUP, NG, DATA_STRIDE, SCALE_STRIDE)  # fmt: skip
             k = k.to(dtype)
         else:
             k = tl.load(kv_ptr + row[:, None] * D + d[None, :], mask=valid[:, None] & (d[None, :] < D), other=0)
@@ -305,8 +329,22 @@ def _nonempty(x: torch.Tensor) -> torch.Tensor:
     return x if x.numel() else torch.zeros(16 // x.element_size(), dtype=x.dtype, device=x.device)
 
 
+def kv_constants(fmt: CacheFormat | None, rows_per_block: int = 1) -> dict[str, int]:
+    """The kernel's layout constexprs for KV in cache format ``fmt`` (None: a dense f32|bf16 ``kv``): its group
+    size, quantized groups and BF16 tail dims, and the data and scale strides of ``fmt.offsets`` (the scale
+    part's base depends on ``rows_per_block`` and is an argument)."""
+    if fmt is None:
+        return dict(FP8_KV=False, GROUP=1, NG=0, TAIL=0, DATA_STRIDE=0, SCALE_STRIDE=0)
+    if fmt.convention not in ATTENTION_KV_FORMATS:
+        raise ValueError(f"kv_format: the attention kernel reads {', '.join(ATTENTION_KV_FORMATS)} caches, got "
+                         f"{fmt.convention!r}")  # fmt: skip
+    data_stride, _, scale_stride = fmt.offsets(rows_per_block)
+    return dict(FP8_KV=True, GROUP=fmt.group_size, NG=fmt.groups, TAIL=fmt.tail_dims, DATA_STRIDE=data_stride,
+                SCALE_STRIDE=scale_stride)  # fmt: skip
+
+
 def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch on a checked call. ``call.kv_cache``: ``(rows_per_block, scale_base)`` for a V4 FP8 cache.
+    """Launch on a checked call. ``call.kv_cache``: ``(format, rows_per_block)`` for an FP8 cache.
 
     ``call.precision``: "f64" computes scores, exponentials and sums in float64 from the inputs' values and
     rounds once to f32; "f32" keeps f32 accumulators and, for bf16 inputs, the probabilities at f32 precision in
@@ -316,17 +354,24 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
     q, kv_cache, out, lse = call.q, call.kv_cache, call.out, call.lse
     M, H, D = q.shape
     K = call.indices.shape[1]
+    if kv_cache is not None and call.config is not None and not call.config.native_fp8:
+        if kv_cache[0].convention != "v4_584":
+            raise ValueError(f"config: native_fp8=False (the integer decode) reads v4_584 caches only, got "
+                             f"{kv_cache[0].convention}")  # fmt: skip
     if M == 0 or H == 0:
         return out, lse
     mode = MODES[call.precision]
     cfg = _launch_config(call.config or default_config(H, D, kv_cache is not None, call.precision), mode, D, call.dv)
     kv = _nonempty(call.kv)
     if kv_cache is not None:
-        rows_per_block, scale_base = kv_cache
+        fmt, rows_per_block = kv_cache
+        layout = kv_constants(fmt, rows_per_block)
+        scale_base = fmt.offsets(rows_per_block)[1]
         N = call.kv.shape[0] * rows_per_block
         views = (kv, kv.view(torch.float8_e4m3fn), kv, kv.view(torch.int16), kv.view(torch.int64))
         block_bytes = kv.shape[-1]
     else:
+        layout = kv_constants(None)
         rows_per_block, scale_base, block_bytes = 1, 0, 0
         N = call.kv.shape[0]
         views = (kv, kv, kv, kv, kv)
@@ -356,7 +401,7 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
         BLOCK_DV=block_dv,
         BLOCK_H=cfg.block_h,
         BLOCK_N=cfg.block_n,
-        FP8_V4=kv_cache is not None,
+        **layout,
         NATIVE_FP8=cfg.native_fp8,
         SEPARATE_V=block_dv < block_d,
         HAS_SINK=call.sink is not None,

@@ -7,7 +7,7 @@ statistics after subtracting the row maximum, ``p @ v``, and the sink once in th
 "f32" (default) computes everything in float32 on the widened inputs, the contract's same-precision baseline;
 "bf16" runs the two products in the input dtype as a bf16 model does (scores and probabilities rounded to
 bf16), the flash-attention style baseline; "f64" computes in float64 (docs/cache-kernels.md). With ``kv_cache``
-the rows are first dequantized from the V4 584-byte cache.
+the rows are first dequantized from the FP8 cache (V4 584-byte or V4.1 528-byte rows) by the torch gather.
 """
 
 from __future__ import annotations
@@ -18,21 +18,21 @@ import torch
 
 from fast.cache import quantize_naive
 from fast.cache.checks import AttentionArgs, GatherArgs
-from fast.cache.formats import FORMATS
+from fast.cache.formats import CacheFormat
 
 
 def gather_kv(
-    kv: torch.Tensor, indices: torch.Tensor, dtype: torch.dtype, kv_cache: tuple[int, int] | None
+    kv: torch.Tensor, indices: torch.Tensor, dtype: torch.dtype, kv_cache: tuple[CacheFormat, int] | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The lanes' rows ``[M, K, D]`` in ``dtype`` (zero where invalid) and the validity mask ``[M, K]``."""
     M, K = indices.shape
     if kv_cache is not None:
-        rows_per_block = kv_cache[0]
+        fmt, rows_per_block = kv_cache
         n = kv.shape[0] * rows_per_block
         valid = (indices >= 0) & (indices < n)
         slots = torch.where(valid, indices, -1).reshape(-1).long()
-        out = torch.empty(M * K, 512, dtype=torch.float32, device=kv.device)
-        rows = quantize_naive.gather_rows(GatherArgs(kv, slots, FORMATS["v4_584"], rows_per_block, out))
+        out = torch.empty(M * K, fmt.dims, dtype=torch.float32, device=kv.device)
+        rows = quantize_naive.gather_rows(GatherArgs(kv, slots, fmt, rows_per_block, out))
         return rows.reshape(M, K, -1).to(dtype), valid
     valid = (indices >= 0) & (indices < kv.shape[0])
     if kv.shape[0] == 0:

@@ -9,8 +9,9 @@ run. Models (docs/cache-kernels.md):
 * quantize-and-store, 8192 rows per call: bytes = rows read (4 d each) + slots (8) + stored data and scale
   parts (the row format's bytes). Gather: the same bytes the other way.
 * sparse decode, b requests x 2 queries, h heads, top-k 2048, D = dv = 512: FLOPs = 2 M h K (D + dv); bytes =
-  every lane's KV row (1024 B bf16, 584 B fp8) + q (bf16) + out and lse (f32) + indices (4 B a lane). Roofline
-  time = max(FLOPs / 989.4 TFLOP/s dense bf16, bytes / measured copy bandwidth).
+  every lane's KV row (1024 B bf16, 584 B V4 fp8, 528 B V4.1 fp8) + q (bf16) + out and lse (f32) + indices (4 B
+  a lane). Roofline time = max(FLOPs / 989.4 TFLOP/s dense bf16, bytes / measured copy bandwidth).
+* sparse prefill: ``fast/cache/bench_prefill.py`` (registered as its own module, run by the same command).
 """
 
 from __future__ import annotations
@@ -125,32 +126,52 @@ def gather_case(conv: str) -> Callable[[bool], Built]:
     return build
 
 
-def decode_inputs(b: int, h: int, fp8: bool) -> dict[str, Any]:
-    """q bf16[2b, h, 512]; per request a pool of CONTEXT_ROWS rows, each query choosing TOPK distinct ones."""
-    g = torch.Generator(device=DEVICE).manual_seed(1)
-    M, N = QUERIES_PER_REQUEST * b, b * CONTEXT_ROWS
-    q = (torch.randn(M, h, DIM, device=DEVICE, generator=g) * 0.5).to(torch.bfloat16)
-    base = (torch.arange(M, device=DEVICE) // QUERIES_PER_REQUEST * CONTEXT_ROWS)[:, None]
-    pick = torch.rand(M, CONTEXT_ROWS, device=DEVICE, generator=g).argsort(dim=1)[:, :TOPK]
+KV_KINDS: dict[str | None, str] = {None: "bf16", "v4_584": "fp8", "v41_fp8_528": "fp8v41"}
+"""The attention cases' KV formats (None: BF16 rows) and the word for each in the case names."""
+KV_WORDS: dict[str | None, str] = {None: "BF16", "v4_584": "V4 FP8 584 B", "v41_fp8_528": "V4.1 FP8 528 B"}
+
+
+def fp8_cache(conv: str, n: int, g: torch.Generator, device: str | torch.device = DEVICE) -> torch.Tensor:
+    """``n`` random normal rows of ``DIM`` quantized into a ``conv`` cache of ``ROWS_PER_BLOCK``-row blocks at
+    slots ``0 .. n - 1`` (stored 2^18 rows a launch, so the f32 rows never take more than 512 MiB)."""
+    fmt = FORMATS[conv]
+    blocks = -(-n // ROWS_PER_BLOCK)
+    cache = torch.zeros(blocks, fmt.block_bytes(ROWS_PER_BLOCK), dtype=torch.uint8, device=device)
+    for start in range(0, n, 1 << 18):
+        rows = torch.randn(min(1 << 18, n - start), DIM, device=device, generator=g)
+        slots = torch.arange(start, start + rows.shape[0], device=device)
+        quantize.store_rows(StoreArgs(rows, slots, cache, fmt, ROWS_PER_BLOCK))
+    return cache
+
+
+def kv_inputs(kv_format: str | None, n: int, g: torch.Generator, device: str | torch.device) -> dict[str, Any]:
+    """``kv`` (n BF16 rows of DIM, or a ``kv_format`` cache of n rows), its ``kv_cache`` record for
+    ``AttentionArgs`` and the bytes a lane reads (``row_bytes``)."""
+    if kv_format is None:
+        kv = torch.randn(n, DIM, device=device, generator=g).to(torch.bfloat16)
+        return {"kv": kv, "kv_cache": None, "row_bytes": 2 * DIM}
+    fmt = FORMATS[kv_format]
+    return {"kv": fp8_cache(kv_format, n, g, device), "kv_cache": (fmt, ROWS_PER_BLOCK), "row_bytes": fmt.row_bytes}
+
+
+def decode_inputs(
+    b: int,
+    h: int,
+    kv_format: str | None,
+    device: str | torch.device = DEVICE,
+    context_rows: int = CONTEXT_ROWS,
+    topk: int = TOPK,
+) -> dict[str, Any]:
+    """q bf16[2b, h, 512]; per request a pool of ``context_rows`` rows, each query choosing ``topk`` distinct
+    ones; KV in ``kv_format`` (None: BF16 rows)."""
+    g = torch.Generator(device=device).manual_seed(1)
+    M, N = QUERIES_PER_REQUEST * b, b * context_rows
+    q = (torch.randn(M, h, DIM, device=device, generator=g) * 0.5).to(torch.bfloat16)
+    base = (torch.arange(M, device=device) // QUERIES_PER_REQUEST * context_rows)[:, None]
+    pick = torch.rand(M, context_rows, device=device, generator=g).argsort(dim=1)[:, :topk]
     indices = (base + pick).to(torch.int32).contiguous()
-    sink = torch.randn(h, device=DEVICE, generator=g)
-    out = {"q": q, "indices": indices, "sink": sink, "M": M, "N": N}
-    if fp8:
-        fmt = FORMATS["v4_584"]
-        blocks = N // ROWS_PER_BLOCK
-        cache = torch.zeros(blocks, fmt.block_bytes(ROWS_PER_BLOCK), dtype=torch.uint8, device=DEVICE)
-        for start in range(0, N, 1 << 18):
-            rows = torch.randn(min(1 << 18, N - start), DIM, device=DEVICE, generator=g)
-            slots = torch.arange(start, start + rows.shape[0], device=DEVICE)
-            quantize.store_rows(StoreArgs(rows, slots, cache, fmt, ROWS_PER_BLOCK))
-        out["kv"] = cache
-        out["kv_cache"] = (ROWS_PER_BLOCK, fmt.offsets(ROWS_PER_BLOCK)[1])
-        out["row_bytes"] = fmt.row_bytes
-    else:
-        out["kv"] = torch.randn(N, DIM, device=DEVICE, generator=g).to(torch.bfloat16)
-        out["kv_cache"] = None
-        out["row_bytes"] = 2 * DIM
-    return out
+    sink = torch.randn(h, device=device, generator=g)
+    return {"q": q, "indices": indices, "sink": sink, "M": M, "N": N, **kv_inputs(kv_format, N, g, device)}
 
 
 STORE_SWEEP = ((1, 1, 8), (1, 1, 24), (1, 1, 0), (2, 1, 8), (2, 2, 8), (4, 2, 8), (8, 4, 0))
@@ -163,12 +184,23 @@ SWEEP = (
 )
 
 
-def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Built]:
+def decode_case(
+    b: int,
+    h: int,
+    kv_format: str | None,
+    sweep: bool,
+    device: str | torch.device = DEVICE,
+    context_rows: int = CONTEXT_ROWS,
+    topk: int = TOPK,
+) -> Callable[[bool], Built]:
+    """The decode case of ``b`` requests and ``h`` heads over KV in ``kv_format`` (``device``, ``context_rows``
+    and ``topk``: smaller inputs for a test on the CPU)."""
+
     def build(with_compile: bool) -> Built:
-        x = decode_inputs(b, h, fp8)
+        x = decode_inputs(b, h, kv_format, device, context_rows, topk)
         M, scale = x["M"], DIM**-0.5
-        out = torch.empty(M, h, DIM, device=DEVICE)
-        lse = torch.empty(M, h, device=DEVICE)
+        out = torch.empty(M, h, DIM, device=device)
+        lse = torch.empty(M, h, device=device)
         kv, idx, q, sink, kv_cache = x["kv"], x["indices"], x["q"], x["sink"], x["kv_cache"]
 
         def call(
@@ -193,10 +225,10 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
             "triton": triton_fn("bf16"),
             "triton_f32p": triton_fn("f32"),
             "triton+checks": lambda: attention_api(q, kv, idx, sink, scale=scale, dv=DIM, precision="bf16",
-                                                   kv_format="v4_584" if fp8 else None, out=out, lse=lse),
+                                                   kv_format=kv_format, out=out, lse=lse),
             "torch_eager": eager("bf16"),
         }  # fmt: skip
-        if fp8:  # the earlier decode of the e4m3 codes by integer operations, for comparison
+        if kv_format == "v4_584":  # the earlier decode of the e4m3 codes by integer operations, for comparison
             default = attention.default_config(h, DIM, True, "bf16")
             impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False))
         if with_compile:
@@ -205,13 +237,13 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
             impls["torch_compile"] = lambda: compiled(compiled_call)
         sweep_impls = {f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages}]": triton_fn("bf16", c)
                        for c in SWEEP} if sweep else {}  # fmt: skip
-        flops = 2 * M * h * TOPK * (DIM + DIM)
-        moved = M * TOPK * (x["row_bytes"] + 4) + M * h * (2 * DIM + 4 * DIM + 4)
+        flops = 2 * M * h * topk * (DIM + DIM)
+        moved = M * topk * (x["row_bytes"] + 4) + M * h * (2 * DIM + 4 * DIM + 4)
 
         def check() -> str:
             n = min(8, M)
             rows = slice(0, n)
-            ref_o, ref_l = torch.empty(n, h, DIM, device=DEVICE), torch.empty(n, h, device=DEVICE)
+            ref_o, ref_l = torch.empty(n, h, DIM, device=device), torch.empty(n, h, device=device)
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             parts = []
             for precision in ("bf16", "f32"):
@@ -224,8 +256,8 @@ def decode_case(b: int, h: int, fp8: bool, sweep: bool) -> Callable[[bool], Buil
             parts.append(f"torch bf16: {(o - ref_o).abs().max().item():.2e}")
             return "; ".join(parts)
 
-        notes = [f"M = {M} query rows ({b} requests x {QUERIES_PER_REQUEST}), {h} heads, top-k {TOPK} distinct rows "
-                 f"of {CONTEXT_ROWS} per request, D = dv = {DIM}, {'V4 FP8 584 B' if fp8 else 'BF16'} KV; "
+        notes = [f"M = {M} query rows ({b} requests x {QUERIES_PER_REQUEST}), {h} heads, top-k {topk} distinct rows "
+                 f"of {context_rows} per request, D = dv = {DIM}, {KV_WORDS[kv_format]} KV; "
                  "triton: probabilities rounded to bf16 (FlashMLA style), triton_f32p: kept at f32 precision; "
                  "torch: bf16 matmuls on gathered rows"]  # fmt: skip
         return Built(impls, moved, flops, check, sweep=sweep_impls, notes=notes)
@@ -242,13 +274,13 @@ def register_all() -> None:
     for conv in ("v4_584", "v41_fp4_288"):
         bench.register(Case(f"cache/gather_{conv}", "cache", f"gather-and-dequantize {ROWS} rows, {conv}",
                             gather_case(conv)))  # fmt: skip
-    for fp8 in (False, True):
+    for kv_format, kind in KV_KINDS.items():
         for b in (64, 128):
             for h in (64, 128):
-                kind = "fp8" if fp8 else "bf16"
+                sweep = (b, h) == (128, 64) and kv_format != "v41_fp8_528"
                 bench.register(Case(f"cache/decode_{kind}_b{b}_h{h}", "cache",
-                                    f"sparse decode b={b} h={h} top-k {TOPK}, {kind} KV",
-                                    decode_case(b, h, fp8, sweep=(b, h) == (128, 64))))  # fmt: skip
+                                    f"sparse decode b={b} h={h} top-k {TOPK}, {KV_WORDS[kv_format]} KV",
+                                    decode_case(b, h, kv_format, sweep=sweep)))  # fmt: skip
 
 
 register_all()

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from fast.cache.attention import Config
 
 BACKENDS = ("triton", "torch")
+ATTENTION_KV_FORMATS = ("v4_584", "v41_fp8_528")
+"""The cache formats ``sparse_attention`` reads as ``kv`` (``kv_format``), dequantized in the kernel."""
 
 
 class _Paged:
@@ -69,7 +71,8 @@ class GatherArgs(_Paged):
 @dataclass(frozen=True)
 class AttentionArgs:
     """A checked ``sparse_attention``: q f32|bf16[M, H, D]; kv the same dtype [N, D], or with ``kv_cache``
-    ``(rows_per_block, scale_base)`` a V4 584-byte cache u8[num_blocks, block_bytes]; indices i32[M, K]; sink
+    ``(format, rows_per_block)`` a cache u8[num_blocks, block_bytes] in one of ``ATTENTION_KV_FORMATS`` (D =
+    512); indices i32[M, K]; sink
     f32[H] or None; ``empty_nan``: a row without a valid lane gives NaN (else 0 and lse +inf); results go into
     out f32[M, H, dv] and lse f32[M, H]. ``config``: the Triton launch (None: its default; unused by torch)."""
 
@@ -82,7 +85,7 @@ class AttentionArgs:
     empty_nan: bool
     out: torch.Tensor
     lse: torch.Tensor
-    kv_cache: tuple[int, int] | None = None
+    kv_cache: tuple[CacheFormat, int] | None = None
     precision: str = "f32"
     config: Config | None = None
 

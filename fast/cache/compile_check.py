@@ -55,15 +55,27 @@ ATTENTION_ARGS = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_f8_ptr="*fp8e4nv", kv_b_
                       scale_base="i32")  # fmt: skip
 
 
+ROWS_PER_BLOCK = 64
+"""Rows per cache block of the FP8 cases (the benchmark's)."""
+
+
 def _attention_base() -> dict[str, Any]:
     """Constexprs of a D = dv = 512 launch with BF16 KV and a sink, before mode and tiles."""
     import triton.language as tl
 
     from fast.cache import attention
 
-    return dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, FP8_V4=False, NATIVE_FP8=True, SEPARATE_V=False,
-                HAS_SINK=True, EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
-                COUNT_LANES=attention.COUNT_LANES)  # fmt: skip
+    return dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, NATIVE_FP8=True, SEPARATE_V=False, HAS_SINK=True,
+                EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False, COUNT_LANES=attention.COUNT_LANES,
+                **attention.kv_constants(None))  # fmt: skip
+
+
+def _kv(conv: str | None) -> dict[str, Any]:
+    """The layout constexprs of KV in cache format ``conv`` (None: BF16 rows)."""
+    from fast.cache import attention
+    from fast.cache.formats import FORMATS
+
+    return attention.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK)
 
 
 def _attention_cases() -> list[Case]:
@@ -79,11 +91,14 @@ def _attention_cases() -> list[Case]:
         for kind, extra in (
             ("bf16 kv, bf16 p", dict(MODE=2, LIBDEVICE=False)),
             ("bf16 kv, f32 p", dict(MODE=1, LIBDEVICE=True)),
-            ("fp8 kv, bf16 p", dict(MODE=2, LIBDEVICE=False, FP8_V4=True)),
+            ("fp8 kv, bf16 p", dict(MODE=2, LIBDEVICE=False, **_kv("v4_584"))),
+            ("fp8 kv, f32 p", dict(MODE=1, LIBDEVICE=True, **_kv("v4_584"))),
             (
                 "fp8 kv decoded by integer operations, bf16 p",
-                dict(MODE=2, LIBDEVICE=False, FP8_V4=True, NATIVE_FP8=False),
+                dict(MODE=2, LIBDEVICE=False, NATIVE_FP8=False, **_kv("v4_584")),
             ),
+            ("fp8 v41_fp8_528 kv, bf16 p", dict(MODE=2, LIBDEVICE=False, **_kv("v41_fp8_528"))),
+            ("fp8 v41_fp8_528 kv, f32 p", dict(MODE=1, LIBDEVICE=True, **_kv("v41_fp8_528"))),
         ):
             out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, ATTENTION_ARGS,
                         base | tiles | extra, cfg.num_warps, cfg.num_stages))  # fmt: skip
@@ -97,7 +112,13 @@ def _attention_cases() -> list[Case]:
         ("f64, dv < D / 2", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True, DV=8, BLOCK_DV=16, SEPARATE_V=True)),
         (
             "f64, fp8 kv",
-            dict(MODE=0, ACC=tl.float64, LIBDEVICE=True, FP8_V4=True, D=512, DV=512, BLOCK_D=512, BLOCK_DV=512),
+            dict(MODE=0, ACC=tl.float64, LIBDEVICE=True, D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, **_kv("v4_584")),
+        ),
+        (
+            "f64, fp8 v41_fp8_528 kv",
+            dict(
+                MODE=0, ACC=tl.float64, LIBDEVICE=True, D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, **_kv("v41_fp8_528")
+            ),
         ),
     ):
         sig = ATTENTION_ARGS | dict(q_ptr="*fp32", kv_ptr="*fp32") if extra.get("IS_F32") else ATTENTION_ARGS
@@ -115,19 +136,21 @@ SM90_SHARED_BYTES = 232448
 
 
 def check_default_configs() -> bool:
-    """Compile ``attention.default_config`` at the benchmark's shapes (64 heads, D = 512) for BF16 and FP8 KV
-    at both probability precisions; False if one fails to compile or needs more shared memory than sm_90 has
-    (the compiler accepts such a kernel; only its launch on the GPU fails)."""
+    """Compile ``attention.default_config`` at the benchmark's shapes (64 heads, D = 512) for BF16 KV and each
+    FP8 cache format at both probability precisions; False if one fails to compile or needs more shared memory
+    than sm_90 has (the compiler accepts such a kernel; only its launch on the GPU fails)."""
     from fast.cache import attention
+    from fast.cache.checks import ATTENTION_KV_FORMATS
 
     ok = True
-    for fp8 in (False, True):
+    for conv in (None, *ATTENTION_KV_FORMATS):
         for precision in ("bf16", "f32"):
-            cfg = attention.default_config(64, 512, fp8, precision)
+            cfg = attention.default_config(64, 512, conv is not None, precision)
             mode = attention.MODES[precision]
-            constexprs = _attention_base() | dict(FP8_V4=fp8, MODE=mode, LIBDEVICE=mode == 1, BLOCK_H=cfg.block_h,
-                                                  BLOCK_N=cfg.block_n)  # fmt: skip
-            name = f"default config, {'fp8' if fp8 else 'bf16'} kv, {precision} p: {cfg}"
+            constexprs = _attention_base() | _kv(conv) | dict(MODE=mode, LIBDEVICE=mode == 1, BLOCK_H=cfg.block_h,
+                                                              BLOCK_N=cfg.block_n)  # fmt: skip
+            kind = "bf16" if conv is None else "fp8" if conv == "v4_584" else f"fp8 {conv}"
+            name = f"default config, {kind} kv, {precision} p: {cfg}"
             try:
                 r = compile_for_sm90(attention._sparse_attention_kernel, ATTENTION_ARGS, constexprs,
                                      num_warps=cfg.num_warps, num_stages=cfg.num_stages,

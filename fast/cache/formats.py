@@ -90,8 +90,8 @@ class CacheFormat:
             return self.data_bytes, rows * self.data_bytes, self.scale_bytes
         return self.row_bytes, self.data_bytes, self.row_bytes
 
-    def rows_per_block(self, block_bytes: int) -> int:
-        """The row count whose public block is ``block_bytes`` long; ``ValueError`` naming ``cache`` if none is.
+    def rows_per_block(self, block_bytes: int, name: str = "cache") -> int:
+        """The row count whose public block is ``block_bytes`` long; ``ValueError`` naming ``name`` if none is.
 
         Block size grows strictly with the row count (each row adds at least 1 B after padding), so the
         answer is unique.
@@ -102,7 +102,7 @@ class CacheFormat:
                 if self.block_bytes(rows) == block_bytes:
                     return rows
         raise ValueError(
-            f"cache: a block of {block_bytes} bytes holds no whole number of {self.convention} rows "
+            f"{name}: a block of {block_bytes} bytes holds no whole number of {self.convention} rows "
             f"({self.row_bytes} B each, {self.layout(1).arrangement}, padded to {self.layout(1).alignment} B)"
         )
 
