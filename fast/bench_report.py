@@ -19,6 +19,13 @@ TOPK_CASES = ("128x256K_k2048_v4.1", "128x256K_k2048_v4-prefill", "6x256K_k2048_
               "4096x16K_k1024_v4.1", "128x256K_k2048_v4.1_ties")  # fmt: skip
 """The top-k cases: the Triton top-k must beat torch.topk alone (no mask, no sort) on each, by 2x on the first."""
 
+FP8_KV = {"fp8": "V4 FP8 KV", "fp8v41": "V4.1 FP8 KV"}
+"""The FP8-KV decode cases (584 B and 528 B rows) and how their targets name them."""
+PREFILL_CASES = ("prefill_bf16_sq4096_kv8K_h64_k2048", "prefill_bf16_sq4096_kv8K_h128_k2048",
+                 "prefill_bf16_sq4096_kv64K_h64_k2048", "prefill_bf16_sq4096_kv64K_h128_k2048",
+                 "prefill_bf16_sq4096_kv8K_h64_k128w512")  # fmt: skip
+"""The BF16-KV sparse prefill cases: each at least 400 TFLOP/s."""
+
 # the cases that carry a kernel target (``targets``): their torch.compile baselines are timed whatever the budget
 TARGET_CASES = frozenset(
     {
@@ -31,7 +38,8 @@ TARGET_CASES = frozenset(
         "indexing/topk_slots_128x256K_k2048",
         "cache/store_v4_584",
         "cache/decode_bf16_b128_h64",
-        *(f"cache/decode_fp8_b{b}_h{h}" for b, h in DECODE_SHAPES),
+        *(f"cache/decode_{kv}_b{b}_h{h}" for kv in FP8_KV for b, h in DECODE_SHAPES),
+        *(f"cache/{name}" for name in PREFILL_CASES),
         *(f"indexing/topk_{shape}" for shape in TOPK_CASES),
         "indexing/paged_fp8qk_B128_n2_ctx32K",
     }
@@ -139,11 +147,14 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "baseline_ms": base, "ratio": ratio, "met": None if ratio is None else ratio >= factor,
                     "target_ms": None if base is None else base / factor})  # fmt: skip
 
-    rate("cache/decode_fp8_b128_h64", "sparse decode b = 128, h = 64, top-k 2048, V4 FP8 KV: >= 250 TFLOP/s", 250.0)
-    for b, h in DECODE_SHAPES:
-        fp8, bf16 = f"cache/decode_fp8_b{b}_h{h}", f"cache/decode_bf16_b{b}_h{h}"
-        against_compile(fp8, f"sparse decode b = {b}, h = {h}, V4 FP8 KV: faster than torch.compile", 1.0)
-        faster(fp8, f"sparse decode b = {b}, h = {h}, V4 FP8 KV: faster than our BF16-KV path", bf16, "triton", 1.0)
+    for kv, what in FP8_KV.items():
+        rate(f"cache/decode_{kv}_b128_h64", f"sparse decode b = 128, h = 64, top-k 2048, {what}: >= 250 TFLOP/s", 250.0)
+        for b, h in DECODE_SHAPES:
+            fp8, bf16 = f"cache/decode_{kv}_b{b}_h{h}", f"cache/decode_bf16_b{b}_h{h}"
+            against_compile(fp8, f"sparse decode b = {b}, h = {h}, {what}: faster than torch.compile", 1.0)
+            faster(fp8, f"sparse decode b = {b}, h = {h}, {what}: faster than our BF16-KV path", bf16, "triton", 1.0)
+    for name in PREFILL_CASES:
+        rate(f"cache/{name}", f"sparse prefill {name.removeprefix('prefill_bf16_')}, bf16 KV: >= 400 TFLOP/s", 400.0)
     for fp8, bf16, what in (
         ("indexing/logits_fp8qk_4096x16384", "indexing/logits_bf16_4096x16384", "logits 4096 x 16384"),
         ("indexing/paged_fp8qk_B128_n2_ctx32K", "indexing/paged_bf16_B128_n2_ctx32K", "paged logits B 128, 32K"),
