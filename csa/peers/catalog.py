@@ -29,6 +29,7 @@ V = "csa.peers.vllm_ops"
 S = "csa.peers.sglang_ops"
 VLLM_V4 = "vllm/models/deepseek_v4/common/ops/cache_utils.py"
 VLLM_V41 = "vllm/models/deepseek_v41/common/ops/cache_utils.py"
+VLLM_SPARSE = "vllm/model_executor/kernels/attention/dsa/sparse_mqa_logits.py"
 BAD = ("bad_input",)
 
 PEERS: tuple[Peer, ...] = (
@@ -55,6 +56,26 @@ PEERS: tuple[Peer, ...] = (
         "pass",
         "Passes under ties_any + order_any: ties broken by torch.topk, blocks in rank order (its DeepSelect "
         "path, taken where that library is installed: any order, as its comment says); NaN blocks kept.",
+    ),
+    Peer(
+        "vllm.sparse_topk_remap (remap kernel) after candidate_blocks_to_sparse_indices",
+        "vllm",
+        f"{VLLM_SPARSE}:candidate_blocks_to_sparse_indices, _sparse_topk_remap_kernel (sparse_topk_remap's remap)",
+        "candidate_remap",
+        f"{V}:sparse_topk_remap",
+        (),
+        True,
+        "fail",
+        "Fails only outside its domain, two documented limits. (1) Candidate block sizes must be a multiple of "
+        "its sparse block (8 or 16 positions): for 2, 3 and 4, which the contract also draws, vLLM's own "
+        "`pick_sparse_block_kv` raises ValueError (on a view input the harness then also reports that the "
+        "refusal does not name the argument). (2) A call with 0 columns (topk_tokens 0; vLLM's index top-k is "
+        "512 to 2048) stops in the remap kernel at `tl.arange(0, K_POW2)` with K_POW2 = next_power_of_2(0) = 0, "
+        "Triton's own check, compiled as interpreted. Inside the domain (block sizes 8, 16 and 32, the last its "
+        "two-sparse-blocks path; at least one column) it agrees exactly with the reference: "
+        "results/peers/check_vllm_sparse_remap_in_domain.py, 300 random calls, -1 padding anywhere, lengths "
+        "cutting the newest block, no row differs. Its top-k (DeepSelect, SM100) is not part of the operation "
+        "and not called. No bug.",
     ),
     Peer(
         "vllm.quantize_and_insert_k_cache (V4, 584 B)",
@@ -222,11 +243,6 @@ NOT_JUDGED: tuple[tuple[str, str], ...] = (
 """Peer kernels with an adapter that ``make peers`` cannot run here, and why."""
 
 NOT_IN_CONTRACT: tuple[tuple[str, str], ...] = (
-    (
-        "vLLM `model_executor/kernels/attention/dsa/sparse_mqa_logits.py`: `sparse_topk_remap`, "
-        "`candidate_blocks_to_sparse_indices`",
-        "candidate restore remap (columns of kept blocks back to positions): operation not in the contract yet",
-    ),
     (
         "vLLM `models/deepseek_v4/common/ops/fused_compress_quant_cache.py:compress_norm_rope_store_triton`, "
         "`models/deepseek_v41/common/ops/fused_compress_quant_cache.py:fused_save_compress_norm`",

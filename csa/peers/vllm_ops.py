@@ -15,6 +15,7 @@ from csa.peers.loader import modules
 V4_CACHE = "vllm.models.deepseek_v4.common.ops.cache_utils"
 V41_CACHE = "vllm.models.deepseek_v41.common.ops.cache_utils"
 CANDIDATES = "vllm.model_executor.kernels.attention.dsa.candidate_blocks"
+SPARSE_LOGITS = "vllm.model_executor.kernels.attention.dsa.sparse_mqa_logits"
 
 module = modules("vllm")
 
@@ -52,6 +53,48 @@ def select_candidate_blocks(
 
 
 select_candidate_blocks.csa_convention = "pinned+propagate_nan+ties_any+order_any"  # type: ignore[attr-defined]
+
+
+def sparse_topk_remap(
+    columns: torch.Tensor, candidate_blocks: torch.Tensor, lengths: torch.Tensor, *, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """candidate_remap by ``dsa/sparse_mqa_logits.py``: ``candidate_blocks_to_sparse_indices`` (Triton: the
+    candidate blocks expanded to sparse blocks, filtered to the row's range, sorted; ``end`` the count of valid
+    columns), then the remap kernel ``sparse_topk_remap`` launches on its top-k's columns
+    (``_sparse_topk_remap_kernel``, Triton), given the contract's columns as that top-k's output. Its top-k
+    (DeepSelect, a compiled extension for SM100) is not part of the operation and is not called.
+
+    As vLLM's indexer calls them: the sparse block ``pick_sparse_block_kv(block_size)`` (16 or 8 positions;
+    any other block size raises its ValueError), ``row_ks`` zeros and ``row_ke`` the lengths (the paged decode
+    path: blocks request-local), ``width`` the sparse logits' width (``S * sparse_block_kv``). What differs in
+    layout: the candidate blocks padded with -1 columns to a power of two (its in-kernel sort needs one; -1 is
+    its padding), the columns contiguous as the top-k's output is; ``end`` is the contract's count."""
+    ops = module(SPARSE_LOGITS)
+    sbk = ops.pick_sparse_block_kv(block_size)
+    m, nb = candidate_blocks.shape
+    width = 1 << max(nb - 1, 0).bit_length()
+    blocks = torch.full((m, width), -1, dtype=torch.int32, device=candidate_blocks.device)
+    blocks[:, :nb] = candidate_blocks
+    zeros = torch.zeros(m, dtype=torch.int32, device=lengths.device)
+    sparse, end = ops.candidate_blocks_to_sparse_indices(blocks, zeros, lengths.to(torch.int32), block_size, sbk)
+    k = columns.shape[1]
+    out = torch.empty((m, k), dtype=torch.int32, device=columns.device)
+    cols = columns.to(torch.int32).contiguous()
+    ops._sparse_topk_remap_kernel[(m,)](
+        cols,
+        cols.stride(0),
+        sparse,
+        sparse.stride(0),
+        zeros,
+        zeros.stride(0),
+        out,
+        out.stride(0),
+        k,
+        sparse.shape[1] * sbk,
+        SBK=sbk,
+        K_POW2=ops.triton.next_power_of_2(k),
+    )
+    return out, end
 
 _RECORD = {"v4_584": 584, "v41_fp8_528": 528, "v41_fp4_288": 288}
 
