@@ -196,7 +196,11 @@ def page(run: dict[str, Any], out_dir: pathlib.Path) -> str:
     else:
         lines += ["```", "", "Kernels with an adapter that this run cannot judge:", ""]
     lines += [f"- {what}: {why}" for what, why in NOT_JUDGED]
-    lines += ["", "Kernels of the engines that fit no operation of the contract yet:", ""]
+    lines += [
+        "",
+        "Kernels of the engines that fit no operation of the contract, and what they fuse that it does not take:",
+        "",
+    ]
     lines += [f"- {what}: {why}" for what, why in NOT_IN_CONTRACT]
     return "\n".join(lines) + "\n"
 

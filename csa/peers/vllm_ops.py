@@ -7,6 +7,10 @@ signatures disagree on: argument order, dtypes and layouts, all named in the ada
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
 import torch
 
 from csa.peers.common import cuda_looking, layer_pages, token_records
@@ -150,29 +154,27 @@ gather_v41_fp4 = _gather("v41", "v41_fp4_288")
 
 V4_COMPRESS = "vllm.models.deepseek_v4.common.ops.fused_compress_quant_cache"
 V41_COMPRESS = "vllm.models.deepseek_v41.common.ops.fused_compress_quant_cache"
-_DIMS = {"v4_584": 512, "v41_fp8_528": 512, "v41_fp4_288": 512, "index_fp8_132": 128, "index_fp4_68": 128}
 ROPE_DIM = 64
 """The RoPE dimensions vLLM's compressor kernels rotate: the last 64 (``ROPE_HEAD_DIM``; 64 fixed in V4.1's)."""
+_ROW = {"v4_584": (512, 584), "v41_fp8_528": (512, 528), "v41_fp4_288": (512, 288)}
+_ROW |= {"index_fp8_132": (128, 132), "index_fp4_68": (128, 68)}
+"""Per format: the values of a row and the bytes of its record (the shape[-1] vLLM reads the record kind from)."""
+_V4_QUANT = {"v4_584": (64, 576, 8), "index_fp8_132": (128, 128, 4), "index_fp4_68": (32, 64, 4)}
+"""V4's ``quant_block``, ``token_stride`` and ``scale_dim`` per format, as its Compressor sets them."""
+
+Stage = Callable[
+    [Any, str, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], None
+]
 
 
-def _norm_rope_inputs(
-    rows: torch.Tensor, cos_sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, fmt: str, rope_dim: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The contract's tensors as vLLM's compressor takes them: contiguous (its asserted or assumed layout), the
-    rows f32, positions and slots int64; a RoPE width other than its 64 refused."""
-    if rope_dim != ROPE_DIM:
-        raise ValueError(f"rope_dim: vLLM's compressor kernels rotate the last {ROPE_DIM} dims, got {rope_dim}")
-    if rows.shape[-1] != _DIMS[fmt]:
-        raise ValueError(f"rows: {fmt} rows have {_DIMS[fmt]} values, got {rows.shape[-1]}")
-    return (
-        rows.float().contiguous(),
-        cos_sin.float().contiguous(),
-        positions.to(torch.int64).contiguous(),
-        slots.to(torch.int64).contiguous(),
-    )
+def _norm_rope(fmt: str, module_name: str, stage: Stage) -> Callable[..., None]:
+    """norm_rope_store by ``stage(ops, fmt, rows, weight, cos_sin, positions, slots, pages, eps)``, ``ops`` the
+    module ``module_name`` of vLLM, which the stage calls (its docstring says how). What every one of them
+    changes: the tensors contiguous (the layout vLLM's launchers assert or assume), rows and the cos / sin table
+    f32, positions and slots int64, the weight the contract's f32 (vLLM's is the model's bf16; the kernels widen
+    what they load), the layer's pages as ``kv_cache`` ``[blocks, rows_per_block, record]`` (block stride the
+    cache's); a RoPE width other than its 64 refused."""
 
-
-def _compress_v4(fmt: str):  # type: ignore[no-untyped-def]
     def norm_rope_store(
         rows: torch.Tensor,
         weight: torch.Tensor,
@@ -187,104 +189,112 @@ def _compress_v4(fmt: str):  # type: ignore[no-untyped-def]
         eps: float,
         rope_dim: int,
     ) -> None:
-        """norm_rope_store by V4's ``compress_norm_rope_store_triton`` (Triton: compress, RMSNorm, RoPE,
-        quantize, store in one kernel; head 512 for v4_584, the head-128 indexer kernels for index_fp8_132 and
-        index_fp4_68) with its compression the identity: ``compress_ratio`` 1 and no overlap, so each
-        position's window is its one state row, whose softmax weight is exactly 1 (the scores are 0). V4's
-        Compressor uses ratios 4 and 128; the kernels take the ratio as any constexpr.
-
-        The state cache holds row r as its request r's one block (block size 1, ``[kv | score]``, state width
-        the head size; the block table names block r at every position), ``token_to_req_indices = arange``;
-        the same slots mark valid tokens and address the cache (``k_cache_metadata.slot_mapping``); the
-        layer's pages as ``kv_cache`` ``[blocks, rows_per_block, record]`` (block stride the cache's). The
-        weight is passed as the contract's f32 (vLLM's is the model's dtype; the kernels widen it)."""
-        from types import SimpleNamespace
-
-        ops = module(V4_COMPRESS)
-        x, table, pos, slot = _norm_rope_inputs(rows, cos_sin, positions, slots, fmt, rope_dim)
-        r, head = x.shape
-        state = torch.cat([x, torch.zeros_like(x)], dim=1).reshape(r, 1, 2 * head)
-        blocks = torch.arange(r, dtype=torch.int32, device=x.device)
-        width = max(int(pos.max()) + 1 if r else 1, 1)
-        block_table = blocks[:, None].expand(r, width).contiguous()
-        fp4 = fmt == "index_fp4_68"
-        quant_block, token_stride, scale_dim = {
-            "v4_584": (64, 576, 8),
-            "index_fp8_132": (128, 128, 4),
-            "index_fp4_68": (32, 64, 4),
-        }[fmt]
-        record = token_stride + scale_dim
+        dims, record = _ROW[fmt]
+        if rope_dim != ROPE_DIM:
+            raise ValueError(f"rope_dim: vLLM's compressor kernels rotate the last {ROPE_DIM} dims, got {rope_dim}")
+        if rows.shape[-1] != dims:
+            raise ValueError(f"rows: {fmt} rows have {dims} values, got {rows.shape[-1]}")
         pages = token_records(layer_pages(cache, fmt, rows_per_block, layer), rows_per_block, record)
-        ops.compress_norm_rope_store_triton(
-            state_cache=state,
-            num_actual=r,
-            token_to_req_indices=blocks,
-            positions=pos,
-            slot_mapping=slot,
-            block_table=block_table,
-            block_size=1,
-            state_width=head,
-            cos_sin_cache=table,
-            kv_cache=pages,
-            k_cache_metadata=SimpleNamespace(slot_mapping=slot),
-            pdl_kwargs={},
-            head_dim=head,
-            rope_head_dim=rope_dim,
-            compress_ratio=1,
-            overlap=False,
-            use_fp4_cache=fp4,
-            rms_norm_weight=weight.contiguous(),
-            rms_norm_eps=eps,
-            quant_block=quant_block,
-            token_stride=token_stride,
-            scale_dim=scale_dim,
+        stage(
+            module(module_name),
+            fmt,
+            rows.float().contiguous(),
+            weight.contiguous(),
+            cos_sin.float().contiguous(),
+            positions.to(torch.int64).contiguous(),
+            slots.to(torch.int64).contiguous(),
+            pages,
+            eps,
         )
 
-    norm_rope_store.__name__ = f"norm_rope_store_v4_{fmt}"
+    norm_rope_store.__name__ = f"norm_rope_store{stage.__name__}_{fmt}"
+    norm_rope_store.__doc__ = f"{stage.__doc__}\n\n{_norm_rope.__doc__}"
     norm_rope_store.csa_convention = fmt  # type: ignore[attr-defined]
     return norm_rope_store
 
 
-def finalize_v4(
+def _v4_compress(
+    ops: Any,
+    fmt: str,
     rows: torch.Tensor,
     weight: torch.Tensor,
     cos_sin: torch.Tensor,
     positions: torch.Tensor,
     slots: torch.Tensor,
-    cache: torch.Tensor,
-    *,
-    fmt: str,
-    rows_per_block: int,
-    layer: int,
+    pages: torch.Tensor,
     eps: float,
-    rope_dim: int,
 ) -> None:
-    """norm_rope_store by stage 2 of V4's two-stage compressor, ``_finalize_norm_rope_quant_store_sparse_attn``
-    (Triton: RMSNorm, FP8 quantize, RoPE, store of the compressed rows stage 1 leaves in its f32 scratch),
-    launched as ``_launch_two_stage_sparse_attn_compressor`` launches it (whose stage-1 occupancy pick asks
-    the CUDA device, so it is not called on a CPU) with the contract's rows as the scratch,
-    ``COMPRESS_RATIO`` 1 (its ratio only decides which positions close a group and their RoPE position; vLLM
-    runs it at 128), the same slots marking valid tokens and addressing the cache, the layer's pages as
-    ``kv_cache`` ``[blocks, rows_per_block, 584]``; the weight the contract's f32."""
-    ops = module(V4_COMPRESS)
-    x, table, pos, slot = _norm_rope_inputs(rows, cos_sin, positions, slots, fmt, rope_dim)
-    pages = token_records(layer_pages(cache, fmt, rows_per_block, layer), rows_per_block, _RECORD[fmt])
-    ops._finalize_norm_rope_quant_store_sparse_attn[(x.shape[0],)](
-        x,
-        x.stride(0),
-        pos,
-        slot,
-        weight.contiguous(),
+    """V4's ``compress_norm_rope_store_triton`` (Triton: compress, RMSNorm, RoPE, quantize, store in one kernel;
+    head 512 for v4_584, the head-128 indexer kernels for the index records) with its compression the identity:
+    ``compress_ratio`` 1 and no overlap, so each position's window is its one state row, whose softmax weight
+    is exactly 1 (the scores are 0). V4's Compressor uses ratios 4 and 128; the kernels take the ratio as a
+    constexpr. The state cache holds row r as request r's one block (block size 1, ``[kv | score]``, state
+    width the head size; the block table names block r at every position), ``token_to_req_indices = arange``;
+    the same slots mark valid tokens and address the cache (``k_cache_metadata.slot_mapping``)."""
+    r, head = rows.shape
+    quant_block, token_stride, scale_dim = _V4_QUANT[fmt]
+    state = torch.cat([rows, torch.zeros_like(rows)], dim=1).reshape(r, 1, 2 * head)
+    requests = torch.arange(r, dtype=torch.int32, device=rows.device)
+    width = int(positions.max()) + 1 if r else 1
+    ops.compress_norm_rope_store_triton(
+        state_cache=state,
+        num_actual=r,
+        token_to_req_indices=requests,
+        positions=positions,
+        slot_mapping=slots,
+        block_table=requests[:, None].expand(r, width).contiguous(),
+        block_size=1,
+        state_width=head,
+        cos_sin_cache=cos_sin,
+        kv_cache=pages,
+        k_cache_metadata=SimpleNamespace(slot_mapping=slots),
+        pdl_kwargs={},
+        head_dim=head,
+        rope_head_dim=ROPE_DIM,
+        compress_ratio=1,
+        overlap=False,
+        use_fp4_cache=fmt == "index_fp4_68",
+        rms_norm_weight=weight,
+        rms_norm_eps=eps,
+        quant_block=quant_block,
+        token_stride=token_stride,
+        scale_dim=scale_dim,
+    )
+
+
+def _v4_finalize(
+    ops: Any,
+    fmt: str,
+    rows: torch.Tensor,
+    weight: torch.Tensor,
+    cos_sin: torch.Tensor,
+    positions: torch.Tensor,
+    slots: torch.Tensor,
+    pages: torch.Tensor,
+    eps: float,
+) -> None:
+    """Stage 2 of V4's two-stage compressor, ``_finalize_norm_rope_quant_store_sparse_attn`` (Triton: RMSNorm,
+    FP8 quantize, RoPE, store of the pooled rows stage 1 leaves in its f32 scratch), launched as
+    ``_launch_two_stage_sparse_attn_compressor`` launches it (whose stage-1 occupancy pick asks the CUDA device,
+    so it is not called on a CPU), with the contract's rows as the scratch and ``COMPRESS_RATIO`` 1 (the ratio
+    only decides which positions close a group and their RoPE position; vLLM runs it at 128); the same slots
+    mark valid tokens and address the cache."""
+    ops._finalize_norm_rope_quant_store_sparse_attn[(rows.shape[0],)](
+        rows,
+        rows.stride(0),
+        positions,
+        slots,
+        weight,
         eps,
-        table,
-        table.stride(0),
+        cos_sin,
+        cos_sin.stride(0),
         pages,
-        slot,
+        slots,
         pages.shape[1],
         HEAD_SIZE=512,
         TRITON_BLOCK_SIZE=512,
         COMPRESS_RATIO=1,
-        ROPE_HEAD_DIM=rope_dim,
+        ROPE_HEAD_DIM=ROPE_DIM,
         FP8_MAX=448.0,
         QUANT_BLOCK=64,
         TOKEN_STRIDE=576,
@@ -294,46 +304,31 @@ def finalize_v4(
     )
 
 
-finalize_v4.csa_convention = "v4_584"  # type: ignore[attr-defined]
+def _v41_save_insert(
+    ops: Any,
+    fmt: str,
+    rows: torch.Tensor,
+    weight: torch.Tensor,
+    cos_sin: torch.Tensor,
+    positions: torch.Tensor,
+    slots: torch.Tensor,
+    pages: torch.Tensor,
+    eps: float,
+) -> None:
+    """V4.1's two stages, as its Compressor runs them at compress ratio 1 (its full-length compressed cache):
+    ``fused_save_compress_norm`` (Triton; at ratio 1 no ring and no pooling, each valid token's row RMS-normed
+    into a bf16 latent), then ``rope_quant_insert`` (Triton: GPT-J RoPE, quantize, store; the cache's record
+    width picks the 584, 528 or 288 B kernel). The slots mark valid tokens for the first and address the
+    cache for the second, as the Compressor passes the cache's slot mapping to both at ratio 1."""
+    latent = torch.zeros(rows.shape, dtype=torch.bfloat16, device=rows.device)
+    ops.fused_save_compress_norm(rows, positions, None, slots, None, None, weight, eps, 1, latent)
+    ops.rope_quant_insert(latent, positions, cos_sin, pages, slots, 1)
 
 
-def _save_norm_insert_v41(fmt: str):  # type: ignore[no-untyped-def]
-    def norm_rope_store(
-        rows: torch.Tensor,
-        weight: torch.Tensor,
-        cos_sin: torch.Tensor,
-        positions: torch.Tensor,
-        slots: torch.Tensor,
-        cache: torch.Tensor,
-        *,
-        fmt: str,
-        rows_per_block: int,
-        layer: int,
-        eps: float,
-        rope_dim: int,
-    ) -> None:
-        """norm_rope_store by V4.1's two stages, as its attention layer runs them at compress ratio 1:
-        ``fused_save_compress_norm`` (Triton; at ratio 1 no ring and no pooling, each valid token's row
-        RMS-normed into a bf16 latent) then ``rope_quant_insert`` (Triton: GPT-J RoPE, quantize, store; the
-        record width of the cache picks the 584, 528 or 288 B kernel). The slots mark valid tokens for the
-        first and address the cache for the second; the layer's pages as ``kv_cache``
-        ``[blocks, rows_per_block, record]`` (block stride the cache's). The weight is passed as the
-        contract's f32 (vLLM's is bf16; the kernel widens what it loads)."""
-        ops = module(V41_COMPRESS)
-        x, table, pos, slot = _norm_rope_inputs(rows, cos_sin, positions, slots, fmt, rope_dim)
-        latent = torch.zeros(x.shape, dtype=torch.bfloat16, device=x.device)
-        ops.fused_save_compress_norm(x, pos, None, slot, None, None, weight.contiguous(), eps, 1, latent)
-        pages = token_records(layer_pages(cache, fmt, rows_per_block, layer), rows_per_block, _RECORD[fmt])
-        ops.rope_quant_insert(latent, pos, table, pages, slot, 1)
-
-    norm_rope_store.__name__ = f"norm_rope_store_v41_{fmt}"
-    norm_rope_store.csa_convention = fmt  # type: ignore[attr-defined]
-    return norm_rope_store
-
-
-compress_v4 = _compress_v4("v4_584")
-compress_v4_index_fp8 = _compress_v4("index_fp8_132")
-compress_v4_index_fp4 = _compress_v4("index_fp4_68")
-save_norm_insert_v41_v4 = _save_norm_insert_v41("v4_584")
-save_norm_insert_v41_fp8 = _save_norm_insert_v41("v41_fp8_528")
-save_norm_insert_v41_fp4 = _save_norm_insert_v41("v41_fp4_288")
+compress_v4 = _norm_rope("v4_584", V4_COMPRESS, _v4_compress)
+compress_v4_index_fp8 = _norm_rope("index_fp8_132", V4_COMPRESS, _v4_compress)
+compress_v4_index_fp4 = _norm_rope("index_fp4_68", V4_COMPRESS, _v4_compress)
+finalize_v4 = _norm_rope("v4_584", V4_COMPRESS, _v4_finalize)
+save_norm_insert_v41_v4 = _norm_rope("v4_584", V41_COMPRESS, _v41_save_insert)
+save_norm_insert_v41_fp8 = _norm_rope("v41_fp8_528", V41_COMPRESS, _v41_save_insert)
+save_norm_insert_v41_fp4 = _norm_rope("v41_fp4_288", V41_COMPRESS, _v41_save_insert)
