@@ -68,11 +68,13 @@ def sparse_topk_remap(
     (``_sparse_topk_remap_kernel``, Triton), given the contract's columns as that top-k's output. Its top-k
     (DeepSelect, a compiled extension for SM100) is not part of the operation and is not called.
 
-    As vLLM's indexer calls them: the sparse block ``pick_sparse_block_kv(block_size)`` (16 or 8 positions;
-    any other block size raises its ValueError), ``row_ks`` zeros and ``row_ke`` the lengths (the paged decode
-    path: blocks request-local), ``width`` the sparse logits' width (``S * sparse_block_kv``). What differs in
-    layout: the candidate blocks padded with -1 columns to a power of two (its in-kernel sort needs one; -1 is
-    its padding), the columns contiguous as the top-k's output is; ``end`` is the contract's count."""
+    As vLLM's indexer calls them: the sparse block ``pick_sparse_block_kv(block_size)`` (16 or 8 positions,
+    the larger that divides it; a block size neither divides raises its ValueError), ``row_ks`` zeros and
+    ``row_ke`` the lengths (the paged decode path: blocks request-local), ``width`` the sparse logits' width
+    (``S * sparse_block_kv``). What differs in layout: the candidate blocks padded with -1 columns to a power of
+    two, at least 1 (its in-kernel sort needs one; -1 is its padding, so no candidate block is one -1 column),
+    the columns contiguous as the top-k's output is; ``end`` is the contract's count. A call of 0 columns is
+    passed as it is (``K_POW2`` 0)."""
     ops = module(SPARSE_LOGITS)
     sbk = ops.pick_sparse_block_kv(block_size)
     m, nb = candidate_blocks.shape
