@@ -116,7 +116,8 @@ PEERS: tuple[Peer, ...] = (
         "one state row, whose softmax weight is exactly 1 (V4's Compressor runs ratios 4 and 128; the kernel takes"
         " the ratio as a constexpr). RMSNorm in f32, the 448 NoPE values quantized from the bf16-rounded row, RoPE"
         " on the f32 row stored as bf16. On CUDA vLLM runs the head-512 compressor as a CuTe DSL kernel; this "
-        "Triton one runs on the other platforms.",
+        "Triton one runs on the other platforms (on ROCm at ratio 128 for decode tokens only, the two-stage "
+        "variant taking prefill).",
     ),
     Peer(
         "vllm.compress_norm_rope_store_triton (V4 indexer, index FP8, 132 B), compress ratio 1",
@@ -141,8 +142,8 @@ PEERS: tuple[Peer, ...] = (
         (),
         True,
         "pass",
-        "Passes: the stage that reads stage 1's pooled rows (the two-stage compressor vLLM runs for head 512 at "
-        "ratio 128 off CUDA) computes as the single-pass kernel's tail does.",
+        "Passes: the stage that reads stage 1's pooled rows computes as the single-pass kernel's tail does. vLLM "
+        "runs the two-stage compressor on ROCm, for head 512 without overlap (ratio 128), on prefill tokens.",
     ),
     Peer(
         "vllm.fused_save_compress_norm + rope_quant_insert (V4.1 on the V4 record, 584 B), compress ratio 1",
