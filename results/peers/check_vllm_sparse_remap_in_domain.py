@@ -8,7 +8,7 @@ anywhere, lengths from 0 to past every block (cutting the newest block), and col
 columns with -1 lanes or every valid column in order followed by -1. Each row's positions and count are
 compared exactly with ``reference.candidates.remap_columns``. Prints the number of rows that differ (0
 expected) and the first few. Standalone: ``python results/peers/check_vllm_sparse_remap_in_domain.py`` from the
-repository root, with the wheels unpacked (``TRITON_INTERPRET=1`` on a machine without CUDA).
+repository root, with the wheels unpacked; on a machine without CUDA the kernels run interpreted.
 """
 
 import os
@@ -17,11 +17,14 @@ import sys
 
 import torch
 
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from csa.peers.vllm_ops import sparse_topk_remap
 from reference.candidates import kept_positions, remap_columns
 
+device = "cuda" if torch.cuda.is_available() else "cpu"
 rng = random.Random(1)
 differ = rows_checked = 0
 for _ in range(300):
@@ -38,9 +41,9 @@ for _ in range(300):
         else:
             columns.append([-1 if count == 0 or rng.random() < 0.2 else rng.randrange(count) for _ in range(k)])
     positions, counts = sparse_topk_remap(
-        torch.tensor(columns, dtype=torch.int32).reshape(m, k),
-        torch.tensor(blocks, dtype=torch.int32).reshape(m, slots),
-        torch.tensor(lengths, dtype=torch.int32),
+        torch.tensor(columns, dtype=torch.int32, device=device).reshape(m, k),
+        torch.tensor(blocks, dtype=torch.int32, device=device).reshape(m, slots),
+        torch.tensor(lengths, dtype=torch.int32, device=device),
         block_size=block_size,
     )
     for r in range(m):
@@ -54,5 +57,5 @@ for _ in range(300):
                     f"differs: blocks {blocks[r]} length {lengths[r]} block {block_size} columns {columns[r]}: "
                     f"want {list(want)} / {want_count}, got {got} / {got_count}"
                 )
-print(f"{differ} of {rows_checked} rows differ")
+print(f"{differ} of {rows_checked} rows differ (on {device})")
 sys.exit(1 if differ else 0)
