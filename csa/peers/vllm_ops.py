@@ -8,6 +8,7 @@ signatures disagree on: argument order, dtypes and layouts, all named in the ada
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -164,18 +165,34 @@ _ROW |= {"index_fp8_132": (128, 132), "index_fp4_68": (128, 68)}
 _V4_QUANT = {"v4_584": (64, 576, 8), "index_fp8_132": (128, 128, 4), "index_fp4_68": (32, 64, 4)}
 """V4's ``quant_block``, ``token_stride`` and ``scale_dim`` per format, as its Compressor sets them."""
 
-Stage = Callable[
-    [Any, str, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], None
-]
+
+@dataclass(frozen=True)
+class NormRopeCall:
+    """One norm_rope_store call as vLLM's compressor stages take it (``_norm_rope`` builds it)."""
+
+    fmt: str
+    rows: torch.Tensor
+    """f32 ``[R, d]``, contiguous."""
+    weight: torch.Tensor
+    cos_sin: torch.Tensor
+    """f32 ``[P, 64]``, contiguous: cos in the first 32 columns, sin in the rest (vLLM's ``cos_sin_cache``)."""
+    positions: torch.Tensor
+    slots: torch.Tensor
+    pages: torch.Tensor
+    """The layer's pages as ``[blocks, rows_per_block, record]`` (``common.token_records``)."""
+    eps: float
+
+
+Stage = Callable[[Any, NormRopeCall], None]
 
 
 def _norm_rope(fmt: str, module_name: str, stage: Stage) -> Callable[..., None]:
-    """norm_rope_store by ``stage(ops, fmt, rows, weight, cos_sin, positions, slots, pages, eps)``, ``ops`` the
-    module ``module_name`` of vLLM, which the stage calls (its docstring says how). What every one of them
-    changes: the tensors contiguous (the layout vLLM's launchers assert or assume), rows and the cos / sin table
-    f32, positions and slots int64, the weight the contract's f32 (vLLM's is the model's bf16; the kernels widen
-    what they load), the layer's pages as ``kv_cache`` ``[blocks, rows_per_block, record]`` (block stride the
-    cache's); a RoPE width other than its 64 refused."""
+    """norm_rope_store by ``stage(ops, call)``, ``ops`` the module ``module_name`` of vLLM, which the stage
+    calls (its docstring says how). What every one of them changes: the tensors contiguous (the layout vLLM's
+    launchers assert or assume), rows and the cos / sin table f32, positions and slots int64, the weight the
+    contract's f32 (vLLM's is the model's bf16; the kernels widen what they load), the layer's pages as
+    ``kv_cache`` ``[blocks, rows_per_block, record]`` (block stride the cache's); a RoPE width other than its 64
+    refused."""
 
     def norm_rope_store(
         rows: torch.Tensor,
@@ -197,8 +214,7 @@ def _norm_rope(fmt: str, module_name: str, stage: Stage) -> Callable[..., None]:
         if rows.shape[-1] != dims:
             raise ValueError(f"rows: {fmt} rows have {dims} values, got {rows.shape[-1]}")
         pages = token_records(layer_pages(cache, fmt, rows_per_block, layer), rows_per_block, record)
-        stage(
-            module(module_name),
+        call = NormRopeCall(
             fmt,
             rows.float().contiguous(),
             weight.contiguous(),
@@ -208,6 +224,7 @@ def _norm_rope(fmt: str, module_name: str, stage: Stage) -> Callable[..., None]:
             pages,
             eps,
         )
+        stage(module(module_name), call)
 
     norm_rope_store.__name__ = f"norm_rope_store{stage.__name__}_{fmt}"
     norm_rope_store.__doc__ = f"{stage.__doc__}\n\n{_norm_rope.__doc__}"
@@ -215,17 +232,7 @@ def _norm_rope(fmt: str, module_name: str, stage: Stage) -> Callable[..., None]:
     return norm_rope_store
 
 
-def _v4_compress(
-    ops: Any,
-    fmt: str,
-    rows: torch.Tensor,
-    weight: torch.Tensor,
-    cos_sin: torch.Tensor,
-    positions: torch.Tensor,
-    slots: torch.Tensor,
-    pages: torch.Tensor,
-    eps: float,
-) -> None:
+def _v4_compress(ops: Any, c: NormRopeCall) -> None:
     """V4's ``compress_norm_rope_store_triton`` (Triton: compress, RMSNorm, RoPE, quantize, store in one kernel;
     head 512 for v4_584, the head-128 indexer kernels for the index records) with its compression the identity:
     ``compress_ratio`` 1 and no overlap, so each position's window is its one state row, whose softmax weight
@@ -233,66 +240,56 @@ def _v4_compress(
     constexpr. The state cache holds row r as request r's one block (block size 1, ``[kv | score]``, state
     width the head size; the block table names block r at every position), ``token_to_req_indices = arange``;
     the same slots mark valid tokens and address the cache (``k_cache_metadata.slot_mapping``)."""
-    r, head = rows.shape
-    quant_block, token_stride, scale_dim = _V4_QUANT[fmt]
-    state = torch.cat([rows, torch.zeros_like(rows)], dim=1).reshape(r, 1, 2 * head)
-    requests = torch.arange(r, dtype=torch.int32, device=rows.device)
-    width = int(positions.max()) + 1 if r else 1
+    r, head = c.rows.shape
+    quant_block, token_stride, scale_dim = _V4_QUANT[c.fmt]
+    state = torch.cat([c.rows, torch.zeros_like(c.rows)], dim=1).reshape(r, 1, 2 * head)
+    requests = torch.arange(r, dtype=torch.int32, device=c.rows.device)
+    width = int(c.positions.max()) + 1 if r else 1
     ops.compress_norm_rope_store_triton(
         state_cache=state,
         num_actual=r,
         token_to_req_indices=requests,
-        positions=positions,
-        slot_mapping=slots,
+        positions=c.positions,
+        slot_mapping=c.slots,
         block_table=requests[:, None].expand(r, width).contiguous(),
         block_size=1,
         state_width=head,
-        cos_sin_cache=cos_sin,
-        kv_cache=pages,
-        k_cache_metadata=SimpleNamespace(slot_mapping=slots),
+        cos_sin_cache=c.cos_sin,
+        kv_cache=c.pages,
+        k_cache_metadata=SimpleNamespace(slot_mapping=c.slots),
         pdl_kwargs={},
         head_dim=head,
         rope_head_dim=ROPE_DIM,
         compress_ratio=1,
         overlap=False,
-        use_fp4_cache=fmt == "index_fp4_68",
-        rms_norm_weight=weight,
-        rms_norm_eps=eps,
+        use_fp4_cache=c.fmt == "index_fp4_68",
+        rms_norm_weight=c.weight,
+        rms_norm_eps=c.eps,
         quant_block=quant_block,
         token_stride=token_stride,
         scale_dim=scale_dim,
     )
 
 
-def _v4_finalize(
-    ops: Any,
-    fmt: str,
-    rows: torch.Tensor,
-    weight: torch.Tensor,
-    cos_sin: torch.Tensor,
-    positions: torch.Tensor,
-    slots: torch.Tensor,
-    pages: torch.Tensor,
-    eps: float,
-) -> None:
+def _v4_finalize(ops: Any, c: NormRopeCall) -> None:
     """Stage 2 of V4's two-stage compressor, ``_finalize_norm_rope_quant_store_sparse_attn`` (Triton: RMSNorm,
     FP8 quantize, RoPE, store of the pooled rows stage 1 leaves in its f32 scratch), launched as
     ``_launch_two_stage_sparse_attn_compressor`` launches it (whose stage-1 occupancy pick asks the CUDA device,
     so it is not called on a CPU), with the contract's rows as the scratch and ``COMPRESS_RATIO`` 1 (the ratio
     only decides which positions close a group and their RoPE position; vLLM runs it at 128); the same slots
     mark valid tokens and address the cache."""
-    ops._finalize_norm_rope_quant_store_sparse_attn[(rows.shape[0],)](
-        rows,
-        rows.stride(0),
-        positions,
-        slots,
-        weight,
-        eps,
-        cos_sin,
-        cos_sin.stride(0),
-        pages,
-        slots,
-        pages.shape[1],
+    ops._finalize_norm_rope_quant_store_sparse_attn[(c.rows.shape[0],)](
+        c.rows,
+        c.rows.stride(0),
+        c.positions,
+        c.slots,
+        c.weight,
+        c.eps,
+        c.cos_sin,
+        c.cos_sin.stride(0),
+        c.pages,
+        c.slots,
+        c.pages.shape[1],
         HEAD_SIZE=512,
         TRITON_BLOCK_SIZE=512,
         COMPRESS_RATIO=1,
@@ -301,30 +298,20 @@ def _v4_finalize(
         QUANT_BLOCK=64,
         TOKEN_STRIDE=576,
         SCALE_DIM=8,
-        KV_BLOCK_STRIDE=pages.stride(0),
+        KV_BLOCK_STRIDE=c.pages.stride(0),
         SANITIZE_CACHE_NANS=ops._ON_GFX950,
     )
 
 
-def _v41_save_insert(
-    ops: Any,
-    fmt: str,
-    rows: torch.Tensor,
-    weight: torch.Tensor,
-    cos_sin: torch.Tensor,
-    positions: torch.Tensor,
-    slots: torch.Tensor,
-    pages: torch.Tensor,
-    eps: float,
-) -> None:
+def _v41_save_insert(ops: Any, c: NormRopeCall) -> None:
     """V4.1's two stages, as its Compressor runs them at compress ratio 1 (its full-length compressed cache):
     ``fused_save_compress_norm`` (Triton; at ratio 1 no ring and no pooling, each valid token's row RMS-normed
     into a bf16 latent), then ``rope_quant_insert`` (Triton: GPT-J RoPE, quantize, store; the cache's record
     width picks the 584, 528 or 288 B kernel). The slots mark valid tokens for the first and address the
     cache for the second, as the Compressor passes the cache's slot mapping to both at ratio 1."""
-    latent = torch.zeros(rows.shape, dtype=torch.bfloat16, device=rows.device)
-    ops.fused_save_compress_norm(rows, positions, None, slots, None, None, weight, eps, 1, latent)
-    ops.rope_quant_insert(latent, positions, cos_sin, pages, slots, 1)
+    latent = torch.zeros(c.rows.shape, dtype=torch.bfloat16, device=c.rows.device)
+    ops.fused_save_compress_norm(c.rows, c.positions, None, c.slots, None, None, c.weight, c.eps, 1, latent)
+    ops.rope_quant_insert(latent, c.positions, c.cos_sin, c.pages, c.slots, 1)
 
 
 compress_v4 = _norm_rope("v4_584", V4_COMPRESS, _v4_compress)
