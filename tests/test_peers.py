@@ -81,22 +81,31 @@ def test_adapters_load() -> None:
     _needs("sglang")
     out = _run_in_subprocess(
         "from csa.peers import vllm_ops, sglang_ops\n"
-        "for n in (vllm_ops.V4_CACHE, vllm_ops.V41_CACHE, vllm_ops.CANDIDATES):\n"
+        "for n in (vllm_ops.V4_CACHE, vllm_ops.V41_CACHE, vllm_ops.CANDIDATES, vllm_ops.SPARSE_LOGITS,\n"
+        "          vllm_ops.V4_COMPRESS, vllm_ops.V41_COMPRESS):\n"
         "    print(vllm_ops.module(n).__file__)\n"
         "for n in (sglang_ops.CANDIDATES, sglang_ops.DEQUANT, sglang_ops.INDEX_CACHE):\n"
         "    print(sglang_ops.module(n).__file__)\n"
     )
     assert out.returncode == 0, out.stderr[-3000:]
     files = out.stdout.split()
-    assert len(files) == 6
+    assert len(files) == 9
     assert all(str(loader.peers_dir()) in f for f in files)
 
 
 @pytest.mark.slow
-def test_a_peer_judged_end_to_end(tmp_path: pathlib.Path) -> None:
-    """vLLM's slot translation, under its declared convention, through csa fuzz's worker: it passes."""
+@pytest.mark.parametrize(
+    ("name", "convention"),
+    [
+        ("vllm.compute_global_topk_indices_and_lens", "sentinel+int32_slots"),
+        ("vllm.fused_save_compress_norm + rope_quant_insert (V4.1, 528 B), compress ratio 1", "v41_fp8_528"),
+    ],
+)
+def test_a_peer_judged_end_to_end(name: str, convention: str, tmp_path: pathlib.Path) -> None:
+    """vLLM's slot translation and its V4.1 compressor tail, each under its declared convention, through csa
+    fuzz's worker: they pass."""
     _needs("vllm")
-    peer = _peer("vllm.compute_global_topk_indices_and_lens")
+    peer = _peer(name)
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "csa.cli", "fuzz", "--op", peer.op, "--impl", peer.impl, "--max-examples", "5"]
     cmd += ["--shrink-seconds", "5", "--report", str(report), "--repro-dir", str(tmp_path / "repro")]
@@ -104,8 +113,34 @@ def test_a_peer_judged_end_to_end(tmp_path: pathlib.Path) -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     data = json.loads(report.read_text())
-    assert data["convention"] == "sentinel+int32_slots"
+    assert data["convention"] == convention
     assert data["result"] == "pass"
+
+
+@pytest.mark.slow
+def test_vllm_remap_agrees_inside_its_domain_and_refuses_outside_it() -> None:
+    """vLLM's candidate remap equals the reference on block sizes 8, 16 and 32 (its two-sparse-blocks path) and
+    refuses a block size that is no multiple of its sparse block: the domain its verdict states."""
+    _needs("vllm")
+    out = _run_in_subprocess(
+        "import torch\n"
+        "from csa.peers.vllm_ops import sparse_topk_remap\n"
+        "from reference.candidates import remap_columns\n"
+        "blocks, lengths = [[5, -1, 0, 2], [1, 3, -1, -1]], [170, 70]\n"
+        "for size in (8, 16, 32):\n"
+        "    columns = [[0, 1, -1, 2 * size - 1, 2 * size], [1, -1, 0, 0, 1]]\n"
+        "    args = [torch.tensor(v, dtype=torch.int32) for v in (columns, blocks, lengths)]\n"
+        "    got, counts = sparse_topk_remap(*args, block_size=size)\n"
+        "    want = [remap_columns(c, b, n, size) for c, b, n in zip(columns, blocks, lengths)]\n"
+        "    assert got.tolist() == [list(p) for p, _ in want], (size, got.tolist(), want)\n"
+        "    assert counts.tolist() == [n for _, n in want], (size, counts.tolist(), want)\n"
+        "try:\n"
+        "    sparse_topk_remap(*args, block_size=4)\n"
+        "except ValueError as err:\n"
+        "    print('refused:', err)\n"
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "refused: candidate_block_size=4" in out.stdout
 
 
 def test_a_kernels_reproducers_are_merged_into_one_its_report_names(tmp_path: pathlib.Path) -> None:

@@ -29,6 +29,9 @@ V = "csa.peers.vllm_ops"
 S = "csa.peers.sglang_ops"
 VLLM_V4 = "vllm/models/deepseek_v4/common/ops/cache_utils.py"
 VLLM_V41 = "vllm/models/deepseek_v41/common/ops/cache_utils.py"
+VLLM_SPARSE = "vllm/model_executor/kernels/attention/dsa/sparse_mqa_logits.py"
+VLLM_V4_COMPRESS = "vllm/models/deepseek_v4/common/ops/fused_compress_quant_cache.py"
+VLLM_V41_COMPRESS = "vllm/models/deepseek_v41/common/ops/fused_compress_quant_cache.py"
 BAD = ("bad_input",)
 
 PEERS: tuple[Peer, ...] = (
@@ -57,6 +60,27 @@ PEERS: tuple[Peer, ...] = (
         "path, taken where that library is installed: any order, as its comment says); NaN blocks kept.",
     ),
     Peer(
+        "vllm.sparse_topk_remap (remap kernel) after candidate_blocks_to_sparse_indices",
+        "vllm",
+        f"{VLLM_SPARSE}:candidate_blocks_to_sparse_indices, _sparse_topk_remap_kernel (sparse_topk_remap's remap)",
+        "candidate_remap",
+        f"{V}:sparse_topk_remap",
+        (),
+        True,
+        "fail",
+        "Fails only outside its domain, two documented limits. (1) Candidate block sizes must be a multiple of "
+        "its sparse block (8 or 16 positions): for 2, 3 and 4, which the contract also draws, vLLM's own "
+        "`pick_sparse_block_kv` raises ValueError (on a view input the harness then also reports that the "
+        "refusal does not name the argument). (2) A call with 0 columns (topk_tokens 0; the models' index top-k "
+        "is 512 or 1024, reference/models.py) stops in the remap kernel at `tl.arange(0, K_POW2)` with K_POW2 = "
+        "next_power_of_2(0) = 0: Triton's own check (triton/language/semantic.py, which compiled code runs too; "
+        "not run compiled here). Inside the domain (block sizes 8, 16 and 32, the last its two-sparse-blocks "
+        "path; at least one column) it agrees exactly with the reference: "
+        "results/peers/check_vllm_sparse_remap_in_domain.py, 300 random calls, -1 padding anywhere, lengths "
+        "cutting the newest block, no row differs. Its top-k (DeepSelect, SM100) is not part of the operation "
+        "and not called. No bug.",
+    ),
+    Peer(
         "vllm.quantize_and_insert_k_cache (V4, 584 B)",
         "vllm",
         f"{VLLM_V4}:quantize_and_insert_k_cache",
@@ -78,6 +102,73 @@ PEERS: tuple[Peer, ...] = (
         True,
         "pass",
         "Passes under bf16_rows + f32_scale, the bad-input group left out.",
+    ),
+    Peer(
+        "vllm.compress_norm_rope_store_triton (V4, 584 B), compress ratio 1",
+        "vllm",
+        f"{VLLM_V4_COMPRESS}:compress_norm_rope_store_triton",
+        "norm_rope_store",
+        f"{V}:compress_v4",
+        (),
+        True,
+        "pass",
+        "Passes with its compression the identity: compress ratio 1 without overlap makes each window the token's "
+        "one state row, whose softmax weight is exactly 1 (V4's Compressor runs ratios 4 and 128; the kernel takes"
+        " the ratio as a constexpr). RMSNorm in f32, the 448 NoPE values quantized from the bf16-rounded row, RoPE"
+        " on the f32 row stored as bf16. On CUDA vLLM runs the head-512 compressor as a CuTe DSL kernel; this "
+        "Triton one runs on the other platforms (on ROCm at ratio 128 for decode tokens only, the two-stage "
+        "variant taking prefill).",
+    ),
+    Peer(
+        "vllm.compress_norm_rope_store_triton (V4 indexer, index FP8, 132 B), compress ratio 1",
+        "vllm",
+        f"{VLLM_V4_COMPRESS}:compress_norm_rope_store_triton",
+        "norm_rope_store",
+        f"{V}:compress_v4_index_fp8",
+        (),
+        True,
+        "pass",
+        "Passes, its compression the identity as for the 584 B record: RoPE in f32, then the row rounded to bf16 "
+        "and quantized under one power-of-two f32 scale (MX_SCALE off, as everywhere but SM100, where DeepGEMM's "
+        "MX scales store it as four UE8M0 bytes, a format the contract does not define). This is the Triton kernel"
+        " vLLM runs for the V4 indexer's cache on CUDA.",
+    ),
+    Peer(
+        "vllm._finalize_norm_rope_quant_store_sparse_attn (V4 two-stage compressor's stage 2, 584 B)",
+        "vllm",
+        f"{VLLM_V4_COMPRESS}:_finalize_norm_rope_quant_store_sparse_attn",
+        "norm_rope_store",
+        f"{V}:finalize_v4",
+        (),
+        True,
+        "pass",
+        "Passes: the stage that reads stage 1's pooled rows computes as the single-pass kernel's tail does. vLLM "
+        "runs the two-stage compressor on ROCm, for head 512 without overlap (ratio 128), on prefill tokens.",
+    ),
+    Peer(
+        "vllm.fused_save_compress_norm + rope_quant_insert (V4.1 on the V4 record, 584 B), compress ratio 1",
+        "vllm",
+        f"{VLLM_V41_COMPRESS}:fused_save_compress_norm, rope_quant_insert",
+        "norm_rope_store",
+        f"{V}:save_norm_insert_v41_v4",
+        (),
+        True,
+        "pass",
+        "Passes at compress ratio 1, a ratio V4.1's Compressor runs (the full-length compressed cache): no ring "
+        "and no pooling, each row RMS-normed into a bf16 latent, which rope_quant_insert rotates (f32 arithmetic "
+        "on the bf16 latent) and stores in V4's record.",
+    ),
+    Peer(
+        "vllm.fused_save_compress_norm + rope_quant_insert (V4.1, 528 B), compress ratio 1",
+        "vllm",
+        f"{VLLM_V41_COMPRESS}:fused_save_compress_norm, rope_quant_insert",
+        "norm_rope_store",
+        f"{V}:save_norm_insert_v41_fp8",
+        (),
+        True,
+        "pass",
+        "Passes at compress ratio 1, as on the V4 record: RoPE first, then all 512 values MXFP8-quantized (16 "
+        "UE8M0 scales of 32).",
     ),
     Peer(
         "vllm.dequantize_and_gather_k_cache (V4, 584 B)",
@@ -218,18 +309,31 @@ NOT_JUDGED: tuple[tuple[str, str], ...] = (
         "(`sglang.srt.configs`, every model's config, which run transformers, dill and torchvision code at import "
         "time), more than stubbing inert packages can stand in for",
     ),
+    (
+        "vLLM `models/deepseek_v4/common/ops/fused_compress_quant_cache.py:compress_norm_rope_store_triton` on the "
+        "index FP4 record (68 B; adapter `csa.peers.vllm_ops:compress_v4_index_fp4`) and "
+        "`models/deepseek_v41/common/ops/fused_compress_quant_cache.py:rope_quant_insert` on the NVFP4 record "
+        "(288 B; adapter `csa.peers.vllm_ops:save_norm_insert_v41_fp4`), both at compress ratio 1",
+        "their e2m1 packing (`_fp32x2_to_fp4x2`) is PTX inline assembly (`cvt.rn.satfinite.e2m1x2.f32`), which "
+        "Triton's interpreter does not run: a CPU run stops there. On a CUDA GPU `csa fuzz --op norm_rope_store "
+        "--impl ADAPTER --device cuda` judges them; no such run is recorded",
+    ),
 )
 """Peer kernels with an adapter that ``make peers`` cannot run here, and why."""
 
 NOT_IN_CONTRACT: tuple[tuple[str, str], ...] = (
     (
-        "vLLM `model_executor/kernels/attention/dsa/sparse_mqa_logits.py`: `sparse_topk_remap`, "
-        "`candidate_blocks_to_sparse_indices`",
-        "candidate restore remap (columns of kept blocks back to positions): operation not in the contract yet",
-    ),
-    (
-        "vLLM `models/deepseek_v4/common/ops/fused_compress_quant_cache.py:compress_norm_rope_store_triton`, "
-        "`models/deepseek_v41/common/ops/fused_compress_quant_cache.py:fused_save_compress_norm`",
-        "fused compressor path (compress, RMSNorm, RoPE, quantize, store): operation not in the contract yet",
+        "vLLM's compressors' pooling: `models/deepseek_v4/common/ops/fused_compress_quant_cache.py:"
+        "compress_norm_rope_store_triton` at ratios 4 (overlapping windows) and 128 (and its two-stage "
+        "variant's stage 1, `_compress_gather_split_sparse_attn`), `models/deepseek_v41/common/ops/"
+        "fused_compress_quant_cache.py:fused_save_compress_norm` at ratio 2 (a ring row joined with the chunk's "
+        "first token)",
+        "norm_rope_store takes the compressed rows themselves; these kernels fuse into the same call the "
+        "softmax-gated pooling of each group's rows read from the compressor's paged state cache (through a block "
+        "table and per-token request indices) or its per-request ring, writing the ring as they go. Their "
+        "norm -> RoPE -> quantize -> store is judged above with the pooling the identity (ratio 1) or as a "
+        "separate stage; the pooling itself, fused with the store, has no operation: compression_prefill and "
+        "compression_decode judge pooling on the contract's per-request state ring and return the rows (f32 or "
+        "bf16), where these kernels leave only quantized cache bytes",
     ),
 )

@@ -52,7 +52,9 @@ def unpack(wheels: list[pathlib.Path], src: pathlib.Path) -> None:
 LOADED = """
 import json, sys
 from csa.peers import sglang_ops, vllm_ops
-for name in (vllm_ops.V4_CACHE, vllm_ops.V41_CACHE, vllm_ops.CANDIDATES, "vllm.platforms.cuda"):
+vllm_modules = (vllm_ops.V4_CACHE, vllm_ops.V41_CACHE, vllm_ops.CANDIDATES, vllm_ops.SPARSE_LOGITS)
+vllm_modules += (vllm_ops.V4_COMPRESS, vllm_ops.V41_COMPRESS, "vllm.platforms.cuda")
+for name in vllm_modules:
     vllm_ops.module(name)  # vllm.platforms.cuda: current_platform on a GPU
 for name in (sglang_ops.CANDIDATES, sglang_ops.DEQUANT, sglang_ops.INDEX_CACHE):
     try:

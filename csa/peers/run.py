@@ -22,6 +22,7 @@ from typing import Any
 
 from csa.peers.catalog import NOT_IN_CONTRACT, NOT_JUDGED, PEERS, Peer
 from csa.peers.loader import ENGINES, missing_reason, peers_dir
+from reference.conventions import CONVENTIONS
 
 
 def _command(peer: Peer, args: argparse.Namespace, report: pathlib.Path, repro: pathlib.Path) -> list[str]:
@@ -165,7 +166,7 @@ def page(run: dict[str, Any], out_dir: pathlib.Path) -> str:
         peer = by_name[r["peer"]]
         report_file = out_dir / r["report"]
         report = json.loads(report_file.read_text()) if report_file.is_file() else {}
-        convention = report.get("convention") or "?"
+        convention = report.get("convention") or ("none" if not CONVENTIONS[peer.op] else "?")
         left = f" (left out: {', '.join(peer.leave_out)})" if peer.leave_out else ""
         if r["outcome"] == "pass":
             props = report.get("properties", [])
@@ -196,7 +197,11 @@ def page(run: dict[str, Any], out_dir: pathlib.Path) -> str:
     else:
         lines += ["```", "", "Kernels with an adapter that this run cannot judge:", ""]
     lines += [f"- {what}: {why}" for what, why in NOT_JUDGED]
-    lines += ["", "Kernels of the engines that fit no operation of the contract yet:", ""]
+    lines += [
+        "",
+        "Kernels of the engines that fit no operation of the contract, and what they fuse that it does not take:",
+        "",
+    ]
     lines += [f"- {what}: {why}" for what, why in NOT_IN_CONTRACT]
     return "\n".join(lines) + "\n"
 
