@@ -169,6 +169,21 @@ def _writable_dir(path: pathlib.Path, option: str) -> None:
         raise UsageError(f"{option}: cannot write in {probe}: {err.strerror}") from None
 
 
+def _shape_tier(args: argparse.Namespace) -> tuple[str, str]:
+    """The shape ladders' tier of this run (``properties.ladder.tier``) and why. A CPU run takes the ``ci`` tier
+    unless ``CSA_SHAPES`` names one: its boundary sizes cross every tile the planted size bugs break past, while
+    the ``tile`` tier's 4097-wide rows of 65 take a Triton kernel minutes a call in the interpreter, past the
+    time limit of a correct kernel."""
+    from properties.ladder import tier
+
+    if os.environ.get("CSA_SHAPES"):
+        return tier(), "CSA_SHAPES"
+    if args.device == "cpu":
+        os.environ["CSA_SHAPES"] = "ci"
+        return "ci", "a CPU run; CSA_SHAPES=tile draws 4097-wide rows"
+    return tier(), "a GPU run"
+
+
 def _profile(args: argparse.Namespace) -> tuple[str, str]:
     if args.profile:
         return args.profile, "--profile"
@@ -329,6 +344,7 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
     if not props:
         raise UsageError(f"--op: no property covers {args.op} under convention {convention!r}")
     profile, why = _profile(args)
+    shape_tier, shape_why = _shape_tier(args)
     examples = args.max_examples or PROFILE_EXAMPLES[profile]
     source = "--timeout" if args.timeout is not None else f"the {args.device} default"
     where = "in this process (--in-process)" if args.in_process else "in a supervised worker"
@@ -338,6 +354,7 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         f"  {examples} examples per property (profile {profile}: {why}"
         f"{'; --max-examples' if args.max_examples else ''}); shrinking at most {args.shrink_seconds:g} s"
     )
+    print(f"  shapes: the {shape_tier} tier of the shape ladders ({shape_why}; docs/shapes.md)")
     print(
         f"  each call {where}, guarded; time limit {timeout:g} s per call ({source})"
         if not args.in_process
@@ -353,6 +370,7 @@ def _run(args: argparse.Namespace, spec: str, fn: Any, supervisor: Any, declared
         "device": args.device,
         "seed": args.seed,
         "profile": profile,
+        "shape_tier": shape_tier,
         "max_examples": examples,
         "isolation": not args.in_process,
         "timeout_s": None if args.in_process else timeout,

@@ -193,6 +193,18 @@ def test_profile_flag_wins_over_ci(tmp_path: pathlib.Path) -> None:
     assert "300 examples per property (profile dev: --profile)" in run.stdout, run.stdout
 
 
+def test_a_cpu_run_draws_the_ci_shape_tier_unless_told(tmp_path: pathlib.Path) -> None:
+    """The tile tier's 4097-wide rows take an interpreted Triton kernel past its time limit: a CPU run takes the
+    ci tier (whose sizes still cross every tile), and CSA_SHAPES overrides it."""
+    args = (*KERNEL, "--property", "topk_equals_reference", "--max-examples", "2", "--report", "r.json")
+    run = csa(*args, cwd=tmp_path)
+    assert "  shapes: the ci tier of the shape ladders (a CPU run;" in run.stdout, run.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["shape_tier"] == "ci"
+    run = csa(*args, cwd=tmp_path, env={"CSA_SHAPES": "tile"})
+    assert "  shapes: the tile tier of the shape ladders (CSA_SHAPES;" in run.stdout, run.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["shape_tier"] == "tile"
+
+
 LATE_BUG = """
 import torch
 from fast.indexing import naive
