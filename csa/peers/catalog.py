@@ -227,8 +227,14 @@ PEERS: tuple[Peer, ...] = (
         f"{S}:dequantize_v4",
         (),
         True,
-        "pass",
-        "Passes.",
+        "fail",
+        "Bug: token ids given as a strided view are read as if contiguous. The function asserts a contiguous "
+        "cache but not contiguous `page_table_1_flattened`, so a view returns other rows without a word "
+        "(results/peers/repro_sglang_dequant_strided_slots.py: ids [1, 2, 3] as every other element of a buffer "
+        "return rows [1, 0, 2]), and where the gaps hold large values it reads outside the cache (the interpreter "
+        "died with SIGSEGV on the ladder's transposed view of the slots). The contract lets slots arrive as views "
+        "(use them, or refuse naming the argument). On contiguous ids every property passes. Whether any SGLang "
+        "caller passes a strided page table was not checked.",
     ),
     Peer(
         "sglang.dequantize_k_cache_paged_v41 (V4.1, 528 B)",

@@ -2,14 +2,14 @@
 
 import sys
 
-sys.path[:0] = [p for p in ['/work/wt17c'] if p not in sys.path]  # the harness and the kernel's import root
+sys.path[:0] = [p for p in ['/work/main'] if p not in sys.path]  # the harness and the kernel's import root
 
 from properties.reproducer import Fraction, inf, main, nan  # noqa: E402, F401  (examples may hold these)
 
 CASES = [
     ('quant_store_grid_roundtrip', {'rows_per_block': 1, 'num_blocks': 1, 'rows': [[{'seed': 0, 'exp': -1, 'spread': 26}, 0]], 'poison': 0}),
-    ('quant_store_layers_do_not_alias', {'rows_per_block': 3, 'num_blocks': 3, 'patterns': [{'seed': 0, 'exp': 0, 'bits': 0, 'spread': 0, 'anchored': False, 'edits': []}], 'rows': [[0, 5, ''], [0, 1, '']], 'poison': 107, 'layers': 2, 'layer': 0}),
-    ('quant_store_layers_do_not_alias', {'rows_per_block': 3, 'num_blocks': 3, 'patterns': [{'seed': 2759, 'exp': 0, 'bits': 0, 'spread': 0, 'anchored': False, 'edits': [[204, 'bf16_max', -17, False], [25, 'f32_max', -18, True], [336, 'bf16_max', -22, True]]}], 'rows': [[0, 5, ''], [0, 1, '']], 'poison': 107, 'layers': 2, 'layer': 0}),
+    ('quant_store_layers_do_not_alias', {'rows_per_block': 2, 'num_blocks': 3, 'patterns': [{'seed': 0, 'exp': 0, 'bits': 0, 'spread': 0, 'anchored': False, 'edits': []}], 'rows': [[0, 3, ''], [0, -1, ''], [0, 2, '']], 'poison': 47, 'layers': 2, 'layer': 0}),
+    ('quant_store_layers_do_not_alias', {'rows_per_block': 2, 'num_blocks': 3, 'patterns': [{'seed': 0, 'exp': 0, 'bits': 0, 'spread': 0, 'anchored': False, 'edits': []}], 'rows': [[0, 2, ''], [0, 3, '']], 'poison': 47, 'layers': 2, 'layer': 0}),
     ('quant_store_matches_reference', {'rows_per_block': 1, 'num_blocks': 1, 'patterns': [{'seed': 0, 'exp': 0, 'bits': 0, 'spread': 0, 'anchored': False, 'edits': [[0, 'fp8_edge_up', 4, False]]}], 'rows': [[0, 0, '']], 'poison': 0}),
     ('quant_store_skips_minus_one', {'rows_per_block': 1, 'num_blocks': 1, 'patterns': [{'seed': 0, 'exp': 0, 'bits': 0, 'spread': 0, 'anchored': False, 'edits': []}], 'rows': [], 'poison': 0}),
     ('quant_store_writes_only_its_rows', {'rows_per_block': 1, 'num_blocks': 1, 'patterns': [{'seed': 0, 'exp': 0, 'bits': 0, 'spread': 0, 'anchored': False, 'edits': [[0, 'nan', 0, False]]}], 'rows': [[0, 0, '']], 'poison': 0}),

@@ -1,0 +1,13 @@
+"""Reproducer: property 'gather_shape_ladder' fails for csa.peers.sglang_ops:dequantize_v4 (op gather_dequantize, convention v4_584, device cpu); --help for the options."""
+
+import sys
+
+sys.path[:0] = [p for p in ['/work/main'] if p not in sys.path]  # the harness and the kernel's import root
+
+from properties.reproducer import Fraction, inf, main, nan  # noqa: E402, F401  (examples may hold these)
+
+CASES = [
+    ('gather_shape_ladder', {'rows': 16, 'blocks': 1, 'seed': 0, 'layouts': {'slots': 'transposed'}}),
+]
+
+main(CASES, op='gather_dequantize', impl_spec='csa.peers.sglang_ops:dequantize_v4', convention='v4_584', device='cpu', timeout=60.0)
