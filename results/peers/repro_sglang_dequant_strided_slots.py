@@ -17,9 +17,9 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from csa.peers.loader import load  # noqa: E402
-from fast.cache import quantize_store  # noqa: E402
-from csa.peers.common import block_bytes  # noqa: E402
+from csa.peers.common import block_bytes
+from csa.peers.loader import load
+from fast.cache import quantize_store
 
 dequantize = load("sglang", "sglang.kernels.ops.attention.dsv4.dequant_k_cache").dequantize_k_cache_paged_dsv4
 device = "cuda" if torch.cuda.is_available() else "cpu"
