@@ -220,6 +220,17 @@ PEERS: tuple[Peer, ...] = (
         "rows with ties, -inf lanes and padding rows, none differs). A convention difference on NaN, not a bug.",
     ),
     Peer(
+        "sglang.topk_transform_pytorch_vectorized",
+        "sglang",
+        "sglang/srt/layers/attention/dsv4/indexer.py:topk_transform_pytorch_vectorized",
+        "topk",
+        f"{S}:topk_transform",
+        (),
+        False,
+        "fail",
+        "VERDICT",
+    ),
+    Peer(
         "sglang.dequantize_k_cache_paged_dsv4 (V4, 584 B)",
         "sglang",
         "sglang/kernels/ops/attention/dsv4/dequant_k_cache.py:dequantize_k_cache_paged_dsv4",
@@ -302,13 +313,6 @@ PEERS: tuple[Peer, ...] = (
 )
 
 NOT_JUDGED: tuple[tuple[str, str], ...] = (
-    (
-        "SGLang `srt/layers/attention/dsv4/indexer.py:topk_transform_pytorch_vectorized` (adapter "
-        "`csa.peers.sglang_ops:topk_transform`)",
-        "not loadable without SGLang's dependencies: the module imports the model configuration package "
-        "(`sglang.srt.configs`, every model's config, which run transformers, dill and torchvision code at import "
-        "time), more than stubbing inert packages can stand in for",
-    ),
     (
         "vLLM `models/deepseek_v4/common/ops/fused_compress_quant_cache.py:compress_norm_rope_store_triton` on the "
         "index FP4 record (68 B; adapter `csa.peers.vllm_ops:compress_v4_index_fp4`) and "

@@ -53,6 +53,10 @@ class Engine:
     stubbed: tuple[str, ...]
     run_init: tuple[str, ...]
     extensions: tuple[str, ...] = ()
+    stubbed_modules: tuple[str, ...] = ()
+    """Modules of the engine itself (each with its submodules) stubbed as the packages of ``stubbed`` are: those a
+    kernel's module imports only for its model classes (configuration, layers), which pull in what the harness does
+    not have. No kernel judged calls into them; one that did would fail on the stub."""
     """The engine's compiled extension modules its platform module imports for their side effects (custom
     operator registration), not unpacked from the wheel: stubbed as the packages of ``stubbed`` are."""
 
@@ -101,6 +105,7 @@ SGLANG = Engine(
         "sglang.kernels.jit.utils",
         "sglang.kernels.ops.attention.dsv4",
         "sglang.kernels.jit.utils.compile",
+        "sglang.srt.batch_invariant_ops",
         "sglang.srt.distributed",
         "sglang.srt.model_executor.runner_backend_utils",
         "sglang.srt.model_executor.runner_backend_utils.breakable_cuda_graph",
@@ -108,6 +113,13 @@ SGLANG = Engine(
         "sglang.srt.platforms",
         "sglang.srt.plugins",
         "sglang.srt.utils",
+    ),
+    # srt/layers/attention/dsv4/indexer.py imports these for its indexer classes, not for topk_transform_*
+    stubbed_modules=(
+        "sglang.srt.configs",
+        "sglang.srt.layers.attention.dsv4.compressor",
+        "sglang.srt.layers.linear",
+        "sglang.srt.state_capturer",
     ),
 )
 ENGINES = {e.package: e for e in (VLLM, SGLANG)}
@@ -205,7 +217,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: types.ModuleType | None = None) -> Any:
         top = name.partition(".")[0]
-        if top in self.engine.stubbed or name in self.engine.extensions:
+        stub = top in self.engine.stubbed or name in self.engine.extensions
+        if stub or _under(name, self.engine.stubbed_modules):
             return importlib.util.spec_from_loader(name, self, is_package=True)
         if top == self.engine.package and name not in self.engine.run_init:
             folder = self.src.joinpath(*name.split("."))
@@ -220,6 +233,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         module.__path__ = []
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    """``name`` is one of ``prefixes`` or a submodule of one."""
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
 _FINDERS: dict[str, _Finder] = {}
