@@ -16,7 +16,10 @@ the way of importing a kernel module as the engine does, and each is worked arou
    the kernels' modules import, for code the kernels never call. Each is replaced, for as long as the engine is
    loaded, by a stub module whose every attribute is an inert class; a kernel that did call into one would fail
    on the stub's object, not compute anything. So are the engine's compiled extensions that are imported only
-   to register custom operators (``Engine.extensions``; the wheel's binaries are not unpacked).
+   to register custom operators (``Engine.extensions``; the wheel's binaries are not unpacked), and the
+   engine's own modules that a kernel's module imports only for the model classes it also defines
+   (``Engine.stubbed_modules``: SGLang's model configurations, linear layers, compressor and state capturer,
+   which ``srt/layers/attention/dsv4/indexer.py`` imports beside its plain-torch ``topk_transform_*``).
 
 On a CPU, Triton kernels run in the interpreter (``TRITON_INTERPRET=1``). vLLM's ``vllm.triton_utils`` turns
 Triton off when no GPU driver is active unless ``CUDA_VISIBLE_DEVICES`` is set and empty (its rule for a
@@ -53,12 +56,12 @@ class Engine:
     stubbed: tuple[str, ...]
     run_init: tuple[str, ...]
     extensions: tuple[str, ...] = ()
+    """The engine's compiled extension modules its platform module imports for their side effects (custom
+    operator registration), not unpacked from the wheel: stubbed as the packages of ``stubbed`` are."""
     stubbed_modules: tuple[str, ...] = ()
     """Modules of the engine itself (each with its submodules) stubbed as the packages of ``stubbed`` are: those a
     kernel's module imports only for its model classes (configuration, layers), which pull in what the harness does
     not have. No kernel judged calls into them; one that did would fail on the stub."""
-    """The engine's compiled extension modules its platform module imports for their side effects (custom
-    operator registration), not unpacked from the wheel: stubbed as the packages of ``stubbed`` are."""
 
 
 VLLM = Engine(
@@ -105,7 +108,6 @@ SGLANG = Engine(
         "sglang.kernels.jit.utils",
         "sglang.kernels.ops.attention.dsv4",
         "sglang.kernels.jit.utils.compile",
-        "sglang.srt.batch_invariant_ops",
         "sglang.srt.distributed",
         "sglang.srt.model_executor.runner_backend_utils",
         "sglang.srt.model_executor.runner_backend_utils.breakable_cuda_graph",
