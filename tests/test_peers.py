@@ -56,6 +56,12 @@ def test_stubs_are_inert_and_distinct() -> None:
     assert (a | None) is a and a[int] is a
 
 
+def test_stubbed_engine_modules_cover_their_submodules_only() -> None:
+    stubbed = ("sglang.srt.configs", "sglang.srt.layers.linear")
+    assert loader._under("sglang.srt.configs", stubbed) and loader._under("sglang.srt.configs.deepseek_v4", stubbed)
+    assert not loader._under("sglang.srt.layers.linear_utils", stubbed) and not loader._under("sglang.srt", stubbed)
+
+
 @pytest.mark.parametrize("package", sorted(loader.ENGINES))
 def test_missing_wheels_are_named(package: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CSA_PEERS_DIR", str(tmp_path))
@@ -84,12 +90,12 @@ def test_adapters_load() -> None:
         "for n in (vllm_ops.V4_CACHE, vllm_ops.V41_CACHE, vllm_ops.CANDIDATES, vllm_ops.SPARSE_LOGITS,\n"
         "          vllm_ops.V4_COMPRESS, vllm_ops.V41_COMPRESS):\n"
         "    print(vllm_ops.module(n).__file__)\n"
-        "for n in (sglang_ops.CANDIDATES, sglang_ops.DEQUANT, sglang_ops.INDEX_CACHE):\n"
+        "for n in (sglang_ops.CANDIDATES, sglang_ops.DEQUANT, sglang_ops.INDEX_CACHE, sglang_ops.INDEXER):\n"
         "    print(sglang_ops.module(n).__file__)\n"
     )
     assert out.returncode == 0, out.stderr[-3000:]
     files = out.stdout.split()
-    assert len(files) == 9
+    assert len(files) == 10
     assert all(str(loader.peers_dir()) in f for f in files)
 
 
@@ -141,6 +147,43 @@ def test_vllm_remap_agrees_inside_its_domain_and_refuses_outside_it() -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "refused: candidate_block_size=4" in out.stdout
+
+
+@pytest.mark.slow
+def test_sglang_topk_transform_agrees_on_finite_prefixes_and_shows_its_verdicts_cases() -> None:
+    """SGLang's topk_transform_pytorch_vectorized chooses the reference's rows when every valid score is finite
+    (distinct scores, garbage past each length, lengths above and below k); and shows the two cases its verdict
+    names: a -inf row of the prefix dropped only when the length exceeds k, and a lane past the length."""
+    _needs("sglang")
+    out = _run_in_subprocess(
+        "import random, torch\n"
+        "from csa.peers.sglang_ops import topk_transform\n"
+        "from reference.topk import V41TopK, Width, topk\n"
+        "inf, rng = float('inf'), random.Random(0)\n"
+        "for _ in range(200):\n"
+        "    m, n, k = rng.randint(1, 4), rng.randint(1, 24), rng.randint(1, 12)\n"
+        "    lengths = [rng.randint(-1, n) for _ in range(m)]\n"
+        "    rows = [rng.sample(range(-50, 50), n) for _ in range(m)]\n"
+        "    for r, n_ in zip(rows, lengths):\n"
+        "        r[max(n_, 0):] = [rng.choice([float('nan'), inf, 1e30]) for _ in r[max(n_, 0):]]\n"
+        "    offsets = [rng.randint(0, 100) for _ in range(m)]\n"
+        "    t = lambda v: torch.tensor(v, dtype=torch.int32)\n"
+        "    got = topk_transform(torch.tensor(rows, dtype=torch.float32), t(lengths), t(offsets), k=k).tolist()\n"
+        "    for g, r, n_, o in zip(got, rows, lengths, offsets):\n"
+        "        want = topk(r, max(n_, 0), k, V41TopK(Width.FIXED), o)\n"
+        "        assert sorted(g) == sorted(want) and g.count(-1) == want.count(-1), (g, want, r, n_, k)\n"
+        "scores = torch.tensor([[-inf, -inf, 3.0]])\n"
+        "print(sorted(topk_transform(scores, torch.tensor([3]), torch.tensor([0]), k=3)[0].tolist()))\n"
+        "print(sorted(topk_transform(scores, torch.tensor([3]), torch.tensor([0]), k=2)[0].tolist()))\n"
+        "past = torch.tensor([[-inf, -inf, -inf, 5.0, 6.0, 7.0, 8.0, 9.0]])\n"
+        "print(topk_transform(past, torch.tensor([3]), torch.tensor([0]), k=2).tolist())\n"
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    kept, dropped, beyond = out.stdout.splitlines()
+    assert kept == "[0, 1, 2]"  # length 3 <= k 3: the -inf rows 0 and 1 kept
+    assert dropped == "[-1, 2]"  # length 3 > k 2: the -inf row torch.topk chose dropped, the reference keeps 0
+    # results/peers/repro_sglang_topk_transform_past_length.py
+    assert any(r >= 3 for r in json.loads(beyond)[0]), beyond
 
 
 def test_a_kernels_reproducers_are_merged_into_one_its_report_names(tmp_path: pathlib.Path) -> None:

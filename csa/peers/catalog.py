@@ -220,6 +220,34 @@ PEERS: tuple[Peer, ...] = (
         "rows with ties, -inf lanes and padding rows, none differs). A convention difference on NaN, not a bug.",
     ),
     Peer(
+        "sglang.topk_transform_pytorch_vectorized",
+        "sglang",
+        "sglang/srt/layers/attention/dsv4/indexer.py:topk_transform_pytorch_vectorized",
+        "topk",
+        f"{S}:topk_transform",
+        (),
+        False,
+        "fail",
+        "Fails on -inf rows inside the valid prefix and on 0 score columns; never on finite prefixes, where it "
+        "chooses the reference's rows (tests/test_peers.py: 200 random calls, garbage past each length, lengths "
+        "around k). (1) A convention the contract cannot express: a -inf row of the prefix is kept when the "
+        "length is at most k (the sequential path answers rows 0 .. length - 1 without reading a score) and "
+        "dropped to -1 when the length exceeds k (`gathered_scores != -inf`). Judged under the contract's default "
+        "(-inf rows eligible) the second half fails (the shrunk row [0, 0, -inf, -inf, -inf], length 5, k 3, "
+        "answers 0, 1, -1 where row 2 is due); neg_inf_excluded would fail the first half; no option depends on "
+        "the length, and none is added. (2) A call with 0 score columns raises IndexError in its gather (column "
+        "0 of the scores is read before the sequential path would answer every lane -1); whether SGLang's "
+        "caller sends 0-column logits was not traced. (3) Found by reading, not by the fuzz (2,000 examples of "
+        "topk_valid_prefix_only and topk_tail_never_matters did not reach it): a row longer than k whose prefix "
+        "holds fewer than k scores above -inf can name rows past its length. torch.topk runs on a copy masked to "
+        "-inf past the length, but the -inf test reads the unmasked scores, so a masked position picked among "
+        "the -inf ties is kept when the buffer holds anything else there "
+        "(results/peers/repro_sglang_topk_transform_past_length.py: length 3, all -inf, k 2, lanes 6 and 5). "
+        "SGLang's torch logits (fp8_paged_mqa_logits_torch) are -inf past each length and finite inside it, so "
+        "with them it is not reached; other logits producers were not traced. An out-of-prefix lane on -inf "
+        "prefixes, not shown to reach serving.",
+    ),
+    Peer(
         "sglang.dequantize_k_cache_paged_dsv4 (V4, 584 B)",
         "sglang",
         "sglang/kernels/ops/attention/dsv4/dequant_k_cache.py:dequantize_k_cache_paged_dsv4",
@@ -308,13 +336,6 @@ PEERS: tuple[Peer, ...] = (
 )
 
 NOT_JUDGED: tuple[tuple[str, str], ...] = (
-    (
-        "SGLang `srt/layers/attention/dsv4/indexer.py:topk_transform_pytorch_vectorized` (adapter "
-        "`csa.peers.sglang_ops:topk_transform`)",
-        "not loadable without SGLang's dependencies: the module imports the model configuration package "
-        "(`sglang.srt.configs`, every model's config, which run transformers, dill and torchvision code at import "
-        "time), more than stubbing inert packages can stand in for",
-    ),
     (
         "vLLM `models/deepseek_v4/common/ops/fused_compress_quant_cache.py:compress_norm_rope_store_triton` on the "
         "index FP4 record (68 B; adapter `csa.peers.vllm_ops:compress_v4_index_fp4`) and "

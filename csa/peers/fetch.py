@@ -56,12 +56,18 @@ vllm_modules = (vllm_ops.V4_CACHE, vllm_ops.V41_CACHE, vllm_ops.CANDIDATES, vllm
 vllm_modules += (vllm_ops.V4_COMPRESS, vllm_ops.V41_COMPRESS, "vllm.platforms.cuda")
 for name in vllm_modules:
     vllm_ops.module(name)  # vllm.platforms.cuda: current_platform on a GPU
-for name in (sglang_ops.CANDIDATES, sglang_ops.DEQUANT, sglang_ops.INDEX_CACHE):
+for name in (sglang_ops.CANDIDATES, sglang_ops.DEQUANT, sglang_ops.INDEX_CACHE, sglang_ops.INDEXER):
     try:
         sglang_ops.module(name)
     except Exception as err:
         print(f"not loadable: {name}: {err}", file=sys.stderr)
-print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values()) if getattr(m, "__file__", None)})))
+files = {m.__file__ for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
+# a package entered without its __init__.py has no file: its folder, as a file in it
+for m in list(sys.modules.values()):
+    path = getattr(m, "__path__", None)
+    if isinstance(path, list):
+        files |= {f"{p}/__init__.py" for p in path if isinstance(p, str)}
+print(json.dumps(sorted(files)))
 """
 
 

@@ -16,7 +16,10 @@ the way of importing a kernel module as the engine does, and each is worked arou
    the kernels' modules import, for code the kernels never call. Each is replaced, for as long as the engine is
    loaded, by a stub module whose every attribute is an inert class; a kernel that did call into one would fail
    on the stub's object, not compute anything. So are the engine's compiled extensions that are imported only
-   to register custom operators (``Engine.extensions``; the wheel's binaries are not unpacked).
+   to register custom operators (``Engine.extensions``; the wheel's binaries are not unpacked), and the
+   engine's own modules that a kernel's module imports only for the model classes it also defines
+   (``Engine.stubbed_modules``: SGLang's model configurations, linear layers, compressor and state capturer,
+   which ``srt/layers/attention/dsv4/indexer.py`` imports beside its plain-torch ``topk_transform_*``).
 
 On a CPU, Triton kernels run in the interpreter (``TRITON_INTERPRET=1``). vLLM's ``vllm.triton_utils`` turns
 Triton off when no GPU driver is active unless ``CUDA_VISIBLE_DEVICES`` is set and empty (its rule for a
@@ -55,6 +58,10 @@ class Engine:
     extensions: tuple[str, ...] = ()
     """The engine's compiled extension modules its platform module imports for their side effects (custom
     operator registration), not unpacked from the wheel: stubbed as the packages of ``stubbed`` are."""
+    stubbed_modules: tuple[str, ...] = ()
+    """Modules of the engine itself (each with its submodules) stubbed as the packages of ``stubbed`` are: those a
+    kernel's module imports only for its model classes (configuration, layers), which pull in what the harness does
+    not have. No kernel judged calls into them; one that did would fail on the stub."""
 
 
 VLLM = Engine(
@@ -108,6 +115,13 @@ SGLANG = Engine(
         "sglang.srt.platforms",
         "sglang.srt.plugins",
         "sglang.srt.utils",
+    ),
+    # srt/layers/attention/dsv4/indexer.py imports these for its indexer classes, not for topk_transform_*
+    stubbed_modules=(
+        "sglang.srt.configs",
+        "sglang.srt.layers.attention.dsv4.compressor",
+        "sglang.srt.layers.linear",
+        "sglang.srt.state_capturer",
     ),
 )
 ENGINES = {e.package: e for e in (VLLM, SGLANG)}
@@ -205,7 +219,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: types.ModuleType | None = None) -> Any:
         top = name.partition(".")[0]
-        if top in self.engine.stubbed or name in self.engine.extensions:
+        stub = top in self.engine.stubbed or name in self.engine.extensions
+        if stub or _under(name, self.engine.stubbed_modules):
             return importlib.util.spec_from_loader(name, self, is_package=True)
         if top == self.engine.package and name not in self.engine.run_init:
             folder = self.src.joinpath(*name.split("."))
@@ -220,6 +235,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         module.__path__ = []
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    """``name`` is one of ``prefixes`` or a submodule of one."""
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
 _FINDERS: dict[str, _Finder] = {}

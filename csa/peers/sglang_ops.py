@@ -49,7 +49,11 @@ select_candidate_block_ids.csa_convention = "pinned+drop_nan+ties_any+order_any"
 def topk_transform(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
     """topk by ``dsv4/indexer.py:topk_transform_pytorch_vectorized`` (torch): page size 1 and an identity page
     table, so its ``out_raw_indices`` are the chosen rows; the contract's offsets added to the lanes holding a
-    row (-1 lanes stay -1)."""
+    row (-1 lanes stay -1). Its k is the width of the output buffers (the contract's k, v4.1's fixed width);
+    ``torch.topk(sorted=False)`` leaves the lanes in no stated order (``order_any``) and breaks ties as it may
+    (``ties_any``). A -inf row inside the valid prefix is kept when ``lengths[m] <= k`` and dropped when it is
+    larger, which no option of the contract describes (the catalog's verdict); it is judged under the
+    default, -inf rows eligible."""
     fn = module(INDEXER).topk_transform_pytorch_vectorized
     m, n = scores.shape
     table = torch.arange(n, dtype=torch.int32, device=scores.device).expand(m, n).contiguous()
