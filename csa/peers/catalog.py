@@ -23,6 +23,8 @@ class Peer:
     verdict: str
     properties: tuple[str, ...] = ()
     """Only these properties (all when empty)."""
+    max_examples: int = 0
+    """Examples per property for this kernel when more than the run's (the verdict's finding needs them)."""
 
 
 V = "csa.peers.vllm_ops"
@@ -245,7 +247,9 @@ PEERS: tuple[Peer, ...] = (
         "(results/peers/repro_sglang_topk_transform_past_length.py: length 3, all -inf, k 2, lanes 6 and 5). "
         "SGLang's torch logits (fp8_paged_mqa_logits_torch) are -inf past each length and finite inside it, so "
         "with them it is not reached; other logits producers were not traced. An out-of-prefix lane on -inf "
-        "prefixes, not shown to reach serving.",
+        "prefixes, not shown to reach serving. Judged with 100 examples a property: the run's 20 do not reach "
+        "a -inf run inside a prefix longer than k.",
+        max_examples=100,
     ),
     Peer(
         "sglang.dequantize_k_cache_paged_dsv4 (V4, 584 B)",

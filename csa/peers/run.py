@@ -27,7 +27,8 @@ from reference.conventions import CONVENTIONS
 
 def _command(peer: Peer, args: argparse.Namespace, report: pathlib.Path, repro: pathlib.Path) -> list[str]:
     cmd = ["csa", "fuzz", "--op", peer.op, "--impl", peer.impl, "--device", args.device, "--keep-going"]
-    cmd += ["--max-examples", str(args.max_examples), "--shrink-seconds", f"{args.shrink_seconds:g}"]
+    examples = max(args.max_examples, peer.max_examples)
+    cmd += ["--max-examples", str(examples), "--shrink-seconds", f"{args.shrink_seconds:g}"]
     for group in peer.leave_out:
         cmd += ["--leave-out", group]
     for prop in peer.properties:
