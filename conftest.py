@@ -6,17 +6,16 @@ import shutil
 if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
-from importlib.metadata import entry_points
-
 import pytest
 
+from csa.pytest_plugin import entry_point_installed
 from properties.profiles import load_profile
 
 load_profile()
 
 # Installing the package registers csa's pytest plugin (its ``pytest11`` entry point); a run from a checkout
 # whose python has not installed it (a GPU machine's image) loads it here.
-if not any(ep.value == "csa.pytest_plugin" for ep in entry_points(group="pytest11")):
+if not entry_point_installed():
     pytest_plugins = ["csa.pytest_plugin"]
 
 

@@ -21,11 +21,18 @@ GPU for every such test.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
 
 DEVICE_OPTION = "--csa-device"
+
+
+def entry_point_installed() -> bool:
+    """Whether this module is registered under pytest's ``pytest11`` entry point (the package is installed), so
+    that pytest loads it by itself; a run from a checkout that did not install it names it (``-p``)."""
+    return any(ep.value == __name__ for ep in entry_points(group="pytest11"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -144,9 +144,7 @@ def plot_roofline(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
     ax.set_xlim(lo, hi)
     labels: list[tuple[str, tuple[float, float], str]] = []
     for i, name in enumerate(headline):
-        case = next((c for c in cases if c["name"] == name), None)
-        if case is None:
-            continue
+        case = next(c for c in cases if c["name"] == name)
         x, color = case["flops"] / case["bytes"], HEADLINE_COLORS[i % len(HEADLINE_COLORS)]
         for impl, marker, filled in (("triton", "o", True), ("torch_compile", "s", False), ("torch_eager", "v", False)):
             ms = case["results"].get("triton", {}).get("ms") if impl == "triton" else best_ms(case["results"], impl)

@@ -8,15 +8,17 @@ import os
 import pathlib
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from importlib.metadata import PackageNotFoundError, distribution
 
 import pytest
+
+from csa.pytest_plugin import entry_point_installed
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "examples" / "kernel_project"
 
 
-INSTALLED = any(ep.value == "csa.pytest_plugin" for ep in entry_points(group="pytest11"))
+INSTALLED = entry_point_installed()
 """Installed, the package loads the plugin through its entry point; a checkout run without installing it (a GPU
 machine's python) names the plugin on the command line."""
 

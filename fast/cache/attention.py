@@ -38,7 +38,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from fast.cache import rounding as rd
-from fast.cache.checks import ATTENTION_KV_FORMATS, AttentionArgs
+from fast.cache.checks import AttentionArgs
 from fast.cache.formats import CacheFormat
 
 
@@ -330,14 +330,12 @@ def _nonempty(x: torch.Tensor) -> torch.Tensor:
 
 
 def kv_constants(fmt: CacheFormat | None, rows_per_block: int = 1) -> dict[str, int]:
-    """The kernel's layout constexprs for KV in cache format ``fmt`` (None: a dense f32|bf16 ``kv``): its group
-    size, quantized groups and BF16 tail dims, and the data and scale strides of ``fmt.offsets`` (the scale
-    part's base depends on ``rows_per_block`` and is an argument)."""
+    """The kernel's layout constexprs for KV in cache format ``fmt`` (None: a dense f32|bf16 ``kv``; else one of
+    ``ATTENTION_KV_FORMATS``, which ``fast.cache.sparse_attention`` checks): its group size, quantized groups and
+    BF16 tail dims, and the data and scale strides of ``fmt.offsets`` (the scale part's base depends on
+    ``rows_per_block`` and is an argument)."""
     if fmt is None:
         return dict(FP8_KV=False, GROUP=1, NG=0, TAIL=0, DATA_STRIDE=0, SCALE_STRIDE=0)
-    if fmt.convention not in ATTENTION_KV_FORMATS:
-        raise ValueError(f"kv_format: the attention kernel reads {', '.join(ATTENTION_KV_FORMATS)} caches, got "
-                         f"{fmt.convention!r}")  # fmt: skip
     data_stride, _, scale_stride = fmt.offsets(rows_per_block)
     return dict(FP8_KV=True, GROUP=fmt.group_size, NG=fmt.groups, TAIL=fmt.tail_dims, DATA_STRIDE=data_stride,
                 SCALE_STRIDE=scale_stride)  # fmt: skip

@@ -154,6 +154,13 @@ def kv_inputs(kv_format: str | None, n: int, g: torch.Generator, device: str | t
     return {"kv": fp8_cache(kv_format, n, g, device), "kv_cache": (fmt, ROWS_PER_BLOCK), "row_bytes": fmt.row_bytes}
 
 
+def attention_model(rows: int, heads: int, lanes: int, row_bytes: int) -> tuple[int, int]:
+    """(FLOPs, bytes) of a sparse attention call of ``rows`` query rows (see the module docstring): every lane's
+    KV row and index read once, q (bf16) read, out and lse (f32) written."""
+    flops = 2 * rows * heads * lanes * (DIM + DIM)
+    return flops, rows * lanes * (row_bytes + 4) + rows * heads * (2 * DIM + 4 * DIM + 4)
+
+
 def decode_inputs(
     b: int,
     h: int,
@@ -237,8 +244,7 @@ def decode_case(
             impls["torch_compile"] = lambda: compiled(compiled_call)
         sweep_impls = {f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages}]": triton_fn("bf16", c)
                        for c in SWEEP} if sweep else {}  # fmt: skip
-        flops = 2 * M * h * topk * (DIM + DIM)
-        moved = M * topk * (x["row_bytes"] + 4) + M * h * (2 * DIM + 4 * DIM + 4)
+        flops, moved = attention_model(M, h, topk, x["row_bytes"])
 
         def check() -> str:
             n = min(8, M)

@@ -32,7 +32,7 @@ import torch
 from fast import bench
 from fast.bench import Built, Case
 from fast.cache import attention, attention_naive
-from fast.cache.bench_cases import DEVICE, DIM, KV_KINDS, KV_WORDS, kv_inputs
+from fast.cache.bench_cases import DEVICE, DIM, KV_KINDS, KV_WORDS, attention_model, kv_inputs
 from fast.cache.checks import AttentionArgs
 
 S_Q = 4096
@@ -146,8 +146,7 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
         }
         if with_compile:
             impls["torch_compile"] = over_slices(torch.compile(attention_naive.sparse_attention, dynamic=False))
-        flops = 2 * p.s_q * p.h * p.lanes * (DIM + DIM)
-        moved = p.s_q * p.lanes * (x["row_bytes"] + 4) + p.s_q * p.h * (2 * DIM + 4 * DIM + 4)
+        flops, moved = attention_model(p.s_q, p.h, p.lanes, x["row_bytes"])
 
         def check() -> str:
             """The first rows of triton and of the sliced torch_eager against the twin's f64 mode on them; "ok"
