@@ -177,11 +177,13 @@ def _shape_tier(args: argparse.Namespace) -> tuple[str, str]:
     from properties.ladder import tier
 
     if os.environ.get("CSA_SHAPES"):
-        return tier(), "CSA_SHAPES"
-    if args.device == "cpu":
+        why = "CSA_SHAPES"
+    elif args.device == "cpu":
         os.environ["CSA_SHAPES"] = "ci"
-        return "ci", "a CPU run; CSA_SHAPES=tile draws 4097-wide rows"
-    return tier(), "a GPU run"
+        why = "a CPU run; CSA_SHAPES=tile draws 4097-wide rows"
+    else:
+        why = "a GPU run"
+    return tier(), why  # the tier the strategies of this process draw from
 
 
 def _profile(args: argparse.Namespace) -> tuple[str, str]:
