@@ -719,11 +719,20 @@ def test_fp8_528_kv_reads_the_rows_in_every_mode(backend: str) -> None:
     q = torch.tensor(g.integers(-8, 9, (3, 4, 512)) / 16, dtype=torch.bfloat16, device=DEVICE)
     lanes = torch.tensor(g.integers(-2, n + 2, (3, 40)), dtype=torch.int32, device=DEVICE)
     sink = torch.tensor([0.5, -math.inf, 1.0, -1.0], device=DEVICE)
-    for precision in ("bf16", "f32"):
+    compiled = backend == "triton" and DEVICE.type == "cuda"
+    for precision, p_ulp in (("bf16", 2.0**-8), ("f32", 2.0**-23)):
         kw: dict[str, Any] = dict(scale=0.05, dv=512, backend=backend, precision=precision, config=SMALL)
         out8, lse8 = sparse_attention(q, cache, lanes, sink, kv_format=conv, **kw)
         out16, lse16 = sparse_attention(q, decoded.to(torch.bfloat16), lanes, sink, **kw)
-        assert torch.equal(out8, out16) and torch.equal(lse8, lse16), precision
+        if not compiled:
+            assert torch.equal(out8, out16) and torch.equal(lse8, lse16), precision
+            continue
+        # Compiled, the two kernels multiply the same bf16 operands but may take other MMA instructions, so
+        # the f32 scores can differ in their last bits and a probability by one rounding (p_ulp relative): an
+        # output moves by at most a few of those times max |v|; a wrong scale or code moves it by O(max |v|).
+        vmax = decoded.abs().max().item()
+        out_err, lse_err = (out8 - out16).abs().max().item(), (lse8 - lse16).abs().max().item()
+        assert out_err <= 4 * p_ulp * vmax + 1e-5 * vmax and lse_err <= 1e-5, (precision, out_err, lse_err)
 
 
 def test_integer_decode_is_refused_for_528_caches() -> None:
@@ -772,7 +781,8 @@ ATTENTION_REFUSALS = [
      ValueError, "rows_per_block: 4 does not match kv's 4224-byte blocks"),
     ("528 cache under a 32-wide q", lambda c: c.update(kv=torch.zeros(2, 4224, dtype=torch.uint8),
      kv_format="v41_fp8_528"), ValueError, "q: a v41_fp8_528 cache holds 512-wide rows"),
-    ("528 cache with dv < D", lambda c: c.update(q=torch.zeros(3, 5, 512), kv=torch.zeros(2, 4224, dtype=torch.uint8),
+    ("528 cache with dv < D", lambda c: c.update(q=torch.zeros(3, 5, 512, device=DEVICE),
+     kv=torch.zeros(2, 4224, dtype=torch.uint8),
      kv_format="v41_fp8_528", dv=256), ValueError, "dv: a v41_fp8_528 cache is read whole"),
     ("q on another device", lambda c: c.update(q=torch.zeros(3, 5, 32, device="meta")), ValueError, "kv:"),
 ]  # fmt: skip

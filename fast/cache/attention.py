@@ -29,6 +29,7 @@ probabilities are rounded to bf16 by integer operations, since its bf16 cast tru
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from fast import fitting
 from fast.cache import rounding as rd
 from fast.cache.checks import AttentionArgs
 from fast.cache.formats import CacheFormat
@@ -324,6 +326,19 @@ def _launch_config(cfg: Config, mode: int, dim: int, dv: int) -> Config:
     return Config(block_h, block_n, cfg.num_warps, cfg.num_stages, cfg.native_fp8)
 
 
+def _fallbacks(cfg: Config) -> list[Config]:
+    """``cfg``, one stage, then half the lanes a tile (to 16), then half the heads (to 16): what
+    ``fitting.first_fitting`` tries when a tile overflows the shared memory (FP8 KV at D = 512 under some Triton
+    versions)."""
+
+    def narrower(c: Config) -> Config | None:
+        if c.block_n > 16:
+            return dataclasses.replace(c, block_n=c.block_n // 2)
+        return dataclasses.replace(c, block_h=c.block_h // 2) if c.block_h > 16 else None
+
+    return fitting.smaller(cfg, lambda c: dataclasses.replace(c, num_stages=1), narrower)
+
+
 def _nonempty(x: torch.Tensor) -> torch.Tensor:
     """``x`` itself, or a 16-byte stand-in when it is empty (no element of it is ever read then)."""
     return x if x.numel() else torch.zeros(16 // x.element_size(), dtype=x.dtype, device=x.device)
@@ -359,7 +374,8 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
     if M == 0 or H == 0:
         return out, lse
     mode = MODES[call.precision]
-    cfg = _launch_config(call.config or default_config(H, D, kv_cache is not None, call.precision), mode, D, call.dv)
+    chosen = _launch_config(call.config or default_config(H, D, kv_cache is not None, call.precision), mode, D,
+                            call.dv)  # fmt: skip
     kv = _nonempty(call.kv)
     if kv_cache is not None:
         fmt, rows_per_block = kv_cache
@@ -377,40 +393,45 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
     block_d = max(16, triton.next_power_of_2(D))
     block_dv = max(16, triton.next_power_of_2(call.dv))
     scale_hi = float(torch.tensor(call.scale, dtype=torch.float32))
-    grid = (triton.cdiv(H, cfg.block_h), M)
-    _sparse_attention_kernel[grid](
-        q,
-        *views,
-        _nonempty(call.indices),
-        call.sink if call.sink is not None else out,
-        out,
-        lse,
-        H,
-        N,
-        K,
-        scale_hi,
-        call.scale - scale_hi,
-        rows_per_block,
-        block_bytes,
-        scale_base,
-        D=D,
-        DV=call.dv,
-        BLOCK_D=block_d,
-        BLOCK_DV=block_dv,
-        BLOCK_H=cfg.block_h,
-        BLOCK_N=cfg.block_n,
-        **layout,
-        NATIVE_FP8=cfg.native_fp8,
-        SEPARATE_V=block_dv < block_d,
-        HAS_SINK=call.sink is not None,
-        EMPTY_NAN=call.empty_nan,
-        MODE=mode,
-        ACC=tl.float64 if mode == 0 else tl.float32,
-        IS_F32=q.dtype == torch.float32,
-        INTERPRETED=interpreted,
-        LIBDEVICE=not interpreted and (mode < 2 or q.dtype == torch.float32),
-        COUNT_LANES=min(COUNT_LANES, max(16, triton.next_power_of_2(K))),
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
-    )
+
+    def launch(cfg: Config) -> None:
+        grid = (triton.cdiv(H, cfg.block_h), M)
+        _sparse_attention_kernel[grid](
+            q,
+            *views,
+            _nonempty(call.indices),
+            call.sink if call.sink is not None else out,
+            out,
+            lse,
+            H,
+            N,
+            K,
+            scale_hi,
+            call.scale - scale_hi,
+            rows_per_block,
+            block_bytes,
+            scale_base,
+            D=D,
+            DV=call.dv,
+            BLOCK_D=block_d,
+            BLOCK_DV=block_dv,
+            BLOCK_H=cfg.block_h,
+            BLOCK_N=cfg.block_n,
+            **layout,
+            NATIVE_FP8=cfg.native_fp8,
+            SEPARATE_V=block_dv < block_d,
+            HAS_SINK=call.sink is not None,
+            EMPTY_NAN=call.empty_nan,
+            MODE=mode,
+            ACC=tl.float64 if mode == 0 else tl.float32,
+            IS_F32=q.dtype == torch.float32,
+            INTERPRETED=interpreted,
+            LIBDEVICE=not interpreted and (mode < 2 or q.dtype == torch.float32),
+            COUNT_LANES=min(COUNT_LANES, max(16, triton.next_power_of_2(K))),
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+
+    key = ("sparse_attention", q.device, chosen, D, call.dv, K, tuple(layout.items()), mode, q.dtype)
+    fitting.first_fitting([chosen] if call.config else _fallbacks(chosen), launch, key)
     return out, lse

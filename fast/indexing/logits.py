@@ -28,6 +28,7 @@ is never dereferenced: its rows read as NaN.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
+from fast import fitting
 from fast.indexing import validate as v
 
 
@@ -61,6 +63,19 @@ the fastest of the benchmark's sweep on the H200 (results/bench.md, "Triton tile
 PAGED_Q8 = LogitsConfig(block_k=128, num_warps=4, num_stages=2)
 """Paged decode with FP8 queries: 128 rows (two 64-row blocks) a step, one warp group; the sweep's fastest."""
 INTERPRETED = LogitsConfig(columns=32, block_k=16, split=32, num_warps=1, num_stages=1)
+
+
+def _fallbacks(cfg: LogitsConfig, paged: bool = False) -> list[LogitsConfig]:
+    """``cfg``, one stage, then half the key rows a step (to 16, the dot's least), then half the columns (to 16;
+    not paged, whose tile holds one request's queries): what ``fitting.first_fitting`` tries when a wide
+    dimension (512) overflows the shared memory."""
+
+    def narrower(c: LogitsConfig) -> LogitsConfig | None:
+        if c.block_k > 16:
+            return dataclasses.replace(c, block_k=c.block_k // 2)
+        return dataclasses.replace(c, columns=c.columns // 2) if c.columns > 16 and not paged else None
+
+    return fitting.smaller(cfg, lambda c: dataclasses.replace(c, num_stages=1), narrower)
 
 
 def default_config(fp8: bool = False, q8: bool = False, paged: bool = False) -> LogitsConfig:
@@ -330,29 +345,35 @@ def index_logits(
     """
     a = v.check_logits(q, weights, k, lengths, k_scale=k_scale, q_scale=q_scale, validate=validate)
     v.backend_for("triton", q.device)
-    cfg = config or default_config(a.fp8, a.q8)
     out = v.output(out, (a.queries, a.rows), torch.float32, q.device)
     if a.queries == 0 or a.rows == 0:
         return out
-    bq, hp, dp = _tile(a.heads, a.dim, a.queries, cfg, a.q8)
-    tiles = -(-a.queries // bq)
-    split = _split(a.rows, tiles, cfg.block_k, q.device, cfg.split)
     codes = k.view(torch.uint8) if a.fp8 else k
-    _logits_kernel[(tiles, -(-a.rows // split))](
-        q.view(torch.uint8) if a.q8 else q,
-        a.q_scale if a.q8 else weights,
-        weights,
-        codes,
-        k_scale if a.fp8 else lengths,
-        lengths,
-        out,
-        a.queries,
-        a.rows,
-        a.heads,
-        a.dim,
-        split,
-        **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim, a.q8),
-    )
+
+    def launch(cfg: LogitsConfig) -> None:
+        bq, hp, dp = _tile(a.heads, a.dim, a.queries, cfg, a.q8)
+        tiles = -(-a.queries // bq)
+        split = _split(a.rows, tiles, cfg.block_k, q.device, cfg.split)
+        _logits_kernel[(tiles, -(-a.rows // split))](
+            q.view(torch.uint8) if a.q8 else q,
+            a.q_scale if a.q8 else weights,
+            weights,
+            codes,
+            k_scale if a.fp8 else lengths,
+            lengths,
+            out,
+            a.queries,
+            a.rows,
+            a.heads,
+            a.dim,
+            split,
+            **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim, a.q8),
+        )
+
+    chosen = config or default_config(a.fp8, a.q8)
+    tile = _tile(a.heads, a.dim, a.queries, chosen, a.q8)
+    key = ("index_logits", q.device, chosen, tile, a.dim, a.fp8, a.q8, q.dtype)
+    fitting.first_fitting([chosen] if config else _fallbacks(chosen), launch, key)
     return out
 
 
@@ -390,29 +411,34 @@ def paged_index_logits(
         validate=validate,
     )
     v.backend_for("triton", q.device)
-    cfg = config or default_config(a.fp8, a.q8, paged=True)
     out = v.output(out, (a.requests * a.next_n, a.width), torch.float32, q.device)
     if out.numel() == 0:
         return out
     hp, dp = _pow2(a.heads, 16), _pow2(a.dim, 32 if a.q8 else 16)
     bq = _pow2(a.next_n, 1)
-    split = _split(a.width, a.requests, cfg.block_k, q.device, cfg.split)
-    _paged_logits_kernel[(a.requests, -(-a.width // split))](
-        q.view(torch.uint8) if a.q8 else q,
-        a.q_scale if a.q8 else weights,
-        weights,
-        cache,
-        block_table,
-        lengths,
-        out,
-        a.next_n,
-        a.heads,
-        a.dim,
-        a.width,
-        block_table.shape[1],
-        a.num_blocks,
-        rows_per_block,
-        split,
-        **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim, a.q8),
-    )
+
+    def launch(cfg: LogitsConfig) -> None:
+        split = _split(a.width, a.requests, cfg.block_k, q.device, cfg.split)
+        _paged_logits_kernel[(a.requests, -(-a.width // split))](
+            q.view(torch.uint8) if a.q8 else q,
+            a.q_scale if a.q8 else weights,
+            weights,
+            cache,
+            block_table,
+            lengths,
+            out,
+            a.next_n,
+            a.heads,
+            a.dim,
+            a.width,
+            block_table.shape[1],
+            a.num_blocks,
+            rows_per_block,
+            split,
+            **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim, a.q8),
+        )
+
+    chosen = config or default_config(a.fp8, a.q8, paged=True)
+    key = ("paged_index_logits", q.device, chosen, (bq, hp, dp), a.dim, a.fp8, a.q8, q.dtype)
+    fitting.first_fitting([chosen] if config else _fallbacks(chosen, paged=True), launch, key)
     return out
