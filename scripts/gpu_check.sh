@@ -7,7 +7,7 @@
 # peers: the engines' kernels of csa/peers/ judged by csa fuzz on the GPU, compiled (not part of all; docs/peers.md):
 # needs the unpacked wheels, .peers/carry (make peers writes it; carry it to the machine) or .peers/src, and no
 # network. Writes $OUT/peers.md (the results page), $OUT/peers/ (each kernel's log and JSON report) and
-# $OUT/peers.log (with the output of results/peers/'s standalone reproducers, compiled); PEERS_ARGS: extra arguments of python -m csa.peers.run (its defaults: 20 examples a property, as on the CPU; about 7 minutes on two CPU cores).
+# $OUT/peers.log (with the output of results/peers/'s standalone reproducers, compiled); PEERS_ARGS: extra arguments of python -m csa.peers.run (its defaults: 20 examples a property, as on the CPU; about 7 minutes on two CPU cores); the kernels are judged half the cores at a time (--jobs).
 #
 # fuzz: `csa fuzz --device cuda --sanitize` on the project's Triton top-k and on one compression kernel (exit 0
 # expected; not part of all). The GPU tests of the supervised worker, the guards and --sanitize (a kernel writing
@@ -57,7 +57,8 @@ if [ "$PHASE" = peers ]; then
     start=$SECONDS
     if [ -d .peers/carry ]; then export CSA_PEERS_DIR="$PWD/.peers/carry"; fi
     # shellcheck disable=SC2086
-    "$PY" -m csa.peers.run --device cuda --out "$OUT/peers.md" ${PEERS_ARGS:-} >"$OUT/peers.log" 2>&1
+    "$PY" -m csa.peers.run --device cuda --jobs "$(($(nproc) / 2 > 1 ? $(nproc) / 2 : 1))" --out "$OUT/peers.md" \
+        ${PEERS_ARGS:-} >"$OUT/peers.log" 2>&1
     status=$?
     for script in results/peers/repro_*.py results/peers/check_*.py; do # the verdicts' standalone scripts, compiled
         echo "== python $script" >>"$OUT/peers.log"

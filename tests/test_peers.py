@@ -218,3 +218,36 @@ def test_a_kernels_reproducers_are_merged_into_one_its_report_names(tmp_path: pa
     alone = subprocess.run([sys.executable, str(merged), "--in-process"], cwd="/", env=env, capture_output=True,
                            text=True, timeout=300)  # fmt: skip
     assert alone.returncode == 1 and alone.stdout.count("FAILS: topk_lane_layout") == 2, alone.stdout + alone.stderr
+
+
+def test_jobs_below_one_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from csa.peers.run import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--jobs", "0", "--out", "/nonexistent/peers.md"])
+    assert exit_info.value.code == 2
+    assert "--jobs: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_kernels_judged_at_once_keep_the_catalog_order(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --jobs, the kernels run concurrently (the slowest first here) and the results keep PEERS's order."""
+    import time
+
+    from csa.peers import run
+
+    peers = run.PEERS[:4]
+    monkeypatch.setattr(run, "PEERS", peers)
+    monkeypatch.setattr(run, "missing_reason", lambda engine: None)
+    monkeypatch.setattr(run, "page", lambda saved, out_dir: "page\n")
+    finished: list[str] = []
+
+    def judge(peer: catalog.Peer, args: object, out_dir: pathlib.Path) -> dict[str, str]:
+        time.sleep(0.2 * (len(peers) - peers.index(peer)))
+        finished.append(peer.name)
+        return {"peer": peer.name, "outcome": peer.expect, "seconds": 0.0}
+
+    monkeypatch.setattr(run, "judge", judge)
+    assert run.main(["--jobs", "4", "--out", str(tmp_path / "peers.md")]) == 0
+    assert finished == [p.name for p in reversed(peers)]
+    saved = json.loads((tmp_path / "peers" / "run.json").read_text())
+    assert [r["peer"] for r in saved["results"]] == [p.name for p in peers]

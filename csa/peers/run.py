@@ -9,6 +9,7 @@ the page. Exit status 0 when every kernel's outcome is the one its verdict was w
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
@@ -222,12 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink-seconds", type=float, default=20.0)
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results/peers.md"))
     parser.add_argument("--only", action="append", help="only peers whose name contains this (repeatable)")
+    parser.add_argument("--jobs", type=int, default=1, help="kernels judged at once (each is its own process)")
     parser.add_argument(
         "--page-only",
         action="store_true",
         help="rewrite the page from the saved run (run.json beside it) with the catalog's current verdicts",
     )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs: must be at least 1, got {args.jobs}")
     out_dir = args.out.parent / args.out.stem
     saved = out_dir / "run.json"
     if args.page_only:
@@ -251,11 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         start = time.perf_counter()
         peers = [p for p in PEERS if not args.only or any(o in p.name for o in args.only)]
-        for peer in peers:
-            print(f"{peer.name}: {peer.op} ...", end=" ", flush=True)
-            result = judge(peer, args, out_dir)
-            print(f"{result['outcome']} ({result['seconds']:.0f} s)", flush=True)
-            run["results"].append(result)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            for peer, result in zip(peers, pool.map(lambda p: judge(p, args, out_dir), peers), strict=True):
+                print(f"{peer.name}: {peer.op} ... {result['outcome']} ({result['seconds']:.0f} s)", flush=True)
+                run["results"].append(result)
         run["wall_s"] = round(time.perf_counter() - start, 1)
         saved.write_text(json.dumps(run, indent=2) + "\n")
     args.out.write_text(page(run, out_dir))
