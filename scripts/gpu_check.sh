@@ -110,8 +110,9 @@ if [ "$PHASE" != bench ]; then
     status=$?
     echo "pytest exit status $status after $((SECONDS - start)) s" >>"$OUT/tests.full"
     grep -E "^(FAILED|ERROR) |\] (FAILED|ERROR) " "$OUT/tests.full" | sort -u >"$OUT/failed.txt"
-    sed -n -E 's/^\[gw[0-9]+\] \[ *[0-9]+%\] ([A-Z]+) ([^ ]+).*/\1 \2/p; s/^([^ ]+::[^ ]+) ([A-Z]+)( .*)?$/\2 \1/p' \
-        "$OUT/tests.full" | sort -k2 -u >"$OUT/outcomes.txt"
+    # test ids may hold spaces (parametrized names): an outcome line is the outcome, then the whole id
+    sed -n -E 's/^\[gw[0-9]+\] \[ *[0-9]+%\] (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (.*[^ ]) *$/\1 \2/p; s/^(.+::.+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)( \[ *[0-9]+%\])? *$/\2 \1/p' \
+        "$OUT/tests.full" | sort -u >"$OUT/outcomes.txt"
     grep -v -E "\] (PASSED|SKIPPED|XFAIL|XPASS) |PytestBenchmarkWarning|warner\(" "$OUT/tests.full" | tail -n 600 >"$OUT/tests.log"
     rm -f "$OUT/tests.full"
     tail -n 15 "$OUT/tests.log"

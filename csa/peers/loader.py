@@ -102,7 +102,7 @@ SGLANG = Engine(
     "sglang",
     "0.5.23",
     "sglang==0.5.23",
-    stubbed=("einops", "msgspec", "orjson", "pybase64", "pydantic_core", "requests", "tvm_ffi", "zmq"),
+    stubbed=("einops", "msgspec", "orjson", "pybase64", "pydantic_core", "requests", "starlette", "tvm_ffi", "zmq"),
     run_init=(
         "sglang.kernels.jit",
         "sglang.kernels.jit.utils",
