@@ -135,20 +135,15 @@ V4_FLASH = replace(
 )
 """V4-Pro's layout and formats with its own depth, ratios and index top-k."""
 
-V41_FLASH = ModelPreset(
+V41_FLASH = replace(
+    V4_FLASH,
     name="v4.1-flash",
     version="v4.1",
     config_source="huggingface.co/deepseek-ai/DeepSeek-V4.1-Flash config.json (text_config)",
     num_layers=40,
     mtp_layers=3,
     compress_ratios=tuple([0, 0, *([2] * 18), *([1] * 20), 0, 0, 0]),
-    window_size=128,
-    head_dim=512,
-    rope_head_dim=64,
-    index_head_dim=128,
     index_n_heads=32,
-    index_topk=512,
-    max_context=1048576,
     kv_source_layers=(2, 8, 14, 20),
     index_source_layers=(2, 8, 14, 20, 24, 28, 32, 36),
     candidate_source_layer=20,
@@ -165,6 +160,8 @@ V41_FLASH = ModelPreset(
         "FlashMLA; the reference inference code quantizes compressed KV to FP4",
     ),
 )
+"""V4-Flash's window, head dimensions, index top-k and context length; its own depth, ratios, index heads, layer
+sharing and formats."""
 
 MODELS: dict[str, ModelPreset] = {m.name: m for m in (V4_PRO, V4_FLASH, V41_FLASH)}
 

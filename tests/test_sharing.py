@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from reference.models import MODELS, V41_FLASH
@@ -35,36 +37,25 @@ def test_refinement_failure_names_layer_and_both_maps() -> None:
     )
 
 
+# each case the appendix example with what breaks one rule: a map changed, other ratios, or a map too short
 @pytest.mark.parametrize(
     ("maps", "ratios", "message"),
     [
+        (replace(SEED, kv=(0, 0, 3, 3)), RATIOS, r"^layer_kv_map\[2\]: source 3 comes after layer 2"),
         (
-            SharingMaps((0, 0, 3, 3), (0, 0, 2, 2), (0, 1, 2, 3), (0, 1, 2, 3)),
-            RATIOS,
-            r"^layer_kv_map\[2\]: source 3 comes after layer 2",
-        ),
-        (
-            SharingMaps((0, 0, 0, 0), (0, 0, 2, 2), (0, 0, 1, 3), (0, 1, 2, 3)),
+            replace(SEED, index_module=(0, 0, 1, 3)),
             RATIOS,
             r"^layer_index_module_map\[2\]: source 1 does not map to itself",
         ),
+        (SEED, (0, 2, 2, 2), r"^layer_kv_map\[1\]: source 0 has ratio 0 and owns nothing to share"),
         (
-            SharingMaps((0, 0, 0, 0), (0, 0, 2, 2), (0, 1, 2, 3), (0, 1, 2, 3)),
-            (0, 2, 2, 2),
-            r"^layer_kv_map\[1\]: source 0 has ratio 0 and owns nothing to share",
-        ),
-        (
-            SharingMaps((0, 0, 2, 3), (0, 0, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3)),
+            replace(SEED, kv=(0, 0, 2, 3), index_k=(0, 0, 2, 3)),
             (2, 0, 2, 2),
             r"^layer_kv_map\[1\]: layer 1 has ratio 0 and cannot reuse layer 0",
         ),
+        (SEED, (2, 2, 1, 1), r"^layer_kv_map\[2\]: ratio 1 differs from its source 0's ratio 2"),
         (
-            SharingMaps((0, 0, 0, 0), (0, 0, 2, 2), (0, 1, 2, 3), (0, 1, 2, 3)),
-            (2, 2, 1, 1),
-            r"^layer_kv_map\[2\]: ratio 1 differs from its source 0's ratio 2",
-        ),
-        (
-            SharingMaps((0, 0, 0, 0), (0, 0, 2, 2), (0, 1, 2, 2), (0, 1, 2, 2)),
+            replace(SEED, index_module=(0, 1, 2, 2), candidate=(0, 1, 2, 2)),
             RATIOS,
             r"^layer_candidate_source_map\[3\]: candidate source 2 is not a main-KV source",
         ),
@@ -73,23 +64,19 @@ def test_refinement_failure_names_layer_and_both_maps() -> None:
             RATIOS,
             r"^layer_kv_map: must have one entry per layer \(4\), got 3",
         ),
+        (replace(SEED, kv=(0, 0, 0, 7)), RATIOS, r"^layer_kv_map\[3\]: source 7 is not a layer in \[0, 4\)"),
         (
-            SharingMaps((0, 0, 0, 7), (0, 0, 2, 2), (0, 1, 2, 3), (0, 1, 2, 3)),
-            RATIOS,
-            r"^layer_kv_map\[3\]: source 7 is not a layer in \[0, 4\)",
-        ),
-        (
-            SharingMaps((0, 0, 2, 2), (0, 0, 0, 0), (0, 1, 2, 3), (0, 1, 2, 3)),
+            replace(SEED, kv=(0, 0, 2, 2), index_k=(0, 0, 0, 0)),
             RATIOS,
             r"^layer_index_k_map\[2\]: must refine layer_kv_map",
         ),
         (
-            SharingMaps((0, 0, 0, 0), (0, 0, 2, 2), (0, 1, 2, 3), (0, 1, 2, 0)),
+            replace(SEED, candidate=(0, 1, 2, 0)),
             RATIOS,
             r"^layer_candidate_source_map\[3\]: must refine layer_index_k_map",
         ),
         (
-            SharingMaps((0, 0, 0, 0), (0, 0, 2, 2), (0, 1, 0, 3), (0, 1, 2, 3)),
+            replace(SEED, index_module=(0, 1, 0, 3)),
             RATIOS,
             r"^layer_index_module_map\[2\]: must refine layer_index_k_map",
         ),

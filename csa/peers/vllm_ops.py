@@ -195,19 +195,9 @@ def _norm_rope(fmt: str, module_name: str, stage: Stage) -> Callable[..., None]:
     refused."""
 
     def norm_rope_store(
-        rows: torch.Tensor,
-        weight: torch.Tensor,
-        cos_sin: torch.Tensor,
-        positions: torch.Tensor,
-        slots: torch.Tensor,
-        cache: torch.Tensor,
-        *,
-        fmt: str,
-        rows_per_block: int,
-        layer: int,
-        eps: float,
-        rope_dim: int,
+        *tensors: torch.Tensor, fmt: str, rows_per_block: int, layer: int, eps: float, rope_dim: int
     ) -> None:
+        rows, weight, cos_sin, positions, slots, cache = tensors  # the contract's order
         dims, record = _ROW[fmt]
         if rope_dim != ROPE_DIM:
             raise ValueError(f"rope_dim: vLLM's compressor kernels rotate the last {ROPE_DIM} dims, got {rope_dim}")

@@ -3,12 +3,20 @@ float32 evaluation is beaten by one baseline formulation by luck, which the floa
 formulations, floor at the terms' magnitude) must accept (docs/compression-properties.md), and a ring one slot short
 that a generated search finds only under some seeds."""
 
-PREFILL_CANCELLATION = {
-    "layer": {"ratio": 8, "dim": 2, "overlap": False, "ape": None},
-    "ring_extra": 1,
-    "slots": 1,
-    "fill": float("nan"),
-    "requests": [
+from typing import Any
+
+
+def _one_slot(ratio: int, dim: int, *, overlap: bool = False, ring_extra: int = 1, **rest: Any) -> dict[str, Any]:
+    """An example on one ring slot, unwritten entries NaN, no APE: the layer's ``ratio``, ``dim`` and ``overlap``,
+    then ``rest`` (the requests, or a request's life)."""
+    layer = {"ratio": ratio, "dim": dim, "overlap": overlap, "ape": None}
+    return {"layer": layer, "ring_extra": ring_extra, "slots": 1, "fill": float("nan"), **rest}
+
+
+PREFILL_CANCELLATION = _one_slot(
+    8,
+    2,
+    requests=[
         {
             "slot": 0,
             "positions": [
@@ -23,14 +31,12 @@ PREFILL_CANCELLATION = {
             "delay": 0,
         }
     ],
-}
+)
 """Torch backend, ratio 8: terms -0.94 and +1.40 cancel to 0.47; its error is 5.7 units of the row."""
-PREFILL_SMALL_WEIGHT = {
-    "layer": {"ratio": 3, "dim": 2, "overlap": False, "ape": None},
-    "ring_extra": 1,
-    "slots": 1,
-    "fill": float("nan"),
-    "requests": [
+PREFILL_SMALL_WEIGHT = _one_slot(
+    3,
+    2,
+    requests=[
         {
             "slot": 0,
             "positions": [[[0.0, 0.0], [0.0, 0.0]], [[2.0, 0.0], [0.0, 0.0]], [[-3.75, 0.0], [1.25, 0.0]]],
@@ -38,15 +44,13 @@ PREFILL_SMALL_WEIGHT = {
             "delay": 0,
         }
     ],
-}
+)
 """Triton, ratio 3: the row is the weight exp(-5.75 + ...) of one entry, which exp2 of a scaled argument gets
 4.2 units off."""
-DECODE_LONG_SUM = {
-    "layer": {"ratio": 128, "dim": 1, "overlap": False, "ape": None},
-    "ring_extra": 1,
-    "slots": 1,
-    "fill": float("nan"),
-    "requests": [
+DECODE_LONG_SUM = _one_slot(
+    128,
+    1,
+    requests=[
         {
             "slot": 0,
             "start": 127,
@@ -56,25 +60,24 @@ DECODE_LONG_SUM = {
             "delay": 0,
         }
     ],
-}
+)
 """Torch backend, ratio 128: a 128-term float32 sum, 5.4 units off."""
-DECODE_OVERLAP_RING_SHORT = {
-    "layer": {"ratio": 4, "dim": 1, "overlap": True, "ape": None},
-    "ring_extra": 0,
-    "slots": 1,
-    "fill": float("nan"),
-    "requests": [{"slot": 0, "start": 5, "positions": [[[0.0, 0.0], [0.0, 0.0]]]}],
-    "fault": "ring_short",
-}
+DECODE_OVERLAP_RING_SHORT = _one_slot(
+    4,
+    1,
+    overlap=True,
+    ring_extra=0,
+    requests=[{"slot": 0, "start": 5, "positions": [[[0.0, 0.0], [0.0, 0.0]]]}],
+    fault="ring_short",
+)
 """V4 overlap, one new position, a ring one short of the discipline's safe size (write_then_read: 7 < 8): a
 bound of r + q - 1 (4) would accept it. A search of generated calls finds this only under some seeds."""
-LIFE_CANCELLATION = {
-    "layer": {"ratio": 3, "dim": 4, "overlap": False, "ape": None},
-    "qmax": 1,
-    "ring_extra": 0,
-    "slots": 1,
-    "fill": float("nan"),
-    "ops": [
+LIFE_CANCELLATION = _one_slot(
+    3,
+    4,
+    ring_extra=0,
+    qmax=1,
+    ops=[
         {"op": "new", "slot": 0},
         {
             "op": "prefill",
@@ -93,5 +96,5 @@ LIFE_CANCELLATION = {
             ],
         },
     ],
-}
+)
 """Triton, ratio 3: row 1, channel 3 cancels (6.75 and -1.0 weighted) to -0.249; 5.9 units of the row."""
