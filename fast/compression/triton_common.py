@@ -11,9 +11,6 @@
   from the ring.
 - ``_store_rows``: rows, store slots, positions and cache rows.
 - ``_read_channels``, ``_keep_newest``: the ring write of a request's newest positions.
-
-The kernels call these helpers with positional arguments packed several to a line; the helpers' signatures are
-packed the same way (as ``fast.cache.quantize._load_tile``'s is).
 """
 
 from __future__ import annotations
@@ -97,10 +94,30 @@ def _first_read(first_group, R: tl.constexpr, OVERLAP: tl.constexpr):
 
 
 @triton.jit
-def _window_mean(score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, group, valid, needs_ring, cols, col_ok,
-                 R: tl.constexpr, D: tl.constexpr, C: tl.constexpr, OVERLAP: tl.constexpr, HAS_APE: tl.constexpr,
-                 S: tl.constexpr, W: tl.constexpr, BLOCK_K: tl.constexpr, POLY_EXP: tl.constexpr,
-                 EVICT: tl.constexpr):  # fmt: skip
+def _window_mean(
+    score_ptr,
+    latent_ptr,
+    ape_ptr,
+    state_ptr,
+    start,
+    cu0,
+    slot,
+    group,
+    valid,
+    needs_ring,
+    cols,
+    col_ok,
+    R: tl.constexpr,
+    D: tl.constexpr,
+    C: tl.constexpr,
+    OVERLAP: tl.constexpr,
+    HAS_APE: tl.constexpr,
+    S: tl.constexpr,
+    W: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    POLY_EXP: tl.constexpr,
+    EVICT: tl.constexpr,
+):
     """Gated mean of the window of each row: f32[BLOCK_R, BLOCK_C] (meaningless where not ``valid``).
 
     start, cu0, slot: the request's first new position, first input row and state slot (scalars); group, valid:
@@ -161,10 +178,30 @@ def _window_mean(score_ptr, latent_ptr, ape_ptr, state_ptr, start, cu0, slot, gr
 
 
 @triton.jit
-def _store_rows(out_ptr, slot_ptr, pos_ptr, cache_ptr, table_ptr, table_stride, out_rows, live, valid, request, group,
-                cols, col_ok, acc, channel_block, R: tl.constexpr, D: tl.constexpr, ROWS_PER_BLOCK: tl.constexpr,
-                HAS_TABLE: tl.constexpr, WRITE_CACHE: tl.constexpr, OUT_BF16: tl.constexpr,
-                CACHE_BF16: tl.constexpr):  # fmt: skip
+def _store_rows(
+    out_ptr,
+    slot_ptr,
+    pos_ptr,
+    cache_ptr,
+    table_ptr,
+    table_stride,
+    out_rows,
+    live,
+    valid,
+    request,
+    group,
+    cols,
+    col_ok,
+    acc,
+    channel_block,
+    R: tl.constexpr,
+    D: tl.constexpr,
+    ROWS_PER_BLOCK: tl.constexpr,
+    HAS_TABLE: tl.constexpr,
+    WRITE_CACHE: tl.constexpr,
+    OUT_BF16: tl.constexpr,
+    CACHE_BF16: tl.constexpr,
+):
     """Rows (zero where not valid), cache rows, and (channel block 0 only) store slots and positions."""
     res = tl.where(valid[:, None], acc, 0.0)
     orow = out_rows.to(tl.int64)
@@ -206,8 +243,22 @@ def _read_channels(cols, col_ok, D: tl.constexpr, OVERLAP: tl.constexpr):
 
 
 @triton.jit
-def _keep_newest(score_ptr, latent_ptr, state_ptr, cu0, start, slot, length, kept, first, channels, channel_ok,
-                 C: tl.constexpr, S: tl.constexpr, BLOCK_P: tl.constexpr):  # fmt: skip
+def _keep_newest(
+    score_ptr,
+    latent_ptr,
+    state_ptr,
+    cu0,
+    start,
+    slot,
+    length,
+    kept,
+    first,
+    channels,
+    channel_ok,
+    C: tl.constexpr,
+    S: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+):
     """The newest ``kept`` of a request's ``length`` new positions into its ring, from the ``first``-th of them
     on: ``state[slot, (start + local) % S] = (score, latent)`` of input row ``cu0 + local``, for ``channels``
     ([H, BLOCK_C] offsets), ``BLOCK_P`` rows x channels in one load and one store per tensor at a time."""
