@@ -251,3 +251,32 @@ def test_kernels_judged_at_once_keep_the_catalog_order(tmp_path: pathlib.Path, m
     assert finished == [p.name for p in reversed(peers)]
     saved = json.loads((tmp_path / "peers" / "run.json").read_text())
     assert [r["peer"] for r in saved["results"]] == [p.name for p in peers]
+
+
+CUDA_MACHINE = """
+import types, torch
+torch.cuda.is_available = lambda: True
+torch.version.cuda = "13.0"
+torch.cuda.get_device_name = lambda *a: "NVIDIA H200"
+torch.cuda.get_device_capability = lambda *a: (9, 0)
+torch.cuda.device_count = lambda: 1
+torch.cuda.current_device = lambda: 0
+torch.cuda.get_device_properties = lambda *a: types.SimpleNamespace(
+    name="NVIDIA H200", major=9, minor=0, multi_processor_count=132, total_memory=140e9, gcnArchName="")
+from csa.peers.loader import load
+"""
+
+
+@pytest.mark.slow
+def test_sglang_kernel_modules_load_as_on_a_cuda_machine() -> None:
+    """On a CUDA machine SGLang's fp8_kernel.py imports sgl_per_token_quant_fp8 from its quantization package's
+    __init__ (the compiled run judged no SGLang dequantization kernel before the loader ran it): with torch made
+    to answer as an H200 does, every SGLang module the adapters use loads."""
+    _needs("sglang")
+    from csa.peers import sglang_ops
+
+    names = [sglang_ops.CANDIDATES, sglang_ops.DEQUANT, sglang_ops.INDEX_CACHE, sglang_ops.INDEXER]
+    code = CUDA_MACHINE + "".join(f"load('sglang', {n!r})\n" for n in names) + "print('loaded')\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    assert out.returncode == 0 and "loaded" in out.stdout, out.stderr[-3000:]

@@ -107,6 +107,7 @@ SGLANG = Engine(
         "sglang.kernels.jit",
         "sglang.kernels.jit.utils",
         "sglang.kernels.ops.attention.dsv4",
+        "sglang.kernels.ops.quantization",
         "sglang.kernels.jit.utils.compile",
         "sglang.srt.distributed",
         "sglang.srt.model_executor.runner_backend_utils",
@@ -269,6 +270,18 @@ def load(package: str, module: str) -> types.ModuleType:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
             else:
                 os.environ["CUDA_VISIBLE_DEVICES"] = saved
+
+
+def standalone(package: str, module: str, name: str) -> tuple[Any, str]:
+    """For a script run alone (``results/peers/``): the engine's function ``name`` of ``module`` and the device
+    it runs on, "cuda" where there is one, else "cpu" with Triton interpreted (set before the engine's kernels,
+    and any of this project's, are defined)."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    return getattr(load(package, module), name), device
 
 
 def modules(package: str) -> Callable[[str], types.ModuleType]:

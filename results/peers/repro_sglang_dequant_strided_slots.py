@@ -13,16 +13,15 @@ import sys
 
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
+from csa.peers.loader import standalone
+
+DEQUANT = "sglang.kernels.ops.attention.dsv4.dequant_k_cache"
+dequantize, device = standalone("sglang", DEQUANT, "dequantize_k_cache_paged_dsv4")  # before the kernels below
 from csa.peers.common import block_bytes
-from csa.peers.loader import load
 from fast.cache import quantize_store
 
-dequantize = load("sglang", "sglang.kernels.ops.attention.dsv4.dequant_k_cache").dequantize_k_cache_paged_dsv4
-device = "cuda" if torch.cuda.is_available() else "cpu"
 rows_per_block = 4
 cache = torch.zeros(1, block_bytes("v4_584", rows_per_block), dtype=torch.uint8, device=device)
 rows = torch.arange(4, dtype=torch.float32, device=device).repeat_interleave(512).reshape(4, 512) + 1  # row r: r + 1

@@ -11,14 +11,11 @@ import sys
 
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from csa.peers.loader import load
+from csa.peers.loader import standalone
 
-store = load("sglang", "sglang.kernels.ops.kvcache.dsv4_fp4_index_k_cache").store_fp4_index_k_cache
-device = "cuda" if torch.cuda.is_available() else "cpu"
+store, device = standalone("sglang", "sglang.kernels.ops.kvcache.dsv4_fp4_index_k_cache", "store_fp4_index_k_cache")
 GUARD = 256
 outside = False
 for page_size in (1, 4):
