@@ -52,7 +52,6 @@ class Engine:
 
     package: str
     version: str
-    wheel: str
     stubbed: tuple[str, ...]
     run_init: tuple[str, ...]
     extensions: tuple[str, ...] = ()
@@ -63,11 +62,15 @@ class Engine:
     kernel's module imports only for its model classes (configuration, layers), which pull in what the harness does
     not have. No kernel judged calls into them; one that did would fail on the stub."""
 
+    @property
+    def wheel(self) -> str:
+        """The pinned requirement ``pip download`` fetches."""
+        return f"{self.package}=={self.version}"
+
 
 VLLM = Engine(
     "vllm",
     "0.33.0",
-    "vllm==0.33.0",
     stubbed=(
         "aiohttp",
         "cbor2",
@@ -101,7 +104,6 @@ VLLM = Engine(
 SGLANG = Engine(
     "sglang",
     "0.5.23",
-    "sglang==0.5.23",
     stubbed=("einops", "msgspec", "orjson", "pybase64", "pydantic_core", "requests", "starlette", "tvm_ffi", "zmq"),
     run_init=(
         "sglang.kernels.jit",
