@@ -73,7 +73,8 @@ class _FirstLaunchOverflows:
     ``launched`` keeps the compile-time options of every try."""
 
     def __init__(self, kernel: Any) -> None:
-        self.kernel, self.launched = kernel, []
+        self.kernel = kernel
+        self.launched: list[dict[str, Any]] = []
 
     def __getitem__(self, grid: Any) -> Any:
         def launch(*args: Any, **options: Any) -> None:
@@ -96,10 +97,10 @@ def test_sparse_attention_steps_down_when_its_tile_overflows(monkeypatch: pytest
     g = torch.Generator().manual_seed(0)
     q, kv = torch.randn(2, 4, 32, generator=g), torch.randn(40, 32, generator=g)
     indices = torch.randint(-1, 40, (2, 24), generator=g, dtype=torch.int32)
-    args = [t.to(DEVICE) for t in (q, kv, indices)]
-    want = sparse_attention(*args, None, scale=0.2, dv=32)
+    q, kv, indices = (t.to(DEVICE) for t in (q, kv, indices))
+    want = sparse_attention(q, kv, indices, None, scale=0.2, dv=32)
     fake = _overflowing(monkeypatch, attention, "_sparse_attention_kernel")
-    got = sparse_attention(*args, None, scale=0.2, dv=32)
+    got = sparse_attention(q, kv, indices, None, scale=0.2, dv=32)
     first, second = fake.launched
     assert (second["num_stages"], second["BLOCK_N"]) in ((1, first["BLOCK_N"]), (1, first["BLOCK_N"] // 2))
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])

@@ -241,7 +241,7 @@ def test_kernels_judged_at_once_keep_the_catalog_order(tmp_path: pathlib.Path, m
     monkeypatch.setattr(run, "page", lambda saved, out_dir: "page\n")
     finished: list[str] = []
 
-    def judge(peer: catalog.Peer, args: object, out_dir: pathlib.Path) -> dict[str, str]:
+    def judge(peer: catalog.Peer, args: object, out_dir: pathlib.Path) -> dict[str, object]:
         time.sleep(0.2 * (len(peers) - peers.index(peer)))
         finished.append(peer.name)
         return {"peer": peer.name, "outcome": peer.expect, "seconds": 0.0}
