@@ -1,7 +1,8 @@
 """Standalone reproducer scripts: failing examples, frozen as Python source that needs only this package.
 
 A reproducer records everything its run needs: the harness's own directory and the import root of a
-``module:callable`` kernel (put back on ``sys.path``, so it runs without the PYTHONPATH of the run that wrote it),
+``module:callable`` kernel (put back on ``sys.path``, so it runs without the PYTHONPATH of the run that wrote it;
+written relative to the script when the script lies inside them, as results/peers/repro/'s do, else absolute),
 the kernel's spec, convention and device, the per-call time limit, and the examples. By default it runs the kernel
 as ``csa fuzz`` did: in a supervised worker, guarded, with the same time limit. ``--in-process`` calls it in the
 script's own process (for a debugger, or compute-sanitizer); ``--no-guards`` passes the tensors without guard
@@ -30,9 +31,12 @@ TEMPLATE = (
     + '''; \
 --help for the options."""
 
+import os
 import sys
 
-sys.path[:0] = [p for p in {paths!r} if p not in sys.path]  # the harness and the kernel's import root
+# the harness and the kernel's import root: relative to this file where they hold it, so a copy of the tree runs it
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [p for p in (os.path.normpath(os.path.join(here, q)) for q in {paths!r}) if p not in sys.path]
 
 from properties.reproducer import Fraction, inf, main, nan  # noqa: E402, F401  (examples may hold these)
 
@@ -64,6 +68,15 @@ def harness_paths(impl_spec: str) -> list[str]:
     return [root, *([found] if found and found != root else [])]
 
 
+def _relative_to(script: pathlib.Path, entry: str) -> str:
+    """``entry`` (an absolute directory) as the script at ``script`` writes it: relative to the script's folder when
+    that folder lies inside it, else as it is."""
+    folder = script.resolve().parent
+    if folder.is_relative_to(pathlib.Path(entry).resolve()):
+        return os.path.relpath(entry, folder)
+    return entry
+
+
 def write_script(
     path: pathlib.Path,
     *,
@@ -87,7 +100,7 @@ def write_script(
         convention=convention,
         device=device,
         timeout=timeout,
-        paths=list(harness_paths(impl_spec) if paths is None else paths),
+        paths=[_relative_to(path, p) for p in (harness_paths(impl_spec) if paths is None else paths)],
         cases="\n".join(f"    ({prop!r}, {example!r})," for prop, example in cases),
         filename=path.name,
     )
@@ -132,8 +145,9 @@ def read_script(path: pathlib.Path) -> dict[str, Any]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["CASES"]:
             found["cases"] = eval(compile(ast.Expression(node.value), str(path), "eval"), {"__builtins__": {}}, names)
-        elif isinstance(node, ast.ListComp) and isinstance(node.generators[0].iter, ast.List):
-            found["paths"] = ast.literal_eval(node.generators[0].iter)
+        elif isinstance(node, (ast.ListComp, ast.GeneratorExp)) and isinstance(node.generators[0].iter, ast.List):
+            written = ast.literal_eval(node.generators[0].iter)  # relative entries are relative to the script
+            found["paths"] = [os.path.normpath(os.path.join(path.resolve().parent, q)) for q in written]
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("main", "replay"):
             found.update(
                 {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg and k.arg not in ("cases", "argv")}

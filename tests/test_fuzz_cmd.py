@@ -449,3 +449,32 @@ def test_leave_out_bad_input_reports_what_it_left_out(tmp_path: pathlib.Path) ->
     bad = csa("--op", "topk", "--impl", f"{BROKEN}:topk", "--leave-out", "nope", cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr == "csa fuzz: --leave-out: no property group 'nope'; known: bad_input\n"
+
+
+def test_a_reproducer_inside_its_kernels_tree_runs_from_a_copy_of_the_tree(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reproducer written inside the tree that holds its kernel names that tree relative to itself (the harness,
+    outside it, by its absolute path): moved with the tree, it still loads the kernel and shows the failure."""
+    import shutil
+
+    from properties.reproducer import read_script, write_reproducer
+
+    tree = tmp_path / "tree"
+    (tree / "kernels").mkdir(parents=True)
+    (tree / "kernels" / "minus_one.py").write_text(
+        "import torch\ndef topk(scores, lengths, offsets, *, k):\n"
+        "    return torch.full((scores.shape[0], k), -1, dtype=torch.int32)\n"
+    )
+    monkeypatch.syspath_prepend(str(tree))  # the kernel imported as csa fuzz imports a module:callable spec
+    script = write_reproducer(tree / "results" / "repro", prop="topk_lane_layout", op="topk",
+                              impl_spec="kernels.minus_one:topk", convention="v4.1", device="cpu", timeout=60.0,
+                              example={"scores": [[1.0, 2.0]], "lengths": [2], "offsets": [0], "k": 1})  # fmt: skip
+    source = script.read_text()
+    assert str(tree) not in source and str(ROOT) in source and "'../..'" in source, source
+    moved = tmp_path / "moved"
+    shutil.move(tree, moved)
+    copy = moved / "results" / "repro" / script.name
+    assert read_script(copy)["paths"] == [str(ROOT), str(moved)]
+    out = standalone(copy, cwd=tmp_path)
+    assert out.returncode == 1 and "FAILS: topk_lane_layout" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]

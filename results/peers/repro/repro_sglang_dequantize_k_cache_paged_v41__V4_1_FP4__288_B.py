@@ -1,8 +1,11 @@
 """Reproducer: properties 'gather_layers_do_not_alias', 'gather_matches_stored_bytes', 'gather_shape_ladder' fail for csa.peers.sglang_ops:dequantize_v41_fp4 (op gather_dequantize, convention v41_fp4_288, device cpu); --help for the options."""
 
+import os
 import sys
 
-sys.path[:0] = [p for p in ['/work/main'] if p not in sys.path]  # the harness and the kernel's import root
+# the harness and the kernel's import root: relative to this file where they hold it, so a copy of the tree runs it
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [p for p in (os.path.normpath(os.path.join(here, q)) for q in ['../../..']) if p not in sys.path]
 
 from properties.reproducer import Fraction, inf, main, nan  # noqa: E402, F401  (examples may hold these)
 

@@ -1,8 +1,11 @@
 """Reproducer: properties 'quant_store_grid_roundtrip', 'quant_store_layers_do_not_alias', 'quant_store_matches_reference', 'quant_store_skips_minus_one', 'quant_store_writes_only_its_rows' fail for csa.peers.sglang_ops:store_index_fp4_rne (op quantize_store, convention index_fp4_68+bf16_rows+f32_scale, device cpu); --help for the options."""
 
+import os
 import sys
 
-sys.path[:0] = [p for p in ['/work/main'] if p not in sys.path]  # the harness and the kernel's import root
+# the harness and the kernel's import root: relative to this file where they hold it, so a copy of the tree runs it
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [p for p in (os.path.normpath(os.path.join(here, q)) for q in ['../../..']) if p not in sys.path]
 
 from properties.reproducer import Fraction, inf, main, nan  # noqa: E402, F401  (examples may hold these)
 

@@ -1,8 +1,11 @@
 """Reproducer: properties 'candidate_remap_equals_reference', 'candidate_remap_every_column', 'candidate_remap_shape_ladder' fail for csa.peers.vllm_ops:sparse_topk_remap (op candidate_remap, convention None, device cpu); --help for the options."""
 
+import os
 import sys
 
-sys.path[:0] = [p for p in ['/work/main'] if p not in sys.path]  # the harness and the kernel's import root
+# the harness and the kernel's import root: relative to this file where they hold it, so a copy of the tree runs it
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [p for p in (os.path.normpath(os.path.join(here, q)) for q in ['../../..']) if p not in sys.path]
 
 from properties.reproducer import Fraction, inf, main, nan  # noqa: E402, F401  (examples may hold these)
 
