@@ -48,6 +48,11 @@ fi
     nvidia-smi -L
     "$PY" -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, torch.cuda.get_device_name(0))'
     git log --oneline -1 2>/dev/null || true
+    # the tree this run saw (tracked and untracked files git does not ignore), which a copied checkout's HEAD may not
+    # be: equal to `git rev-parse COMMIT^{tree}` of the commit whose files these are
+    index=$(mktemp) && cp .git/index "$index" 2>/dev/null && GIT_INDEX_FILE=$index git add -A 2>/dev/null &&
+        echo "working tree: $(GIT_INDEX_FILE=$index git write-tree)"
+    rm -f "${index:-}"
     echo "phase: $PHASE"
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
