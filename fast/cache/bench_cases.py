@@ -285,7 +285,7 @@ def register_all() -> None:
     for kv_format, kind in KV_KINDS.items():
         for b in (64, 128):
             for h in (64, 128):
-                sweep = (b, h) == (128, 64) and kv_format != "v41_fp8_528"
+                sweep = (b, h) == (128, 64)
                 bench.register(Case(f"cache/decode_{kind}_b{b}_h{h}", "cache",
                                     f"sparse decode b={b} h={h} top-k {TOPK}, {KV_WORDS[kv_format]} KV",
                                     decode_case(b, h, kv_format, sweep=sweep)))  # fmt: skip
