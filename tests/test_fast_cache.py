@@ -819,7 +819,7 @@ def test_default_config_refuses_an_unknown_precision() -> None:
     from fast.cache.attention import default_config
 
     with pytest.raises(ValueError, match="precision"):
-        default_config(64, 512, True, "fp16")
+        default_config(64, 512, "v4_584", "fp16")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -906,3 +906,17 @@ def test_bad_norm_rope_input_is_refused(what: str, change: dict[str, Any], error
     for backend in BACKENDS:
         with pytest.raises(error, match="^" + re.escape(message)):
             norm_rope_store(**args, backend=backend)
+
+
+def test_default_attention_tiles_per_kv_format() -> None:
+    """The defaults docs/cache-kernels.md gives: 64 lanes, two stages; V4 584-byte KV one stage (the H200 sweep's
+    fastest; two overflow sm_90's shared memory under Triton 3.6); FP8 KV at f32 probabilities 32 lanes."""
+    from fast.cache.attention import default_config
+
+    formats = (None, "v4_584", "v41_fp8_528")
+    tiles = {(fmt, p): default_config(64, 512, fmt, p) for fmt in formats for p in ("bf16", "f32")}
+    assert {k: (c.block_h, c.block_n, c.num_warps, c.num_stages) for k, c in tiles.items()} == {
+        (None, "bf16"): (64, 64, 8, 2), (None, "f32"): (64, 64, 8, 2),
+        ("v4_584", "bf16"): (64, 64, 8, 1), ("v4_584", "f32"): (64, 32, 8, 2),
+        ("v41_fp8_528", "bf16"): (64, 64, 8, 2), ("v41_fp8_528", "f32"): (64, 32, 8, 2),
+    }  # fmt: skip

@@ -295,16 +295,19 @@ def _sparse_attention_kernel(
 MODES = {"f64": 0, "f32": 1, "bf16": 2}
 
 
-def default_config(heads: int, dim: int, fp8: bool = False, precision: str = "bf16") -> Config:
-    """A launch configuration for ``heads`` query heads of width ``dim`` (from the H200 sweeps at D = 512,
-    docs/cache-kernels.md: 64 lanes per tile, BF16 and FP8 KV alike, two stages), except FP8 KV at f32
-    probability precision: 32 lanes, since 64 need more shared memory than sm_90 has (``compile_check
-    --defaults``)."""
+def default_config(heads: int, dim: int, kv_format: str | None = None, precision: str = "bf16") -> Config:
+    """A launch configuration for ``heads`` query heads of width ``dim`` and KV in ``kv_format`` (None: BF16
+    rows), from the H200 sweeps at D = 512 (docs/cache-kernels.md): 64 lanes per tile, two stages, except FP8 KV
+    at f32 probability precision, 32 lanes (64 need more shared memory than sm_90 has, ``compile_check
+    --defaults``), and V4 584-byte KV in the 64-head, 64-lane tile, one stage (the fastest of the sweep's five
+    tiles, 0.605 ms at b 128, h 64; two stages need 246,016 bytes of shared memory under Triton 3.6)."""
     if precision not in MODES:
         raise ValueError(f"precision: must be one of {', '.join(MODES)}, got {precision!r}")
+    fp8 = kv_format is not None
     block_h = max(16, min(64, triton.next_power_of_2(heads)))
     block_n = 32 if fp8 and precision == "f32" and dim > 256 else 64
-    return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=2)
+    stages = 1 if kv_format == "v4_584" and (block_h, block_n) == (64, 64) and dim > 256 else 2
+    return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=stages)
 
 
 COUNT_LANES = 1024
@@ -374,8 +377,8 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
     if M == 0 or H == 0:
         return out, lse
     mode = MODES[call.precision]
-    chosen = _launch_config(call.config or default_config(H, D, kv_cache is not None, call.precision), mode, D,
-                            call.dv)  # fmt: skip
+    kv_format = kv_cache[0].convention if kv_cache is not None else None
+    chosen = _launch_config(call.config or default_config(H, D, kv_format, call.precision), mode, D, call.dv)
     kv = _nonempty(call.kv)
     if kv_cache is not None:
         fmt, rows_per_block = kv_cache

@@ -236,10 +236,8 @@ def decode_case(
             "torch_eager": eager("bf16"),
         }  # fmt: skip
         if kv_format == "v4_584":  # the earlier decode of the e4m3 codes by integer operations, for comparison
-            default = attention.default_config(h, DIM, True, "bf16")
-            # one stage: two need 246,528 bytes of shared memory under Triton 3.6 (an explicit tile is not fitted)
-            int_decode = dataclasses.replace(default, native_fp8=False, num_stages=1)
-            impls["triton_int_decode"] = triton_fn("bf16", int_decode)
+            default = attention.default_config(h, DIM, kv_format, "bf16")  # one stage, as the native decode's
+            impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False))
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")

@@ -145,7 +145,7 @@ def check_default_configs() -> bool:
     ok = True
     for conv in (None, *ATTENTION_KV_FORMATS):
         for precision in ("bf16", "f32"):
-            cfg = attention.default_config(64, 512, conv is not None, precision)
+            cfg = attention.default_config(64, 512, conv, precision)
             mode = attention.MODES[precision]
             constexprs = _attention_base() | _kv(conv) | dict(MODE=mode, LIBDEVICE=mode == 1, BLOCK_H=cfg.block_h,
                                                               BLOCK_N=cfg.block_n)  # fmt: skip
