@@ -12,17 +12,22 @@ written before the launch that fails, so the next configuration starts from the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from triton.runtime.errors import OutOfResources
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T")
+C = TypeVar("C", bound="DataclassInstance")
 
 _FITTED: dict[Hashable, int] = {}
 
 
-def first_fitting(configs: Sequence[C], launch: Callable[[C], None], key: Hashable) -> C:
+def first_fitting(configs: Sequence[T], launch: Callable[[T], None], key: Hashable) -> T:
     """Call ``launch`` with ``configs[i]`` for the first ``i`` (from the one remembered for ``key``) whose launch
     does not run out of shared memory; raise the last ``OutOfResources`` when none fits."""
     if not configs:
@@ -40,12 +45,12 @@ def first_fitting(configs: Sequence[C], launch: Callable[[C], None], key: Hashab
     raise error
 
 
-def smaller(config: C, stages: Callable[[C], C | None], narrower: Callable[[C], C | None], limit: int = 6) -> list[C]:
-    """``config``, then ``stages(config)`` (one pipeline stage: the same tile), then ``narrower`` applied
-    repeatedly (each halving a tile dimension, None when nothing is left to halve), at most ``limit`` in all."""
+def smaller(config: C, narrower: Callable[[C], C | None], limit: int = 6) -> list[C]:
+    """``config``, then the same tile in one pipeline stage, then ``narrower`` applied repeatedly (each halving a
+    tile dimension, None when nothing is left to halve), at most ``limit`` in all."""
     out = [config]
-    fewer = stages(config)
-    if fewer is not None and fewer != config:
+    fewer = dataclasses.replace(config, num_stages=1)
+    if fewer != config:
         out.append(fewer)
     while len(out) < limit:
         nxt = narrower(out[-1])

@@ -37,8 +37,7 @@ def catalogue(module_file: str) -> list[Planted]:
     """The entries of the ``mutants.json`` beside ``module_file``, one JSON object a mutant, in order. A note's
     ``{kind}`` is the tile of that ladder (``properties.ladder``): the size a planted size bug breaks past."""
     entries = json.loads(pathlib.Path(module_file).with_name("mutants.json").read_text())
-    planted = [Planted(**entry) for entry in entries]
-    return [Planted(p.name, p.op, p.bug, p.note.format_map(_Tiles()), p.convention) for p in planted]
+    return [Planted(**{**entry, "note": entry["note"].format_map(_Tiles())}) for entry in entries]
 
 
 def register_mutants() -> Registry:

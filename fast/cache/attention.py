@@ -339,7 +339,7 @@ def _fallbacks(cfg: Config) -> list[Config]:
             return dataclasses.replace(c, block_n=c.block_n // 2)
         return dataclasses.replace(c, block_h=c.block_h // 2) if c.block_h > 16 else None
 
-    return fitting.smaller(cfg, lambda c: dataclasses.replace(c, num_stages=1), narrower)
+    return fitting.smaller(cfg, narrower)
 
 
 def _nonempty(x: torch.Tensor) -> torch.Tensor:

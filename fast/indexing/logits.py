@@ -75,7 +75,7 @@ def _fallbacks(cfg: LogitsConfig, paged: bool = False) -> list[LogitsConfig]:
             return dataclasses.replace(c, block_k=c.block_k // 2)
         return dataclasses.replace(c, columns=c.columns // 2) if c.columns > 16 and not paged else None
 
-    return fitting.smaller(cfg, lambda c: dataclasses.replace(c, num_stages=1), narrower)
+    return fitting.smaller(cfg, narrower)
 
 
 def default_config(fp8: bool = False, q8: bool = False, paged: bool = False) -> LogitsConfig:
