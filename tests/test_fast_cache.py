@@ -815,11 +815,13 @@ def test_default_attention_configs_fit_sm90_shared_memory() -> None:
     assert run.stdout.count("smem") == 6, run.stdout
 
 
-def test_default_config_refuses_an_unknown_precision() -> None:
+def test_default_config_refuses_an_unknown_precision_or_format() -> None:
     from fast.cache.attention import default_config
 
     with pytest.raises(ValueError, match="precision"):
         default_config(64, 512, "v4_584", "fp16")
+    with pytest.raises(ValueError, match=r"^kv_format: must be None or one of v4_584, v41_fp8_528, got 'v41_fp4_288'"):
+        default_config(64, 512, "v41_fp4_288")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from triton.language.extra import libdevice
 
 from fast import fitting
 from fast.cache import rounding as rd
-from fast.cache.checks import AttentionArgs
+from fast.cache.checks import ATTENTION_KV_FORMATS, AttentionArgs
 from fast.cache.formats import CacheFormat
 
 
@@ -303,6 +303,8 @@ def default_config(heads: int, dim: int, kv_format: str | None = None, precision
     tiles, 0.605 ms at b 128, h 64; two stages need 246,016 bytes of shared memory under Triton 3.6)."""
     if precision not in MODES:
         raise ValueError(f"precision: must be one of {', '.join(MODES)}, got {precision!r}")
+    if kv_format is not None and kv_format not in ATTENTION_KV_FORMATS:
+        raise ValueError(f"kv_format: must be None or one of {', '.join(ATTENTION_KV_FORMATS)}, got {kv_format!r}")
     fp8 = kv_format is not None
     block_h = max(16, min(64, triton.next_power_of_2(heads)))
     block_n = 32 if fp8 and precision == "f32" and dim > 256 else 64
