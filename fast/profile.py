@@ -63,16 +63,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def host_time(fn: Callable[[], object], calls: int, top: int = 0) -> str:
-    """Microseconds of CPU time per call to queue ``fn``'s work, measured with the device kept busy (a GPU sleep
-    queued first, long enough to outlast the calls), after warm-up calls; with ``top``, cProfile's costliest
-    functions of a second such run."""
+def _keep_gpu_busy() -> None:
+    torch.cuda._sleep(2_000_000_000)  # about a second at H200 clocks: the calls queued after it never wait
+
+
+def host_time(
+    fn: Callable[[], object],
+    calls: int,
+    top: int = 0,
+    *,
+    busy: Callable[[], None] = _keep_gpu_busy,
+    sync: Callable[[], None] = torch.cuda.synchronize,
+) -> str:
+    """Microseconds of CPU time per call to queue ``fn``'s work, measured with the device kept busy (``busy``
+    queues a GPU sleep long enough to outlast the calls), after warm-up calls; with ``top``, cProfile's costliest
+    functions of a second such run. ``sync`` waits for the device."""
     for _ in range(3):
         fn()
-    torch.cuda.synchronize()
+    sync()
 
     def queued(profiler: cProfile.Profile | None = None) -> float:
-        torch.cuda._sleep(2_000_000_000)  # about a second at H200 clocks: the calls below never wait for the device
+        busy()
         start = time.perf_counter()
         if profiler is not None:
             profiler.enable()
@@ -81,7 +92,7 @@ def host_time(fn: Callable[[], object], calls: int, top: int = 0) -> str:
         if profiler is not None:
             profiler.disable()
         elapsed = time.perf_counter() - start
-        torch.cuda.synchronize()
+        sync()
         return elapsed / calls * 1e6
 
     lines = [f"host time per call: {queued():.1f} us (the mean of {calls} calls queued behind a GPU sleep)"]

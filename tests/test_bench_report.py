@@ -187,3 +187,27 @@ def test_the_pictures_are_drawn(report: dict, tmp_path: pathlib.Path) -> None:  
 
     plot(dict(report, targets=bench_report.targets(report)), tmp_path / "roofline.png")
     assert (tmp_path / "roofline.png").stat().st_size > 10_000 and (tmp_path / "headline.png").stat().st_size > 10_000
+
+
+def test_host_time_is_the_cpu_time_of_one_call() -> None:
+    """fast.profile --host divides the wall time of queueing ``calls`` calls by their number (after three
+    warm-up calls) and names the costliest functions when asked; here each call sleeps 2 ms on the CPU (a sum
+    not divided would read 10x)."""
+    import re
+    import time
+
+    from fast import profile
+
+    made: list[int] = []
+
+    def call() -> None:
+        time.sleep(0.002)
+        made.append(1)
+
+    text = profile.host_time(call, 10, top=3, busy=lambda: None, sync=lambda: None)
+    match = re.search(r"host time per call: ([0-9.]+) us \(the mean of 10 calls", text)
+    assert match is not None, text
+    per_call = float(match.group(1))
+    assert 2000 <= per_call < 10000, text
+    assert len(made) == 3 + 10 + 10
+    assert "time.sleep" in text, text
