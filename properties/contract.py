@@ -332,6 +332,20 @@ OPERATIONS: dict[str, Operation] = {
             no valid lane: empty_zero (out 0, lse +inf) or empty_nan (out NaN, lse NaN)""",
             "within twice the error of same-precision (f32) torch implementations, lane by lane",
         ),
+        _op(
+            "sparse_attention_fp8_kv",
+            "sparse_attention reading an FP8 paged KV cache in place (V4 584 B, V4.1 528 B)",
+            "q, cache, slots, sink; scale, rows_per_block",
+            """fn(q: f32|bf16[M, H, 512], cache: u8[num_blocks, block_bytes], slots: i32[M, K], sink: f32[H], *,
+            scale: float, rows_per_block: int) -> (out: f32[M, H, 512], lse: f32[M, H]); one layer in
+            quantize_store's layout (convention: the format); the key and the value of slot s are the whole
+            512-wide row gather_dequantize reads at s (V4: 448 e4m3 values under their UE8M0 scales, then the
+            64 bf16 ones); out and lse as sparse_attention's with dv = 512, under out_of_range+empty_zero: every
+            slot < 0 or >= num_blocks * rows_per_block is skipped and never read, a row with no valid slot gives
+            out 0 and lse +inf; read slots hold finite codes""",
+            "within twice the error of same-precision (f32) torch implementations on the decoded rows, lane by lane",
+            contiguous=("cache",),
+        ),
     )
 }
 

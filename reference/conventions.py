@@ -95,6 +95,9 @@ SPARSE_ATTENTION = _table(
     )
 )
 
+FP8_KV_ATTENTION = {name: FORMATS[name] for name in (formats.V4_MAIN_FP8.name, formats.V41_MAIN_FP8.name)}
+"""The paged FP8 caches sparse attention reads in place (D = dv = 512), as FlashMLA's FP8 sparse decode does."""
+
 PADDING_ROWS = _table(
     Convention(
         "padding_row",
@@ -126,6 +129,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "gather_dequantize": FORMATS,
     "norm_rope_store": FORMATS,
     "sparse_attention": SPARSE_ATTENTION,
+    "sparse_attention_fp8_kv": FP8_KV_ATTENTION,
 }
 """Operation name -> its conventions, by name (an operation the public code agrees on has none)."""
 

@@ -19,7 +19,7 @@ import torch
 from reference.attention import EmptyRow, HeadResult, InvalidLanes, Sink, valid_lanes
 from reference.attention import sparse_attention as reference_attention
 from reference.cache_blocks import BlockLayout, public_layout, slot_byte_offsets
-from reference.conventions import FORMATS, SPARSE_ATTENTION, lookup, parse
+from reference.conventions import FORMATS, FP8_KV_ATTENTION, SPARSE_ATTENTION, lookup, parse
 from reference.formats import QuantizedRow, RowDtype, RowFormat, dequantize_row, quantize_row
 from reference.grids import FP32, encode
 from reference.scales import Arithmetic
@@ -27,6 +27,7 @@ from reference.score_values import NAN, NEG_INF, POS_INF
 
 FORMAT_CONVENTIONS: tuple[str, ...] = tuple(FORMATS)
 ATTENTION_CONVENTIONS: tuple[str, ...] = tuple(SPARSE_ATTENTION)
+FP8_KV_CONVENTIONS: tuple[str, ...] = tuple(FP8_KV_ATTENTION)
 
 
 def row_format_of(fmt: str) -> RowFormat:

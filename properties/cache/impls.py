@@ -18,8 +18,10 @@ import torch
 from properties.cache.common import (
     ATTENTION_CONVENTIONS,
     FORMAT_CONVENTIONS,
+    FP8_KV_CONVENTIONS,
     AttentionCall,
     CacheShape,
+    cache_layout,
     exact_attention,
     gather_call,
     reference_decode_f32,
@@ -154,6 +156,33 @@ def reference_sparse_attention(*tensors: Any, **settings: Any) -> tuple[torch.Te
     )
 
 
+def reference_sparse_attention_fp8_kv(
+    q: torch.Tensor,
+    cache: torch.Tensor,
+    slots: torch.Tensor,
+    sink: torch.Tensor,
+    *,
+    scale: float,
+    rows_per_block: int,
+    convention: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``reference.formats`` decodes each valid slot's row of the one-layer cache (format ``convention``), then
+    ``reference_sparse_attention`` runs on those rows under the operation's lane rules."""
+    from properties.cache.checks import StoreCase
+    from properties.cache.faulty_fp8_kv import LANE_RULES
+    from properties.cache.props_fp8_kv import lane_rows
+
+    layout = cache_layout(convention, rows_per_block)
+    if cache.dim() != 2 or cache.dtype != torch.uint8 or cache.shape[1] != layout.block_bytes:
+        raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {cache.dtype}{list(cache.shape)}")
+    data = bytes(cache.cpu().reshape(-1).tolist())
+    case = StoreCase(convention, layout, [], [], data)
+    kv, lanes = lane_rows(case, data, slots.cpu().tolist())
+    return reference_sparse_attention(
+        q.cpu(), kv.to(q.dtype), lanes, sink.cpu(), scale=scale, dv=kv.shape[1], convention=LANE_RULES
+    )
+
+
 def _named(fn: Callable[..., object], name: str, **fixed: object) -> Callable[..., object]:
     bound = functools.partial(fn, **fixed) if fixed else fn
     functools.update_wrapper(bound, fn)  # type: ignore[arg-type]
@@ -183,5 +212,15 @@ IMPLEMENTATIONS = [
             "reference",
         )
         for convention in ATTENTION_CONVENTIONS
+    ),
+    *(
+        Implementation(
+            "sparse_attention_fp8_kv",
+            "reference",
+            _named(reference_sparse_attention_fp8_kv, f"reference_sparse_attention_fp8_kv_{fmt}", convention=fmt),
+            fmt,
+            "reference",
+        )
+        for fmt in FP8_KV_CONVENTIONS
     ),
 ]

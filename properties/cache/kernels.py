@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from fast.cache import cache_format, gather_dequantize, norm_rope_store, quantize_store, sparse_attention
-from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS, attention_convention
+from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS, FP8_KV_CONVENTIONS, attention_convention
+from properties.cache.faulty_fp8_kv import LANE_RULES
 from properties.devices import device_name
 from properties.registry import Implementation
 
@@ -81,6 +82,27 @@ def attention_adapter(backend: str, convention: str) -> Callable[..., tuple[torc
     return sparse_attention_impl
 
 
+def fp8_kv_adapter(backend: str, fmt: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    invalid, empty = attention_convention(LANE_RULES)
+
+    def sparse_attention_fp8_kv_impl(
+        q: torch.Tensor,
+        cache: torch.Tensor,
+        slots: torch.Tensor,
+        sink: torch.Tensor,
+        *,
+        scale: float,
+        rows_per_block: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return sparse_attention(
+            q, cache, slots, sink, scale=scale, dv=q.shape[2], kv_format=fmt, rows_per_block=rows_per_block,
+            empty_row=empty, invalid=invalid, precision="f64", backend=backend,
+        )  # fmt: skip
+
+    sparse_attention_fp8_kv_impl.__name__ = f"sparse_attention_fp8_kv_{backend}_{fmt}"
+    return sparse_attention_fp8_kv_impl
+
+
 def _kernel(op: str, backend: str, fn: Callable[..., Any], convention: str) -> Implementation:
     return Implementation(
         op,
@@ -104,5 +126,6 @@ IMPLEMENTATIONS = [
             _kernel("sparse_attention", backend, attention_adapter(backend, convention), convention)
             for convention in ATTENTION_CONVENTIONS
         ),
+        *(_kernel("sparse_attention_fp8_kv", backend, fp8_kv_adapter(backend, f), f) for f in FP8_KV_CONVENTIONS),
     )
 ]

@@ -1,6 +1,7 @@
-"""Shipped mutants for quantize_store, gather_dequantize, norm_rope_store and sparse_attention: the torch
-implementations of ``properties/cache/faulty_formats.py``, ``faulty_norm_rope.py`` and ``faulty_attention.py`` with
-one realistic bug planted each.
+"""Shipped mutants for quantize_store, gather_dequantize, norm_rope_store, sparse_attention and
+sparse_attention_fp8_kv: the torch implementations of ``properties/cache/faulty_formats.py``, ``faulty_norm_rope.py``,
+``faulty_attention.py`` and ``faulty_fp8_kv.py`` (the gather, then the attention) with one realistic bug planted
+each.
 
 Each is registered for the one format or convention where its bug shows; the suite must kill every one
 (``properties/test_mutants.py``), and ``properties/cache/test_support.py`` checks the unmutated versions pass.
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from properties.cache.common import store_options
 from properties.cache.faulty_attention import AttentionBugs, attention_with
 from properties.cache.faulty_formats import FormatBugs, gather_with, store_with
+from properties.cache.faulty_fp8_kv import PagedBugs, paged_with
 from properties.cache.faulty_norm_rope import NormRopeBugs, norm_rope_with
 from properties.mutants import catalogue
 from properties.registry import Implementation
@@ -38,11 +40,23 @@ def _attention(name: str, convention: str, note: str, **bug: object) -> Implemen
     return Implementation("sparse_attention", name, fn, convention, "mutant", note=note)
 
 
+def _fp8_kv(name: str, fmt: str, note: str, **bug: object) -> Implementation:
+    """A sparse_attention_fp8_kv mutant: ``bug`` holds PagedBugs' own switches, or ``gather`` / ``attention``:
+    the fields of the FormatBugs / AttentionBugs of that step."""
+    parts = {
+        "gather": FormatBugs(**bug.pop("gather", {})),  # type: ignore[arg-type]
+        "attention": AttentionBugs(**bug.pop("attention", {})),  # type: ignore[arg-type]
+    }
+    fn = paged_with(PagedBugs(**parts, **bug), fmt)  # type: ignore[arg-type]
+    return Implementation("sparse_attention_fp8_kv", name, fn, fmt, "mutant", note=note)
+
+
 FACTORIES: dict[str, Callable[..., Implementation]] = {
     "quantize_store": _store,
     "gather_dequantize": _gather,
     "norm_rope_store": _norm_rope,
     "sparse_attention": _attention,
+    "sparse_attention_fp8_kv": _fp8_kv,
 }
 """Each operation's mutant from a catalogue entry."""
 
@@ -50,4 +64,4 @@ MUTANTS: list[Implementation] = [
     FACTORIES[p.op](p.name, p.convention or "", p.note, **p.bug) for p in catalogue(__file__)
 ]
 """The catalogue ``mutants.json``, in order: each entry's ``bug`` holds the fields of its operation's bug record
-(``FormatBugs``, ``NormRopeBugs``, ``AttentionBugs``) it changes."""
+(``FormatBugs``, ``NormRopeBugs``, ``AttentionBugs``, ``PagedBugs``) it changes."""

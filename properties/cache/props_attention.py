@@ -121,15 +121,26 @@ def run_attention(impl: Implementation, example: dict[str, Any], lanes: list[lis
     result = impl.fn(*inputs, scale=example["scale"], dv=dv)
     if not (isinstance(result, tuple | list) and len(result) == 2):
         raise Mismatch("sparse_attention", detail=f"must return (out, lse), got {type(result).__name__}")
-    out, lse = result
-    for name, tensor, shape in (("out", out, (m, heads, dv)), ("lse", lse, (m, heads))):
-        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
-            got = f"{tensor.dtype}{list(tensor.shape)}" if isinstance(tensor, torch.Tensor) else type(tensor).__name__
-            raise Mismatch("sparse_attention", detail=f"{name} must be f32{list(shape)}, got {got}")
+    out, lse = check_results("sparse_attention", result[0], result[1], m, heads, dv)
     for name, before, after in zip(("q", "kv", "indices", "sink"), (q, kv, indices, sink), inputs, strict=True):
         if not torch.equal(before, after):
             raise Mismatch("sparse_attention", detail=f"the call modified its input {name}")
     call = AttentionCall(q, kv, indices, sink, example["scale"], dv, convention)
+    compare_with_exact(call, out, lse, f" (lanes {lanes}, sinks {sinks}, {example['dtype']})")
+
+
+def check_results(op: str, out: object, lse: object, m: int, heads: int, dv: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(out, lse)`` as the contract returns them, f32[M, H, dv] and f32[M, H]; a Mismatch naming ``op``
+    otherwise."""
+    for name, tensor, shape in (("out", out, (m, heads, dv)), ("lse", lse, (m, heads))):
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
+            got = f"{tensor.dtype}{list(tensor.shape)}" if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise Mismatch(op, detail=f"{name} must be f32{list(shape)}, got {got}")
+    return out, lse  # type: ignore[return-value]
+
+
+def compare_with_exact(call: AttentionCall, out: torch.Tensor, lse: torch.Tensor, context: str) -> None:
+    """out and lse against the exact attention of ``call`` under the twice-torch rule of this module."""
     exact_out: list[Fraction | float] = []
     exact_lse: list[Fraction | float] = []
     for heads_result in exact_attention(call):
@@ -138,7 +149,6 @@ def run_attention(impl: Implementation, example: dict[str, Any], lanes: list[lis
             exact_lse.append(head.lse if isinstance(head.lse, Fraction) else to_float(head.lse))
     runs = baselines(call)
     out_scale, lse_scale = term_scales(call)
-    context = f" (lanes {lanes}, sinks {sinks}, {example['dtype']})"
     for name, exact, got, baseline, scale in (
         ("out", exact_out, out, [o for o, _ in runs], out_scale),
         ("lse", exact_lse, lse, [s for _, s in runs], lse_scale),

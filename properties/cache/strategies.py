@@ -404,6 +404,46 @@ def attention_examples(
     }
 
 
+FP8_KV_DIMS = 512
+FP8_KV_SCALES = (2.0**-12, 2.0**-14, 2.0**-16, 2.0**-18)
+"""Small enough that every score stays within a few hundred (the exact reference expands e^s exactly) over rows
+of e4m3 codes under scales up to 2^2 and query values up to 2."""
+
+
+@st.composite
+def fp8_kv_attention_examples(draw: st.DrawFn, *, empty_rows: bool = False) -> dict[str, Any]:
+    """One sparse_attention_fp8_kv call: a one-layer cache of hashed bytes (``raw_cache_examples``: finite codes
+    at every slot a lane reads; its UE8M0 scales within 2^-2 .. 2^2) and
+    query rows of 512 values on the 1/4 grid. ``lanes[m]`` as in ``attention_examples``, over the cache's
+    capacity (valid lanes name slots; out-of-range ones fall below -1 or at and past the capacity); ``empty``:
+    rows made entirely invalid."""
+    cache = draw(raw_cache_examples())
+    capacity = cache["rows_per_block"] * cache["num_blocks"]
+    head = draw(st.binary(min_size=8, max_size=8))
+    heads, m, k = 1 + head[0] % 2, 1 + head[1] % 2, 1 + head[2] % 8
+    raw_lanes = draw(st.binary(min_size=m * k, max_size=m * k))
+    lanes = [[lane_of_byte(raw_lanes[r * k + c], capacity, 1) for c in range(k)] for r in range(m)]
+    empty = [r for r in range(m) if head[6] >> r & 1 or r == head[6] % m] if empty_rows else []
+    reads = sorted({v for r, row in enumerate(lanes) if r not in empty for kind, v in row if kind == "valid"})
+    sinks = [v[0] for v in draw(_grid_vectors(heads, 1, 32))]
+    if head[4] % 4 == 3:
+        sinks[head[4] // 4 % heads] = (math.inf, -math.inf)[head[4] // 8 % 2]
+    q = draw(_grid_vectors(m * heads, FP8_KV_DIMS))
+    return {
+        **cache,
+        "layers": 1,
+        "layer": 0,
+        "scale_span": cache["scale_span"] % 3,
+        "reads": reads or [0],
+        "dtype": ("float32", "bfloat16")[head[3] % 2],
+        "scale": FP8_KV_SCALES[head[5] % len(FP8_KV_SCALES)],
+        "q": [q[r * heads : (r + 1) * heads] for r in range(m)],
+        "lanes": lanes,
+        "sinks": sinks,
+        "empty": empty,
+    }
+
+
 # The tail of the fused compressor path: norm, RoPE, store.
 
 NORM_EPS = (9.999999974752427e-07, 2.0**-4, 1.0)

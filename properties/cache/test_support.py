@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS
+from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS, FP8_KV_CONVENTIONS
 from properties.cache.faulty_attention import NO_BUGS as NO_ATTENTION_BUGS
 from properties.cache.faulty_attention import attention_with, float64_attention
 from properties.cache.faulty_formats import gather_dequantize, quantize_store
+from properties.cache.faulty_fp8_kv import NO_BUGS as NO_PAGED_BUGS
+from properties.cache.faulty_fp8_kv import paged_with
 from properties.cache.faulty_norm_rope import norm_rope_store
 from properties.catalog import all_properties
 from properties.contract import operation
@@ -29,6 +31,10 @@ TWINS = [
         Implementation("sparse_attention", "float64_oracle", float64_attention(c), c, "fast")
         for c in ("minus_one_only+empty_zero", "out_of_range+empty_nan")
     ),
+    *(
+        Implementation("sparse_attention_fp8_kv", "torch_twin", paged_with(NO_PAGED_BUGS, f), f, "fast")
+        for f in FP8_KV_CONVENTIONS
+    ),
 ]
 PAIRS = [(p, i) for p in all_properties() for i in TWINS if p.applies_to(i)]
 
@@ -45,3 +51,4 @@ def test_format_conventions_match_the_contract() -> None:
     assert set(operation("gather_dequantize").conventions) == set(FORMAT_CONVENTIONS)
     assert set(operation("norm_rope_store").conventions) == set(FORMAT_CONVENTIONS)
     assert set(operation("sparse_attention").conventions) == set(ATTENTION_CONVENTIONS)
+    assert set(operation("sparse_attention_fp8_kv").conventions) == set(FP8_KV_CONVENTIONS)
