@@ -167,6 +167,22 @@ OPERATIONS: dict[str, Operation] = {
             "(reference.indexing.E4M3_DOT_BOUND: an e4m3 tensor-core dot's truncation), ulp floor",
         ),
         _op(
+            "paged_index_scores_fp8",
+            "paged_index_scores of FP8 queries against the FP8 index cache, as deployed indexers decode",
+            "q, q_scale, weights, cache, block_table, lengths; rows_per_block",
+            """fn(q: u8[B, T, H, D], q_scale: f32[B, T, H], weights: f32[B, T, H], cache: u8[num_blocks, Bc * (D +
+            4)], block_table: i32[B, max_blocks], lengths: i32[B, T], *, rows_per_block: int) -> f32[B * T,
+            max_blocks * Bc]; Bc = rows_per_block, D a multiple of 4; a block holds its Bc rows of D e4m3fn
+            codes, then their Bc float32 scales (little-endian, 4-byte aligned); query head (b, t, h) is
+            q_scale[b, t, h] * e4m3(q[b, t, h]) with q_scale > 0, row j of request b is scale * e4m3(codes) of
+            row j % Bc of block block_table[b, j // Bc] (scale of either sign); otherwise as
+            paged_index_scores: lanes j < lengths[b, t] compared, table entries and cache rows (codes and
+            scales) no query reads may hold anything""",
+            "as index_scores_fp8: lanes j < lengths[b, t] within 2**-8 of the lane's magnitude "
+            "(reference.indexing.E4M3_DOT_BOUND), ulp floor",
+            contiguous=("cache",),
+        ),
+        _op(
             "topk",
             "top-k over the valid prefix of each score row",
             "scores, lengths, offsets; k",

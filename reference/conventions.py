@@ -116,6 +116,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "index_scores": {},
     "paged_index_scores": {},
     "index_scores_fp8": {},
+    "paged_index_scores_fp8": {},
     "topk": TOPK,
     "candidate_select": CANDIDATE_SELECT,
     "candidate_restore": {},

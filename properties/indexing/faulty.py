@@ -57,6 +57,7 @@ class Faults:
     fp8_one_query_scale: bool = False  # FP8 queries: head 0's scale used for every head of the query
     fp8_flush_subnormals: bool = False  # FP8 codes with exponent field 0 decoded as zero
     fp8_key_scale_after_relu: bool = False  # key scale applied after the relu (wrong for negative scales)
+    fp8_cache_interleaved: bool = False  # FP8 index cache read with each row's scale after its codes (row by row)
     neg_inf_eligible: bool = False  # top-k chooses -inf rows of the valid prefix under neg_inf_excluded
     slot_via_block_size: bool = False  # slot = (block * block_size + (j % Bc) * ratio) // ratio: the product
     # block * block_size wraps in int32 although the slot fits
@@ -163,6 +164,37 @@ def e4m3_values(codes: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor
     if faults.fp8_flush_subnormals:
         values = torch.where((codes & 0x78) == 0, 0.0, values)
     return values
+
+
+def fp8_index_keys(cache: torch.Tensor, rows_per_block: int, dim: int, faults: Faults = NO_FAULTS) -> torch.Tensor:
+    """The FP8 index cache u8[num_blocks, Bc * (D + 4)] as float32 key rows [num_blocks, Bc, D]: a block's Bc rows
+    of D e4m3 codes, then their Bc float32 scales."""
+    blocks, bc = cache.shape[0], rows_per_block
+    if faults.fp8_cache_interleaved:
+        rows = cache.reshape(blocks, bc, dim + 4)
+        codes, scale_bytes = rows[..., :dim], rows[..., dim:]
+    else:
+        codes, scale_bytes = cache[:, : bc * dim].reshape(blocks, bc, dim), cache[:, bc * dim :]
+    scales = scale_bytes.contiguous().view(torch.float32).reshape(blocks, bc)
+    return e4m3_values(codes.contiguous(), faults) * scales.unsqueeze(-1)
+
+
+def paged_index_scores_fp8(
+    q: torch.Tensor,
+    q_scale: torch.Tensor,
+    weights: torch.Tensor,
+    cache: torch.Tensor,
+    block_table: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    rows_per_block: int,
+    faults: Faults = NO_FAULTS,
+) -> torch.Tensor:
+    """The FP8 queries and cache rows as float32 values, then ``paged_index_scores``."""
+    keys = fp8_index_keys(cache, rows_per_block, q.shape[-1], faults)
+    qs = q_scale[..., :1].expand_as(q_scale) if faults.fp8_one_query_scale else q_scale
+    queries = e4m3_values(q, faults) * qs.unsqueeze(-1)
+    return paged_index_scores(queries, weights, keys, block_table, lengths, faults=faults)
 
 
 def index_scores_fp8(

@@ -9,6 +9,7 @@ values to the nearest float32; lanes past a query's visible rows are NaN (not co
 
 from __future__ import annotations
 
+import struct
 from fractions import Fraction
 
 import torch
@@ -78,6 +79,31 @@ def reference_index_scores_fp8(*tensors: torch.Tensor, ratio: int) -> torch.Tens
             codes, _exact(scales), _exact(w), keys[:seen], _exact(key_scales[:seen])
         )
         out[m, :seen] = torch.tensor([nearest_float32(s) for s in exact], dtype=torch.float32)
+    return out.to(q.device)
+
+
+@collect(IMPLEMENTATIONS, "paged_index_scores_fp8", "reference", origin="reference")
+def reference_paged_index_scores_fp8(*tensors: torch.Tensor, rows_per_block: int) -> torch.Tensor:
+    """Each query's rows read through its request's block table from the FP8 index cache (a block's rows of
+    codes, then their float32 scales), then ``reference.indexing.quantized_index_scores``; NaN past its rows."""
+    q, q_scale, weights, cache, block_table, lengths = tensors  # the contract's order
+    requests, next_n, _, dim = q.shape
+    per_block = require_nonnegative_int(rows_per_block, "rows_per_block")
+    blocks = cache.cpu().tolist()
+    codes = [[row[r * dim : (r + 1) * dim] for r in range(per_block)] for row in blocks]
+    scales = [list(struct.unpack(f"<{per_block}f", bytes(row[per_block * dim :]))) for row in blocks]
+    out = torch.full((requests * next_n, block_table.shape[1] * per_block), float("nan"), dtype=torch.float32)
+    for b, (table, counts) in enumerate(zip(block_table.tolist(), lengths.tolist(), strict=True)):
+        for t, n in enumerate(counts):
+            seen = require_nonnegative_int(n, f"lengths[{b}][{t}]")
+            slots = addressing.rows_to_slots(list(range(seen)), table[: -(-seen // per_block)], per_block, 1)
+            keys = [codes[s // per_block][s % per_block] for s in slots]
+            key_scales = [scales[s // per_block][s % per_block] for s in slots]
+            exact = indexing.quantized_index_scores(
+                q[b, t].tolist(), _exact(q_scale[b, t].tolist()), _exact(weights[b, t].tolist()), keys,
+                _exact(key_scales),
+            )  # fmt: skip
+            out[b * next_n + t, :seen] = torch.tensor([nearest_float32(v) for v in exact], dtype=torch.float32)
     return out.to(q.device)
 
 

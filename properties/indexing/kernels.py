@@ -57,6 +57,14 @@ def _adapters(mod: Any) -> dict[tuple[str, str | None], Fn]:
 
     out[("paged_index_scores", None)] = paged_index_scores
 
+    def paged_index_scores_fp8(*tensors: torch.Tensor, rows_per_block: int) -> torch.Tensor:
+        q, q_scale, weights, cache, block_table, lengths = tensors  # the contract's order
+        return mod.paged_index_logits(
+            q, weights, cache, block_table, lengths, rows_per_block=rows_per_block, q_scale=q_scale
+        )
+
+    out[("paged_index_scores_fp8", None)] = paged_index_scores_fp8
+
     def topk_for(name: str) -> Fn:
         def topk(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
             return mod.topk(scores, lengths, k=k, convention=name, offsets=offsets)

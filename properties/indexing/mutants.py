@@ -32,6 +32,10 @@ def bound(op: str, convention: str | None, faults: ti.Faults) -> Callable[..., A
         return lambda q, weights, cache, block_table, lengths: ti.paged_index_scores(
             q, weights, cache, block_table, lengths, faults=faults
         )
+    if op == "paged_index_scores_fp8":
+        return lambda q, q_scale, weights, cache, block_table, lengths, *, rows_per_block: ti.paged_index_scores_fp8(
+            q, q_scale, weights, cache, block_table, lengths, rows_per_block=rows_per_block, faults=faults
+        )
     if op == "index_scores_fp8":
         return lambda q, q_scale, weights, k, k_scale, positions, *, ratio: ti.index_scores_fp8(
             q, q_scale, weights, k, k_scale, positions, ratio=ratio, faults=faults

@@ -1,6 +1,7 @@
-"""Properties of the FP8 index scores (operation ``index_scores_fp8``): e4m3 queries and keys with their scales,
-within the e4m3 dot's bound of the exact scores (``reference.indexing.E4M3_DOT_BOUND``), on exactly the rows each
-query sees, in prefill and in decode.
+"""Properties of the FP8 index scores (operations ``index_scores_fp8`` and ``paged_index_scores_fp8``): e4m3
+queries and keys with their scales, within the e4m3 dot's bound of the exact scores
+(``reference.indexing.E4M3_DOT_BOUND``), on exactly the rows each query sees: in prefill and in decode, and
+through block tables over the FP8 index cache.
 
 An example is ``{"q", "q_scale", "weights", "k", "k_scale", "positions", "ratio"}``
 (``properties.indexing.strategies.fp8_index_score_cases``): codes as ints, scales and weights as floats. Lane
@@ -10,13 +11,15 @@ and garbage scales.
 
 from __future__ import annotations
 
+import itertools
+import struct
 from fractions import Fraction
 from typing import Any
 
 import torch
 
 from properties.compare import assert_within_magnitude
-from properties.indexing.strategies import fp8_index_score_cases
+from properties.indexing.strategies import fp8_index_score_cases, paged_fp8_score_cases
 from properties.indexing.values import output_lanes
 from properties.registry import Implementation
 from properties.runner import Property
@@ -47,6 +50,29 @@ def _unsigned(rows: list[list[int]]) -> list[list[int]]:
     return [[c & ~SIGN_BIT for c in row] for row in rows]
 
 
+def fp8_index_cache(codes: list[list[list[int]]], scales: list[list[float]], per_block: int, dim: int) -> torch.Tensor:
+    """The FP8 index cache u8[num_blocks, Bc * (D + 4)] of ``codes[block][row]`` and ``scales[block][row]``: a
+    block's rows of codes, then their float32 scales."""
+    blocks = []
+    for rows, block_scales in zip(codes, scales, strict=True):
+        data = bytes(c for row in rows for c in row) + struct.pack(f"<{len(block_scales)}f", *block_scales)
+        blocks.append(list(data))
+    return torch.tensor(blocks, dtype=torch.uint8).reshape(len(blocks), per_block * (dim + 4))
+
+
+def _assert_query(
+    got: list[float], codes: list[list[int]], q_scales: list[float], weights: list[float], keys: list[list[int]],
+    key_scales: list[float], context: str,
+) -> None:  # fmt: skip
+    """One query's lanes against the exact FP8 index scores of ``keys``, within the e4m3 dot's bound."""
+    qs, w, ks = _exact(q_scales), _exact(weights), _exact(key_scales)
+    exact = indexing.quantized_index_scores(codes, qs, w, keys, ks)
+    magnitude = indexing.quantized_index_scores(
+        _unsigned(codes), qs, [abs(x) for x in w], _unsigned(keys), [abs(x) for x in ks]
+    )
+    assert_within_magnitude(exact, got, magnitude, indexing.E4M3_DOT_BOUND, context)
+
+
 def check_within_bound(impl: Implementation, case: dict[str, Any]) -> None:
     args = tensors(case)
     q, k = args[0], args[3]
@@ -54,19 +80,38 @@ def check_within_bound(impl: Implementation, case: dict[str, Any]) -> None:
     got = output_lanes(out, torch.float32, (q.shape[0], k.shape[0]), "index_scores_fp8 output")
     for m, p in enumerate(case["positions"]):
         seen = padding.query_visible_rows(p, case["ratio"])
-        keys, key_scales = case["k"][:seen], _exact(case["k_scale"][:seen])
-        q_scales, weights = _exact(case["q_scale"][m]), _exact(case["weights"][m])
-        exact = indexing.quantized_index_scores(case["q"][m], q_scales, weights, keys, key_scales)
-        magnitude = indexing.quantized_index_scores(
-            _unsigned(case["q"][m]), q_scales, [abs(w) for w in weights], _unsigned(keys), [abs(s) for s in key_scales]
-        )
-        assert_within_magnitude(
-            exact,
-            got[m][:seen],
-            magnitude,
-            indexing.E4M3_DOT_BOUND,
+        _assert_query(
+            got[m][:seen], case["q"][m], case["q_scale"][m], case["weights"][m], case["k"][:seen],
+            case["k_scale"][:seen],
             f"index_scores_fp8 query {m} at position {p} (ratio {case['ratio']}, sees {seen} rows)",
-        )
+        )  # fmt: skip
+
+
+def check_paged_within_bound(impl: Implementation, case: dict[str, Any]) -> None:
+    """Each query's lanes j < lengths[b, t] against the exact FP8 scores of the rows its request's table names."""
+    per_block = case["rows_per_block"]
+    q = torch.tensor(case["q"], dtype=torch.uint8)
+    requests, next_n, _, dim = q.shape
+    args = (
+        q,
+        torch.tensor(case["q_scale"], dtype=torch.float32),
+        torch.tensor(case["weights"], dtype=torch.float32),
+        fp8_index_cache(case["codes"], case["scales"], per_block, dim),
+        torch.tensor(case["block_table"], dtype=torch.int32).reshape(requests, -1),
+        torch.tensor(case["lengths"], dtype=torch.int32),
+    )
+    out = impl.fn(*(t.to(impl.device) for t in args), rows_per_block=per_block)
+    shape = (requests * next_n, args[4].shape[1] * per_block)
+    got = output_lanes(out, torch.float32, shape, "paged_index_scores_fp8 output")
+    for b, t in itertools.product(range(requests), range(next_n)):
+        seen, table = case["lengths"][b][t], case["block_table"][b]
+        where = [(table[j // per_block], j % per_block) for j in range(seen)]
+        _assert_query(
+            got[b * next_n + t][:seen], case["q"][b][t], case["q_scale"][b][t], case["weights"][b][t],
+            [case["codes"][i][r] for i, r in where], [case["scales"][i][r] for i, r in where],
+            f"paged_index_scores_fp8 request {b} query {t} of {next_n} (sees {seen} rows, {per_block} a block, "
+            f"table {table})",
+        )  # fmt: skip
 
 
 SUBNORMAL_HEAD: dict[str, Any] = {
@@ -96,5 +141,20 @@ PROPERTIES = [
         fp8_index_score_cases("decode"),
         check_within_bound,
         doc="FP8 queries and keys, one query per request at its own position: lanes within the e4m3 dot's bound",
+    ),
+    Property(
+        "paged_index_scores_fp8_decode",
+        "paged_index_scores_fp8",
+        paged_fp8_score_cases("decode"),
+        check_paged_within_bound,
+        doc="FP8 queries against the FP8 index cache through block tables, one query a request: lanes j < "
+        "lengths[b, t] within the e4m3 dot's bound; unread rows hold NaN codes and garbage scales",
+    ),
+    Property(
+        "paged_index_scores_fp8_next_n",
+        "paged_index_scores_fp8",
+        paged_fp8_score_cases("next_n"),
+        check_paged_within_bound,
+        doc="the same with 2 or 3 speculative queries a request, each its own count of rows",
     ),
 ]

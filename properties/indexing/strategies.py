@@ -352,6 +352,23 @@ def paged_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
     garbage (NaN, inf, huge).
     """
     src = draw(source(PAGED_BYTES))
+    plan = paged_plan(src, mode)
+    dim, per_block, read = plan["dim"], plan["per_block"], plan["read"]
+    cache = [
+        [grid_matrix(src, 1, dim)[0] if (block, r) in read else [garbage(src.byte())] * dim for r in range(per_block)]
+        for block in range(plan["blocks"])
+    ]
+    requests, next_n, heads = len(plan["lengths"]), len(plan["lengths"][0]), plan["heads"]
+    q = [[grid_matrix(src, heads, dim) for _ in range(next_n)] for _ in range(requests)]
+    weights = [[[coarse(src.byte()) / 2 for _ in range(heads)] for _ in range(next_n)] for _ in range(requests)]
+    return {"q": q, "weights": weights, "cache": cache, "block_table": plan["block_table"], "lengths": plan["lengths"],
+            "dtype": plan["dtype"]}  # fmt: skip
+
+
+def paged_plan(src: ByteSource, mode: str) -> dict[str, Any]:
+    """The shape of a paged case, drawn from ``src`` (see :func:`paged_score_cases`): ``heads``, ``dim``,
+    ``per_block``, ``dtype``, ``lengths`` [B][T], ``block_table`` [B][width], ``blocks`` (the cache's) and
+    ``read``, the (block, row) pairs some query reads."""
     requests, next_n = src.between(1, 3), 1 if mode == "decode" else src.between(2, 3)
     heads, dim, per_block, ratio = src.between(1, 4), src.between(1, 8), src.between(1, 4), src.between(1, 4)
     dtype = ("float32", "bfloat16")[src.below(2)]
@@ -370,13 +387,8 @@ def paged_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
         tables.append(pool[at : at + n] + [spill[j] for j in junk])
         at += n
     read = {(tables[b][j // per_block], j % per_block) for b, row in enumerate(lengths) for j in range(max(row))}
-    cache = [
-        [grid_matrix(src, 1, dim)[0] if (block, r) in read else [garbage(src.byte())] * dim for r in range(per_block)]
-        for block in range(total)
-    ]
-    q = [[grid_matrix(src, heads, dim) for _ in range(next_n)] for _ in range(requests)]
-    weights = [[[coarse(src.byte()) / 2 for _ in range(heads)] for _ in range(next_n)] for _ in range(requests)]
-    return {"q": q, "weights": weights, "cache": cache, "block_table": tables, "lengths": lengths, "dtype": dtype}
+    return {"heads": heads, "dim": dim, "per_block": per_block, "dtype": dtype, "lengths": lengths,
+            "block_table": tables, "blocks": total, "read": read}  # fmt: skip
 
 
 # --- addresses -----------------------------------------------------------------------------------------------------
@@ -504,3 +516,36 @@ def fp8_index_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
     k_scale = [fp8_scale(src, signed=True) for _ in range(visible)] + [garbage(src.byte() % 4) for _ in range(extra)]
     return {"q": q, "q_scale": q_scale, "weights": weights, "k": k, "k_scale": k_scale, "positions": positions,
             "ratio": ratio}  # fmt: skip
+
+
+PAGED_FP8_BYTES = PAGED_BYTES + 70 * 8 + 3 * 3 * 4 * 8
+"""The paged cases' bytes, and for each cache row its scale and a style byte per code, and a scale per query head."""
+
+
+@st.composite
+def paged_fp8_score_cases(draw: st.DrawFn, mode: str) -> dict[str, Any]:
+    """``{"q", "q_scale", "weights", "codes", "scales", "block_table", "lengths", "rows_per_block"}`` for
+    paged_index_scores_fp8:
+    the paged layout of :func:`paged_score_cases` with e4m3 codes. ``codes[block][row]`` (D ints) and
+    ``scales[block][row]``: rows some query reads hold finite codes (one style a row) and a scale of either sign;
+    every other row holds NaN codes and a garbage scale. Queries hold codes with positive per-head scales."""
+    src = draw(source(PAGED_FP8_BYTES))
+    plan = paged_plan(src, mode)
+    dim = 4 * -(-plan["dim"] // 4)  # 4 or 8: the contract's D is a multiple of 4
+    per_block, read, heads = plan["per_block"], plan["read"], plan["heads"]
+    requests, next_n = len(plan["lengths"]), len(plan["lengths"][0])
+
+    def codes_row() -> list[int]:
+        style = src.below(3)
+        return [e4m3_code(src.byte(), style) for _ in range(dim)]
+
+    codes, scales = [], []
+    for block in range(plan["blocks"]):
+        rows = [(block, r) in read for r in range(per_block)]
+        codes.append([codes_row() if ok else [0x7F] * dim for ok in rows])
+        scales.append([fp8_scale(src, signed=True) if ok else garbage(src.byte() % 4) for ok in rows])
+    q = [[[codes_row() for _ in range(heads)] for _ in range(next_n)] for _ in range(requests)]
+    q_scale = [[[fp8_scale(src, signed=False) for _ in range(heads)] for _ in range(next_n)] for _ in range(requests)]
+    weights = [[[coarse(src.byte()) / 2 for _ in range(heads)] for _ in range(next_n)] for _ in range(requests)]
+    return {"q": q, "q_scale": q_scale, "weights": weights, "codes": codes, "scales": scales,
+            "block_table": plan["block_table"], "lengths": plan["lengths"], "rows_per_block": per_block}  # fmt: skip
