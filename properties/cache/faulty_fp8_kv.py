@@ -30,17 +30,10 @@ NO_BUGS = PagedBugs()
 
 
 def paged_attention(
-    q: torch.Tensor,
-    cache: torch.Tensor,
-    slots: torch.Tensor,
-    sink: torch.Tensor,
-    *,
-    scale: float,
-    rows_per_block: int,
-    fmt: str,
-    bugs: PagedBugs = NO_BUGS,
+    *tensors: torch.Tensor, scale: float, rows_per_block: int, fmt: str, bugs: PagedBugs = NO_BUGS
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(out f32[M, H, 512], lse f32[M, H]) over the rows the slots name; invalid slots are never read."""
+    q, cache, slots, sink = tensors  # the contract's order
     m, k = slots.shape
     capacity = cache.shape[0] * rows_per_block
     s = slots.to(torch.int64)

@@ -157,14 +157,7 @@ def reference_sparse_attention(*tensors: Any, **settings: Any) -> tuple[torch.Te
 
 
 def reference_sparse_attention_fp8_kv(
-    q: torch.Tensor,
-    cache: torch.Tensor,
-    slots: torch.Tensor,
-    sink: torch.Tensor,
-    *,
-    scale: float,
-    rows_per_block: int,
-    convention: str,
+    *tensors: torch.Tensor, scale: float, rows_per_block: int, convention: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``reference.formats`` decodes each valid slot's row of the one-layer cache (format ``convention``), then
     ``reference_sparse_attention`` runs on those rows under the operation's lane rules."""
@@ -172,6 +165,7 @@ def reference_sparse_attention_fp8_kv(
     from properties.cache.faulty_fp8_kv import LANE_RULES
     from properties.cache.props_fp8_kv import lane_rows
 
+    q, cache, slots, sink = tensors  # the contract's order
     layout = cache_layout(convention, rows_per_block)
     if cache.dim() != 2 or cache.dtype != torch.uint8 or cache.shape[1] != layout.block_bytes:
         raise ValueError(f"cache: must be u8[num_blocks, {layout.block_bytes}], got {cache.dtype}{list(cache.shape)}")
@@ -204,23 +198,11 @@ IMPLEMENTATIONS = [
         for f in FORMAT_CONVENTIONS
     ),
     *(
-        Implementation(
-            "sparse_attention",
-            "reference",
-            _named(reference_sparse_attention, f"reference_sparse_attention_{convention}", convention=convention),
-            convention,
-            "reference",
+        Implementation(op, "reference", _named(fn, f"reference_{op}_{c}", convention=c), c, "reference")
+        for op, fn, conventions in (
+            ("sparse_attention", reference_sparse_attention, ATTENTION_CONVENTIONS),
+            ("sparse_attention_fp8_kv", reference_sparse_attention_fp8_kv, FP8_KV_CONVENTIONS),
         )
-        for convention in ATTENTION_CONVENTIONS
-    ),
-    *(
-        Implementation(
-            "sparse_attention_fp8_kv",
-            "reference",
-            _named(reference_sparse_attention_fp8_kv, f"reference_sparse_attention_fp8_kv_{fmt}", convention=fmt),
-            fmt,
-            "reference",
-        )
-        for fmt in FP8_KV_CONVENTIONS
+        for c in conventions
     ),
 ]

@@ -86,14 +86,9 @@ def fp8_kv_adapter(backend: str, fmt: str) -> Callable[..., tuple[torch.Tensor, 
     invalid, empty = attention_convention(LANE_RULES)
 
     def sparse_attention_fp8_kv_impl(
-        q: torch.Tensor,
-        cache: torch.Tensor,
-        slots: torch.Tensor,
-        sink: torch.Tensor,
-        *,
-        scale: float,
-        rows_per_block: int,
+        *tensors: torch.Tensor, scale: float, rows_per_block: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        q, cache, slots, sink = tensors  # the contract's order
         return sparse_attention(
             q, cache, slots, sink, scale=scale, dv=q.shape[2], kv_format=fmt, rows_per_block=rows_per_block,
             empty_row=empty, invalid=invalid, precision="f64", backend=backend,
