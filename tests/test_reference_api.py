@@ -185,3 +185,15 @@ test_option_refusals = worded_exactly(
         ),
     ]
 )
+
+
+def test_the_fp8_operations_conventions() -> None:
+    """sparse_attention_fp8_kv reads the two FP8 main formats, the same records quantize_store writes; the paged
+    FP8 index scores have no convention to choose."""
+    from fast.cache.checks import ATTENTION_KV_FORMATS
+
+    assert set(CONVENTIONS["sparse_attention_fp8_kv"]) == {"v4_584", "v41_fp8_528"}
+    for name, convention in CONVENTIONS["sparse_attention_fp8_kv"].items():
+        assert convention is CONVENTIONS["quantize_store"][name]
+    assert ATTENTION_KV_FORMATS == ("v4_584", "v41_fp8_528")
+    assert dict(CONVENTIONS["paged_index_scores_fp8"]) == {}

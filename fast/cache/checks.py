@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING
 import torch
 
 from fast.cache.formats import CacheFormat
+from reference.conventions import FP8_KV_ATTENTION
 
 if TYPE_CHECKING:
     from fast.cache.attention import Config
 
 BACKENDS = ("triton", "torch")
-ATTENTION_KV_FORMATS = ("v4_584", "v41_fp8_528")
-"""The cache formats ``sparse_attention`` reads as ``kv`` (``kv_format``), dequantized in the kernel."""
+ATTENTION_KV_FORMATS = tuple(FP8_KV_ATTENTION)
+"""The cache formats ``sparse_attention`` reads as ``kv`` (``kv_format``), dequantized in the kernel: the
+conventions of the contract's ``sparse_attention_fp8_kv``."""
 
 
 class _Paged:
