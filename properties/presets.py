@@ -109,6 +109,12 @@ def _attention(m: ModelPreset) -> list[Example]:
     return [_example("sparse_attention", rows=1, heads=2, dim=m.head_dim, lanes=lanes)]
 
 
+def _fp8_kv_attention(m: ModelPreset) -> list[Example]:
+    """The model's top-k and window lanes over a cache of two 64-row pages (lanes repeat its slots)."""
+    lanes = m.index_topk + m.window_size
+    return [_example("sparse_attention_fp8_kv", rows=1, heads=2, lanes=lanes, blocks=2, rows_per_block=64)]
+
+
 def _formats(op: str, m: ModelPreset) -> list[Example]:
     return [_example(op, rows=17, blocks=2, rows_per_block=64)]
 
@@ -133,6 +139,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "index_scores_fp8_shape_ladder": _for_each(lambda m: _index_scores(m, "index_scores_fp8")),
     "paged_index_scores_shape_ladder": _for_each(_paged_index_scores),
     "attention_shape_ladder": _for_each(_attention),
+    "fp8_kv_shape_ladder": _for_each(_fp8_kv_attention),
     "quant_store_shape_ladder": _for_each(lambda m: _formats("quantize_store", m)),
     "gather_shape_ladder": _for_each(lambda m: _formats("gather_dequantize", m)),
     "norm_rope_shape_ladder": _for_each(lambda m: _formats("norm_rope_store", m)),

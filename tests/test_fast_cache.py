@@ -706,6 +706,22 @@ def test_fp8_kv_is_dequantized_in_the_kernel(conv: str, backend: str, native_fp8
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("conv", ["v4_584", "v41_fp8_528"])
+def test_fp8_kv_attention_without_lanes(backend: str, conv: str) -> None:
+    """K = 0 lanes over an FP8 cache: every row is empty (out 0, lse +inf under empty_row="zero"); the torch
+    backend once failed to reshape its zero gathered rows."""
+    layout = public_layout(FORMATS[conv].row, 4)
+    cache = torch.zeros(2, layout.block_bytes, dtype=torch.uint8, device=DEVICE)
+    q = torch.ones(3, 2, 512, dtype=torch.bfloat16, device=DEVICE)
+    lanes = torch.zeros(3, 0, dtype=torch.int32, device=DEVICE)
+    sink = torch.zeros(2, dtype=torch.float32, device=DEVICE)
+    out, lse = sparse_attention(q, cache, lanes, sink, scale=0.5, dv=512, kv_format=conv, rows_per_block=4,
+                                backend=backend)  # fmt: skip
+    assert torch.equal(out.cpu(), torch.zeros(3, 2, 512))
+    assert torch.equal(lse.cpu(), torch.full((3, 2), math.inf))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_fp8_528_kv_reads_the_rows_in_every_mode(backend: str) -> None:
     """A V4.1 528-byte cache in the bf16 and f32 modes (the benchmarked paths; f64 above): equal to the same call
     on the dequantized bf16 rows, whose values the cache holds exactly."""

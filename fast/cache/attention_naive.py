@@ -33,7 +33,7 @@ def gather_kv(
         slots = torch.where(valid, indices, -1).reshape(-1).long()
         out = torch.empty(M * K, fmt.dims, dtype=torch.float32, device=kv.device)
         rows = quantize_naive.gather_rows(GatherArgs(kv, slots, fmt, rows_per_block, out))
-        return rows.reshape(M, K, -1).to(dtype), valid
+        return rows.reshape(M, K, fmt.dims).to(dtype), valid
     valid = (indices >= 0) & (indices < kv.shape[0])
     if kv.shape[0] == 0:
         return torch.zeros(M, K, kv.shape[1], dtype=dtype, device=kv.device), valid

@@ -89,9 +89,10 @@ def fp8_kv_adapter(backend: str, fmt: str) -> Callable[..., tuple[torch.Tensor, 
         *tensors: torch.Tensor, scale: float, rows_per_block: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
         q, cache, slots, sink = tensors  # the contract's order
+        # fast's argument is `indices`, whose refusal of a view would not name the contract's `slots`: copied
         return sparse_attention(
-            q, cache, slots, sink, scale=scale, dv=q.shape[2], kv_format=fmt, rows_per_block=rows_per_block,
-            empty_row=empty, invalid=invalid, precision="f64", backend=backend,
+            q, cache, slots.contiguous(), sink, scale=scale, dv=q.shape[2], kv_format=fmt,
+            rows_per_block=rows_per_block, empty_row=empty, invalid=invalid, precision="f64", backend=backend,
         )  # fmt: skip
 
     sparse_attention_fp8_kv_impl.__name__ = f"sparse_attention_fp8_kv_{backend}_{fmt}"

@@ -13,7 +13,8 @@ An example is a few sizes and a ``seed`` the check expands into tensors. The jud
   (``reference.norm_rope.faithful``), on up to 8 such rows;
 - ``sparse_attention``: out and lse within twice the error of the same-precision float32 baselines (or
   ``ULP_FLOOR`` ulps of the terms' magnitude) of a float64 evaluation of the same formula, itself checked
-  against the exact reference on small shapes (``test_support.py``), on up to 8 sampled query rows.
+  against the exact reference on small shapes (``test_support.py``), on up to 8 sampled query rows;
+- ``sparse_attention_fp8_kv``: the same, over the rows the torch gather reads back at the slots.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from properties.cache.checks import describe
 from properties.cache.common import AttentionCall, attention_convention, cache_layout, row_format_of
 from properties.cache.faulty_attention import baselines, dense_attention, term_scales
 from properties.cache.faulty_formats import gather_dequantize, quantize_store
+from properties.cache.faulty_fp8_kv import LANE_RULES as FP8_KV_LANES
 from properties.cache.faulty_norm_rope import norm_rope_store
 from properties.cache.props_norm_rope import ROPE_DIM, exact_row
 from properties.cache.strategies import NORM_EPS
@@ -235,6 +237,53 @@ def check_attention(impl: Implementation, case: Example) -> None:
     _within(lse64, lse, [s for _, s in runs], lse_scale.reshape(lse64.shape), "lse" + rows + context)
 
 
+def check_fp8_kv(impl: Implementation, case: Example) -> None:
+    """sparse_attention_fp8_kv on a one-layer cache of random bytes (NaN codes and huge scales where no lane
+    reads) whose read slots the torch store filled: out and lse as ``check_attention`` judges them, over the rows
+    the torch gather reads back at the judged rows' slots."""
+    fmt = impl.convention or ""
+    g = generator(case)
+    m, heads, lanes, blocks = case["rows"], case["heads"], case["lanes"], case["blocks"]
+    rows_per_block = preset(case, "rows_per_block", ROWS_PER_BLOCK[choice(g, len(ROWS_PER_BLOCK))])
+    capacity, dims = blocks * rows_per_block, row_format_of(fmt).dims
+    cache = torch.randint(256, (blocks, cache_layout(fmt, rows_per_block).block_bytes), generator=g, dtype=torch.uint8)
+    slots = torch.randint(capacity, (m, lanes), generator=g)
+    kind = torch.randint(8, (m, lanes), generator=g)
+    outside = torch.where(kind == 1, capacity + choice(g, 3), -2 - choice(g, 5))
+    slots = torch.where(kind == 0, -1, torch.where(kind <= 2, outside, slots)).to(torch.int32)
+    valid = (slots >= 0) & (slots < capacity)
+    read = torch.unique(slots[valid]).to(torch.int64)
+    options: dict[str, Any] = {"fmt": fmt, "rows_per_block": rows_per_block, "layer": 0}
+    quantize_store(torch.randint(-8, 9, (len(read), dims), generator=g).float() / 8, read, cache, **options)
+    dtype = (torch.float32, torch.bfloat16)[choice(g, 2)]
+    q = (torch.randint(-8, 9, (m, heads, dims), generator=g).float() / 8).to(dtype)
+    sink = torch.randint(-8, 9, (heads,), generator=g).float() / 4
+    scale = float(torch.tensor(dims**-0.5, dtype=torch.float32))
+    tensors = {"q": q, "cache": cache, "slots": slots, "sink": sink}
+    got = run_with_views(impl, tensors, case["layouts"], scale=scale, rows_per_block=rows_per_block)
+    if not (isinstance(got, tuple | list) and len(got) == 2):
+        raise Mismatch("sparse_attention_fp8_kv", detail=f"must return (out, lse), got {type(got).__name__}")
+    for name, tensor, shape in (("out", got[0], (m, heads, dims)), ("lse", got[1], (m, heads))):
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
+            raise Mismatch("sparse_attention_fp8_kv", detail=f"{name} must be f32{list(shape)}, got {tensor!r:.80}")
+    judged = sample(case, m, JUDGED_ROWS)
+    picked, ok = slots[judged].to(torch.int64), valid[judged]
+    kv = torch.zeros(picked.numel(), dims)
+    if bool(ok.any()):
+        kv[ok.reshape(-1)] = gather_dequantize(cache, picked[ok], **options)
+    lane_rows = torch.where(ok, torch.arange(picked.numel()).reshape(picked.shape), -1).to(torch.int32)
+    call = AttentionCall(q[judged], kv.to(dtype), lane_rows, sink, scale, dims, FP8_KV_LANES)
+    out64, lse64 = dense_attention(call, dtype=torch.float64)
+    runs = baselines(call)
+    out_scale, lse_scale = (torch.tensor(s, dtype=torch.float64) for s in term_scales(call))
+    sizes = f"{m} rows, {heads} heads, {lanes} lanes, {blocks} blocks of {rows_per_block}"
+    context = f" vs float64 ({fmt}, {sizes}, {dtype})"
+    rows = "" if len(judged) == m else f" of rows {judged.tolist()}"
+    out, lse = (t.detach().cpu()[judged] for t in got)
+    _within(out64, out, [o for o, _ in runs], out_scale.reshape(out64.shape), "out" + rows + context)
+    _within(lse64, lse, [s for _, s in runs], lse_scale.reshape(lse64.shape), "lse" + rows + context)
+
+
 def _ladder_property(name: str, op: str, sizes: Any, check: Any, doc: str) -> Property:
     strategy = with_layouts(sizes, operation(op).views)
     return Property(
@@ -274,5 +323,14 @@ PROPERTIES = [
         check_attention,
         "heads past 16, dims past 64 (512 on a GPU), lanes past 64, inputs as views: out and lse within twice the "
         "float32 baselines' error of float64",
+    ),
+    _ladder_property(
+        "fp8_kv_shape_ladder",
+        "sparse_attention_fp8_kv",
+        shapes(rows="rows", heads="heads", lanes="lanes", blocks="blocks"),
+        check_fp8_kv,
+        "heads past 16, lanes past 64 (2048 on a GPU), caches past 256 blocks of 64 rows, q, slots and sink as "
+        "views: out and lse within twice the float32 baselines' error of float64 over the rows the torch gather "
+        "reads",
     ),
 ]
