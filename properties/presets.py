@@ -104,6 +104,16 @@ def _paged_index_scores(m: ModelPreset) -> list[Example]:
     ]
 
 
+def _paged_index_scores_fp8(m: ModelPreset) -> list[Example]:
+    """The FP8 index cache through tables of 64-row pages."""
+    return [
+        _example(
+            "paged_index_scores_fp8", requests=2, heads=m.index_n_heads, dim=m.index_head_dim, columns=3,
+            rows_per_block=64,
+        )
+    ]  # fmt: skip
+
+
 def _attention(m: ModelPreset) -> list[Example]:
     lanes = m.index_topk + m.window_size
     return [_example("sparse_attention", rows=1, heads=2, dim=m.head_dim, lanes=lanes)]
@@ -138,6 +148,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "index_scores_shape_ladder": _for_each(_index_scores),
     "index_scores_fp8_shape_ladder": _for_each(lambda m: _index_scores(m, "index_scores_fp8")),
     "paged_index_scores_shape_ladder": _for_each(_paged_index_scores),
+    "paged_index_scores_fp8_shape_ladder": _for_each(_paged_index_scores_fp8),
     "attention_shape_ladder": _for_each(_attention),
     "fp8_kv_shape_ladder": _for_each(_fp8_kv_attention),
     "quant_store_shape_ladder": _for_each(lambda m: _formats("quantize_store", m)),

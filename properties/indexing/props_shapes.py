@@ -397,6 +397,51 @@ def check_paged_index_scores(impl: Implementation, case: Example) -> None:
     _within_bound(got, exact, bound, visible, rows, cols, what, "twice the float32 accumulation bound")
 
 
+def check_paged_index_scores_fp8(impl: Implementation, case: Example) -> None:
+    """As paged index scores, on FP8 queries and the FP8 index cache (a block's rows of codes, then their float32
+    scales; the block no table names holds NaN codes): every visible lane within ``E4M3_DOT_BOUND`` of its
+    magnitude, plus the float32 accumulation bound, of the float64 value of the decoded codes."""
+    g = generator(case)
+    requests, heads, columns = case["requests"], case["heads"], case["columns"]
+    dim = 4 * -(-case["dim"] // 4)  # the contract's D is a multiple of 4
+    next_n = 1 + choice(g, 3)
+    per_block = preset(case, "rows_per_block", PAGED_ROWS_PER_BLOCK[choice(g, len(PAGED_ROWS_PER_BLOCK))])
+    while per_block > 1 and columns * per_block > PAGED_KEYS:
+        per_block //= 4
+    width, queries = columns * per_block, requests * next_n
+    q = E4M3_FINITE[torch.randint(len(E4M3_FINITE), (requests, next_n, heads, dim), generator=g)]
+    q_scale = 2.0 ** torch.randint(-8, 3, (requests, next_n, heads), generator=g).float()
+    weights = torch.randint(-8, 9, (requests, next_n, heads), generator=g).float() / 4
+    codes = E4M3_FINITE[torch.randint(len(E4M3_FINITE), (columns + 1, per_block, dim), generator=g)]
+    codes[columns] = 0x7F  # a block no table names: NaN codes and a NaN scale
+    scales = torch.randint(-8, 9, (columns + 1, per_block), generator=g).float() / 8
+    scales[columns] = float("nan")
+    cache = torch.cat([codes.reshape(columns + 1, -1), scales.view(torch.uint8).reshape(columns + 1, -1)], dim=1)
+    lengths = _lengths(g, queries, width, padding=False).reshape(requests, next_n)
+    table = torch.stack([torch.randperm(columns, generator=g) for _ in range(requests)]).reshape(requests, columns)
+    garbage = torch.tensor([-1, columns, columns + 7])[torch.randint(3, (requests, columns), generator=g)]
+    read = torch.arange(columns) * per_block < lengths.amax(dim=1, keepdim=True)
+    table = torch.where(read, table, garbage).to(torch.int32)
+    tensors = {"q": q, "q_scale": q_scale, "weights": weights, "cache": cache, "block_table": table,
+               "lengths": lengths}  # fmt: skip
+    got = _run(impl, tensors, case, rows_per_block=per_block)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (queries, width):
+        raise Mismatch("paged_index_scores_fp8 output", detail=f"expected f32{[queries, width]}, got {got!r:.80}")
+    rows, cols = sample(case, queries, JUDGED_ROWS), sample(case, width, JUDGED_KEYS)
+    visible = cols < lengths.reshape(-1)[rows].unsqueeze(-1)
+    ids = torch.where(visible, table[rows // next_n][:, cols // per_block], 0).long()
+    keys = faulty.e4m3_values(codes[ids, cols % per_block]).double() * scales[ids, cols % per_block].double()[..., None]
+    qv = faulty.e4m3_values(q.reshape(queries, heads, dim)[rows]).double()
+    qv = qv * q_scale.reshape(queries, heads)[rows].double().unsqueeze(-1)
+    exact, magnitude = _float64_scores(qv, keys, weights.reshape(queries, heads)[rows])
+    bound = (float(E4M3_DOT_BOUND) + 2 * (heads * dim + 2) * FLOAT32_EPSILON) * magnitude
+    what = (
+        f"paged_index_scores_fp8 vs float64 ({requests} requests x {next_n} queries, {heads} heads, dim {dim}, "
+        f"{columns} table columns of {per_block} rows)"
+    )
+    _within_bound(got, exact, bound, visible, rows, cols, what, "2**-8 of their magnitude")
+
+
 PROPERTIES = [
     _ladder_property(
         "topk_shape_ladder",
@@ -479,6 +524,14 @@ PROPERTIES = [
         "requests past 16, heads past 16, dims past 64, block tables past 256 columns (rows of 64, 4 or 1), 1-3 "
         "queries a request, inputs as views: every lane below a query's length within twice the float32 "
         "accumulation bound of float64",
+    ),
+    _ladder_property(
+        "paged_index_scores_fp8_shape_ladder",
+        "paged_index_scores_fp8",
+        shapes(requests="requests", heads="heads", dim="dim", columns="blocks"),
+        check_paged_index_scores_fp8,
+        "the paged ladder's sizes on FP8 queries and the FP8 index cache, q, q_scale, weights, tables and lengths "
+        "as views: every lane below a query's length within 2**-8 of its magnitude of float64",
     ),
     _ladder_property(
         "index_scores_fp8_shape_ladder",
