@@ -28,7 +28,7 @@
 # Environment: PYTHON (default python3), BENCH_BUDGET_S (seconds after which the benchmark skips further
 # torch.compile baselines except those of the cases with targets, default 300), BENCH_ARGS (extra fast.bench arguments, e.g. "--only compression/"),
 # TESTS_TIMEOUT_S (seconds after which the test run is stopped, its log kept; default 3600),
-# PYTEST_ARGS (extra pytest arguments, e.g. "tests/test_fast_compression.py properties/test_suite.py -k compression").
+# PYTEST_ARGS (extra pytest arguments, split as a command line: e.g. "tests/test_fast_cache.py -k 'fp8 and not ladder'").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PHASE=${1:-all}
@@ -109,10 +109,12 @@ if [ "$PHASE" != bench ]; then
     # shellcheck disable=SC2086
     workers=()
     "$PY" -c "import xdist" 2>/dev/null && workers=(-n "$(($(nproc) > 2 ? $(nproc) - 2 : 1))")
+    # PYTEST_ARGS split as the shell splits a command line, so a quoted -k expression stays one argument
+    eval "pytest_args=(${PYTEST_ARGS:-})"
     # SIGINT at the time limit: pytest stops and still prints its summary; -v names every test as it ends, and
     # failed.txt keeps the names of those that failed or errored.
     timeout -s INT -k 30 "${TESTS_TIMEOUT_S:-3600}" "$PY" -m pytest -v -rfE --tb=short -p no:cacheprovider \
-        ${workers[@]+"${workers[@]}"} ${PYTEST_ARGS:-} >"$OUT/tests.full" 2>&1
+        ${workers[@]+"${workers[@]}"} ${pytest_args[@]+"${pytest_args[@]}"} >"$OUT/tests.full" 2>&1
     status=$?
     echo "pytest exit status $status after $((SECONDS - start)) s" >>"$OUT/tests.full"
     grep -E "^(FAILED|ERROR) |\] (FAILED|ERROR) " "$OUT/tests.full" | sort -u >"$OUT/failed.txt"
