@@ -219,18 +219,30 @@ def check_attention(impl: Implementation, case: Example) -> None:
     dv = dim if choice(g, 2) else (dim + 1) // 2
     scale = float(torch.tensor(dim**-0.5, dtype=torch.float32))
     tensors = {"q": q, "kv": kv, "indices": indices, "sink": sink}
-    got = run_with_views(impl, tensors, case["layouts"], scale=scale, dv=dv)
-    if not (isinstance(got, tuple | list) and len(got) == 2):
-        raise Mismatch("sparse_attention", detail=f"must return (out, lse), got {type(got).__name__}")
-    for name, tensor, shape in (("out", got[0], (m, heads, dv)), ("lse", got[1], (m, heads))):
-        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
-            raise Mismatch("sparse_attention", detail=f"{name} must be f32{list(shape)}, got {tensor!r:.80}")
+    got = _attention_results(impl, run_with_views(impl, tensors, case["layouts"], scale=scale, dv=dv), m, heads, dv)
     judged = sample(case, m, JUDGED_ROWS)
     call = AttentionCall(q[judged], kv, indices[judged], sink, scale, dv, convention)
+    sizes = f"{m} rows, {heads} heads, dim {dim}, dv {dv}, {lanes} lanes, {n} cache rows"
+    _judge_attention(call, got, judged, m, f" vs float64 ({sizes}, {dtype})")
+
+
+def _attention_results(impl: Implementation, got: Any, m: int, heads: int, dv: int) -> tuple[torch.Tensor, ...]:
+    """``(out, lse)`` as the contract returns them, f32[M, H, dv] and f32[M, H]; a Mismatch otherwise."""
+    if not (isinstance(got, tuple | list) and len(got) == 2):
+        raise Mismatch(impl.op, detail=f"must return (out, lse), got {type(got).__name__}")
+    for name, tensor, shape in (("out", got[0], (m, heads, dv)), ("lse", got[1], (m, heads))):
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
+            raise Mismatch(impl.op, detail=f"{name} must be f32{list(shape)}, got {tensor!r:.80}")
+    return tuple(got)
+
+
+def _judge_attention(
+    call: AttentionCall, got: tuple[torch.Tensor, ...], judged: torch.Tensor, m: int, context: str
+) -> None:
+    """The judged rows of out and lse within twice the float32 baselines' error of the float64 evaluation."""
     out64, lse64 = dense_attention(call, dtype=torch.float64)
     runs = baselines(call)
     out_scale, lse_scale = (torch.tensor(s, dtype=torch.float64) for s in term_scales(call))
-    context = f" vs float64 ({m} rows, {heads} heads, dim {dim}, dv {dv}, {lanes} lanes, {n} cache rows, {dtype})"
     rows = "" if len(judged) == m else f" of rows {judged.tolist()}"
     out, lse = (t.detach().cpu()[judged] for t in got)
     _within(out64, out, [o for o, _ in runs], out_scale.reshape(out64.shape), "out" + rows + context)
@@ -260,12 +272,8 @@ def check_fp8_kv(impl: Implementation, case: Example) -> None:
     sink = torch.randint(-8, 9, (heads,), generator=g).float() / 4
     scale = float(torch.tensor(dims**-0.5, dtype=torch.float32))
     tensors = {"q": q, "cache": cache, "slots": slots, "sink": sink}
-    got = run_with_views(impl, tensors, case["layouts"], scale=scale, rows_per_block=rows_per_block)
-    if not (isinstance(got, tuple | list) and len(got) == 2):
-        raise Mismatch("sparse_attention_fp8_kv", detail=f"must return (out, lse), got {type(got).__name__}")
-    for name, tensor, shape in (("out", got[0], (m, heads, dims)), ("lse", got[1], (m, heads))):
-        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
-            raise Mismatch("sparse_attention_fp8_kv", detail=f"{name} must be f32{list(shape)}, got {tensor!r:.80}")
+    raw = run_with_views(impl, tensors, case["layouts"], scale=scale, rows_per_block=rows_per_block)
+    got = _attention_results(impl, raw, m, heads, dims)
     judged = sample(case, m, JUDGED_ROWS)
     picked, ok = slots[judged].to(torch.int64), valid[judged]
     kv = torch.zeros(picked.numel(), dims)
@@ -273,15 +281,8 @@ def check_fp8_kv(impl: Implementation, case: Example) -> None:
         kv[ok.reshape(-1)] = gather_dequantize(cache, picked[ok], **options)
     lane_rows = torch.where(ok, torch.arange(picked.numel()).reshape(picked.shape), -1).to(torch.int32)
     call = AttentionCall(q[judged], kv.to(dtype), lane_rows, sink, scale, dims, FP8_KV_LANES)
-    out64, lse64 = dense_attention(call, dtype=torch.float64)
-    runs = baselines(call)
-    out_scale, lse_scale = (torch.tensor(s, dtype=torch.float64) for s in term_scales(call))
     sizes = f"{m} rows, {heads} heads, {lanes} lanes, {blocks} blocks of {rows_per_block}"
-    context = f" vs float64 ({fmt}, {sizes}, {dtype})"
-    rows = "" if len(judged) == m else f" of rows {judged.tolist()}"
-    out, lse = (t.detach().cpu()[judged] for t in got)
-    _within(out64, out, [o for o, _ in runs], out_scale.reshape(out64.shape), "out" + rows + context)
-    _within(lse64, lse, [s for _, s in runs], lse_scale.reshape(lse64.shape), "lse" + rows + context)
+    _judge_attention(call, got, judged, m, f" vs float64 ({fmt}, {sizes}, {dtype})")
 
 
 def _ladder_property(name: str, op: str, sizes: Any, check: Any, doc: str) -> Property:
