@@ -314,6 +314,25 @@ def decode_at(case: StoreCase, cache: bytes, slot: int, layer: int | None = None
     return values
 
 
+def lane_rows(case: StoreCase, cache: bytes, slots: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """sparse_attention's view of a paged call: kv f32[M * K, d], lane (m, j)'s row the reference decoding of
+    its slot (zeros for an invalid slot, which is never read), and indices i32[M, K] naming that row, or -1."""
+    capacity, dims = case.layout.rows * (len(cache) // case.layout.block_bytes), case.rowfmt.dims
+    flat = [s for row in slots for s in row]
+    rows: list[tuple[float, ...]] = []
+    for slot in flat:
+        if not 0 <= slot < capacity:
+            rows.append((0.0,) * dims)
+            continue
+        values = decode_at(case, cache, slot)
+        if isinstance(values, str):
+            raise ValueError(f"slots: slot {slot} must hold finite codes within float32's range: {values}")
+        rows.append(values)
+    kv = torch.tensor(rows, dtype=torch.float32).reshape(len(flat), dims)
+    lanes = [i if 0 <= s < capacity else -1 for i, s in enumerate(flat)]
+    return kv, torch.tensor(lanes, dtype=torch.int32).reshape(len(slots), -1)
+
+
 def compare_rows(what: str, expected: list[Any], got: list[list[float]], context: str) -> None:
     """Rows of floats equal lane by lane (-0.0 == 0.0); an expected row may be a reason it has no value."""
     lanes: list[tuple[tuple[int, ...], Any, Any]] = []

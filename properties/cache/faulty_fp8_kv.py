@@ -29,24 +29,32 @@ class PagedBugs:
 NO_BUGS = PagedBugs()
 
 
-def paged_attention(
-    *tensors: torch.Tensor, scale: float, rows_per_block: int, fmt: str, bugs: PagedBugs = NO_BUGS
+def paged_rows(
+    cache: torch.Tensor, slots: torch.Tensor, *, rows_per_block: int, fmt: str, dims: int, bugs: PagedBugs = NO_BUGS
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out f32[M, H, 512], lse f32[M, H]) over the rows the slots name; invalid slots are never read."""
-    q, cache, slots, sink = tensors  # the contract's order
+    """sparse_attention's view of a paged call: kv f32[M * K, dims] (CPU), lane (m, j)'s row what the gather reads
+    at its slot (zeros for an invalid slot, which is never read), and lanes i32[M, K] naming that row, or -1."""
     m, k = slots.shape
     capacity = cache.shape[0] * rows_per_block
     s = slots.to(torch.int64)
     valid = (s >= 0) & ((s < capacity) | bugs.slots_wrap)
     read = valid.reshape(-1)
-    rows = torch.zeros(m * k, q.shape[2], dtype=torch.float32)
+    rows = torch.zeros(m * k, dims, dtype=torch.float32)
     if bool(read.any()):
         wanted = s.reshape(-1)[read] % capacity
         rows[read.cpu()] = gather_dequantize(
             cache, wanted, fmt=fmt, rows_per_block=rows_per_block, layer=0, bugs=bugs.gather
         ).cpu()
     position = torch.arange(m * k, dtype=torch.int64, device=slots.device).reshape(m, k)
-    lanes = torch.where(valid, position, -1).to(torch.int32)
+    return rows, torch.where(valid, position, -1).to(torch.int32)
+
+
+def paged_attention(
+    *tensors: torch.Tensor, scale: float, rows_per_block: int, fmt: str, bugs: PagedBugs = NO_BUGS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out f32[M, H, 512], lse f32[M, H]) over the rows the slots name; invalid slots are never read."""
+    q, cache, slots, sink = tensors  # the contract's order
+    rows, lanes = paged_rows(cache, slots, rows_per_block=rows_per_block, fmt=fmt, dims=q.shape[2], bugs=bugs)
     kv = rows.to(device=q.device, dtype=q.dtype)
     return tiled_attention(q, kv, lanes, sink, scale=scale, dv=kv.shape[1], convention=LANE_RULES, bugs=bugs.attention)
 

@@ -161,9 +161,8 @@ def reference_sparse_attention_fp8_kv(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``reference.formats`` decodes each valid slot's row of the one-layer cache (format ``convention``), then
     ``reference_sparse_attention`` runs on those rows under the operation's lane rules."""
-    from properties.cache.checks import StoreCase
+    from properties.cache.checks import StoreCase, lane_rows
     from properties.cache.faulty_fp8_kv import LANE_RULES
-    from properties.cache.props_fp8_kv import lane_rows
 
     q, cache, slots, sink = tensors  # the contract's order
     layout = cache_layout(convention, rows_per_block)

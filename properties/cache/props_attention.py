@@ -117,26 +117,35 @@ def run_attention(impl: Implementation, example: dict[str, Any], lanes: list[lis
     kv = torch.tensor(example["kv"], dtype=dtype, device=impl.device).reshape(len(example["kv"]), d)
     indices = torch.tensor(lanes, dtype=torch.int32, device=impl.device).reshape(m, -1)
     sink = torch.tensor(sinks, dtype=torch.float32, device=impl.device)
-    inputs = (q.clone(), kv.clone(), indices.clone(), sink.clone())
-    result = impl.fn(*inputs, scale=example["scale"], dv=dv)
-    if not (isinstance(result, tuple | list) and len(result) == 2):
-        raise Mismatch("sparse_attention", detail=f"must return (out, lse), got {type(result).__name__}")
-    out, lse = check_results("sparse_attention", result[0], result[1], m, heads, dv)
-    for name, before, after in zip(("q", "kv", "indices", "sink"), (q, kv, indices, sink), inputs, strict=True):
-        if not torch.equal(before, after):
-            raise Mismatch("sparse_attention", detail=f"the call modified its input {name}")
+    tensors = {"q": q, "kv": kv, "indices": indices, "sink": sink}
+    out, lse = call_unchanged(impl, tensors, (m, heads, dv), scale=example["scale"], dv=dv)
     call = AttentionCall(q, kv, indices, sink, example["scale"], dv, convention)
     compare_with_exact(call, out, lse, f" (lanes {lanes}, sinks {sinks}, {example['dtype']})")
 
 
-def check_results(op: str, out: object, lse: object, m: int, heads: int, dv: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(out, lse)`` as the contract returns them, f32[M, H, dv] and f32[M, H]; a Mismatch naming ``op``
-    otherwise."""
-    for name, tensor, shape in (("out", out, (m, heads, dv)), ("lse", lse, (m, heads))):
-        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
+def attention_results(op: str, result: object, shape: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(out, lse)`` as the contract returns them, f32[M, H, dv] and f32[M, H] for ``shape`` (M, H, dv); a
+    Mismatch naming ``op`` otherwise."""
+    if not (isinstance(result, tuple | list) and len(result) == 2):
+        raise Mismatch(op, detail=f"must return (out, lse), got {type(result).__name__}")
+    for name, tensor, want in (("out", result[0], shape), ("lse", result[1], shape[:2])):
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != want:
             got = f"{tensor.dtype}{list(tensor.shape)}" if isinstance(tensor, torch.Tensor) else type(tensor).__name__
-            raise Mismatch(op, detail=f"{name} must be f32{list(shape)}, got {got}")
-    return out, lse  # type: ignore[return-value]
+            raise Mismatch(op, detail=f"{name} must be f32{list(want)}, got {got}")
+    return result[0], result[1]
+
+
+def call_unchanged(
+    impl: Implementation, tensors: dict[str, torch.Tensor], shape: tuple[int, int, int], **settings: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Call ``impl`` on copies of ``tensors`` (in the contract's order); its ``(out, lse)`` of ``shape`` (M, H,
+    dv), each input holding the same values after the call."""
+    inputs = [t.clone() for t in tensors.values()]
+    result = attention_results(impl.op, impl.fn(*inputs, **settings), shape)
+    for (name, before), after in zip(tensors.items(), inputs, strict=True):
+        if not torch.equal(before, after):
+            raise Mismatch(impl.op, detail=f"the call modified its input {name}")
+    return result
 
 
 def compare_with_exact(call: AttentionCall, out: torch.Tensor, lse: torch.Tensor, context: str) -> None:

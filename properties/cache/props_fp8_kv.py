@@ -13,17 +13,14 @@ from typing import Any
 
 import torch
 
-from properties.cache.checks import HUNT_EXAMPLES, StoreCase, cache_tensor, decode_at, memo
+from properties.cache.checks import HUNT_EXAMPLES, StoreCase, cache_tensor, lane_rows, memo
 from properties.cache.common import AttentionCall
 from properties.cache.faulty_fp8_kv import LANE_RULES
-from properties.cache.props_attention import DTYPES, check_results, compare_with_exact
+from properties.cache.props_attention import DTYPES, call_unchanged, compare_with_exact
 from properties.cache.props_gather import raw_cache
-from properties.cache.strategies import FP8_KV_DIMS, fp8_kv_attention_examples, mix, out_of_range_lane
-from properties.compare import Mismatch
+from properties.cache.strategies import fp8_kv_attention_examples, mix, out_of_range_lane
 from properties.registry import Implementation
 from properties.runner import Property
-
-OP = "sparse_attention_fp8_kv"
 
 
 def attention_cache(example: dict[str, Any], fmt: str) -> tuple[StoreCase, bytes]:
@@ -63,25 +60,6 @@ def slots_for(example: dict[str, Any], capacity: int) -> list[list[int]]:
     return rows
 
 
-def lane_rows(case: StoreCase, cache: bytes, slots: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """sparse_attention's view of a paged call: kv f32[M * K, 512], lane (m, j)'s row the reference decoding of
-    its slot (zeros for an invalid slot, which is never read), and indices i32[M, K] naming that row, or -1."""
-    capacity = case.layout.rows * (len(cache) // case.layout.block_bytes)
-    flat = [s for row in slots for s in row]
-    rows: list[tuple[float, ...]] = []
-    for slot in flat:
-        if not 0 <= slot < capacity:
-            rows.append((0.0,) * FP8_KV_DIMS)
-            continue
-        values = decode_at(case, cache, slot)
-        if isinstance(values, str):
-            raise ValueError(f"slots: slot {slot} must hold finite codes within float32's range: {values}")
-        rows.append(values)
-    kv = torch.tensor(rows, dtype=torch.float32).reshape(len(flat), FP8_KV_DIMS)
-    lanes = [i if 0 <= s < capacity else -1 for i, s in enumerate(flat)]
-    return kv, torch.tensor(lanes, dtype=torch.int32).reshape(len(slots), -1)
-
-
 def check_matches_reference(impl: Implementation, example: dict[str, Any]) -> None:
     """Call the implementation on the example's cache and slots; compare with the exact attention over the
     decoded rows, and require every input unchanged."""
@@ -94,24 +72,19 @@ def check_matches_reference(impl: Implementation, example: dict[str, Any]) -> No
     cache_t = cache_tensor(cache, case, impl.device)
     slots_t = torch.tensor(slots, dtype=torch.int32, device=impl.device).reshape(m, -1)
     sink = torch.tensor(example["sinks"], dtype=torch.float32, device=impl.device)
-    inputs = (q.clone(), cache_t.clone(), slots_t.clone(), sink.clone())
-    result = impl.fn(*inputs, scale=example["scale"], rows_per_block=example["rows_per_block"])
-    if not (isinstance(result, tuple | list) and len(result) == 2):
-        raise Mismatch(OP, detail=f"must return (out, lse), got {type(result).__name__}")
-    out, lse = check_results(OP, result[0], result[1], m, heads, FP8_KV_DIMS)
-    for name, before, after in zip(("q", "cache", "slots", "sink"), (q, cache_t, slots_t, sink), inputs, strict=True):
-        if not torch.equal(before, after):
-            raise Mismatch(OP, detail=f"the call modified its input {name}")
+    tensors = {"q": q, "cache": cache_t, "slots": slots_t, "sink": sink}
+    shape = (m, heads, case.rowfmt.dims)
+    out, lse = call_unchanged(impl, tensors, shape, scale=example["scale"], rows_per_block=example["rows_per_block"])
     kv, lanes = lane_rows(case, cache, slots)
     kv, lanes = kv.to(device=impl.device, dtype=dtype), lanes.to(impl.device)
-    call = AttentionCall(q, kv, lanes, sink, example["scale"], FP8_KV_DIMS, LANE_RULES)
+    call = AttentionCall(q, kv, lanes, sink, example["scale"], case.rowfmt.dims, LANE_RULES)
     compare_with_exact(call, out, lse, f" (slots {slots}, sinks {example['sinks']}, {example['dtype']})")
 
 
 PROPERTIES = [
     Property(
         "fp8_kv_attention_matches_reference",
-        OP,
+        "sparse_attention_fp8_kv",
         fp8_kv_attention_examples(),
         check_matches_reference,
         doc="out and lse equal the exact attention over the reference decoding of the slots' rows within twice "
@@ -120,7 +93,7 @@ PROPERTIES = [
     ),
     Property(
         "fp8_kv_attention_empty_rows",
-        OP,
+        "sparse_attention_fp8_kv",
         fp8_kv_attention_examples(empty_rows=True),
         check_matches_reference,
         doc="a row whose every slot is -1 or past the capacity gives out 0 and lse +inf, next to ordinary rows",

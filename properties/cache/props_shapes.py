@@ -29,7 +29,9 @@ from properties.cache.common import AttentionCall, attention_convention, cache_l
 from properties.cache.faulty_attention import baselines, dense_attention, term_scales
 from properties.cache.faulty_formats import gather_dequantize, quantize_store
 from properties.cache.faulty_fp8_kv import LANE_RULES as FP8_KV_LANES
+from properties.cache.faulty_fp8_kv import paged_rows
 from properties.cache.faulty_norm_rope import norm_rope_store
+from properties.cache.props_attention import attention_results
 from properties.cache.props_norm_rope import ROPE_DIM, exact_row
 from properties.cache.strategies import NORM_EPS
 from properties.compare import ULP_FLOOR, Mismatch
@@ -219,21 +221,11 @@ def check_attention(impl: Implementation, case: Example) -> None:
     dv = dim if choice(g, 2) else (dim + 1) // 2
     scale = float(torch.tensor(dim**-0.5, dtype=torch.float32))
     tensors = {"q": q, "kv": kv, "indices": indices, "sink": sink}
-    got = _attention_results(impl, run_with_views(impl, tensors, case["layouts"], scale=scale, dv=dv), m, heads, dv)
+    got = attention_results(impl.op, run_with_views(impl, tensors, case["layouts"], scale=scale, dv=dv), (m, heads, dv))
     judged = sample(case, m, JUDGED_ROWS)
     call = AttentionCall(q[judged], kv, indices[judged], sink, scale, dv, convention)
     sizes = f"{m} rows, {heads} heads, dim {dim}, dv {dv}, {lanes} lanes, {n} cache rows"
     _judge_attention(call, got, judged, m, f" vs float64 ({sizes}, {dtype})")
-
-
-def _attention_results(impl: Implementation, got: Any, m: int, heads: int, dv: int) -> tuple[torch.Tensor, ...]:
-    """``(out, lse)`` as the contract returns them, f32[M, H, dv] and f32[M, H]; a Mismatch otherwise."""
-    if not (isinstance(got, tuple | list) and len(got) == 2):
-        raise Mismatch(impl.op, detail=f"must return (out, lse), got {type(got).__name__}")
-    for name, tensor, shape in (("out", got[0], (m, heads, dv)), ("lse", got[1], (m, heads))):
-        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
-            raise Mismatch(impl.op, detail=f"{name} must be f32{list(shape)}, got {tensor!r:.80}")
-    return tuple(got)
 
 
 def _judge_attention(
@@ -273,13 +265,9 @@ def check_fp8_kv(impl: Implementation, case: Example) -> None:
     scale = float(torch.tensor(dims**-0.5, dtype=torch.float32))
     tensors = {"q": q, "cache": cache, "slots": slots, "sink": sink}
     raw = run_with_views(impl, tensors, case["layouts"], scale=scale, rows_per_block=rows_per_block)
-    got = _attention_results(impl, raw, m, heads, dims)
+    got = attention_results(impl.op, raw, (m, heads, dims))
     judged = sample(case, m, JUDGED_ROWS)
-    picked, ok = slots[judged].to(torch.int64), valid[judged]
-    kv = torch.zeros(picked.numel(), dims)
-    if bool(ok.any()):
-        kv[ok.reshape(-1)] = gather_dequantize(cache, picked[ok], **options)
-    lane_rows = torch.where(ok, torch.arange(picked.numel()).reshape(picked.shape), -1).to(torch.int32)
+    kv, lane_rows = paged_rows(cache, slots[judged], rows_per_block=rows_per_block, fmt=fmt, dims=dims)
     call = AttentionCall(q[judged], kv.to(dtype), lane_rows, sink, scale, dims, FP8_KV_LANES)
     sizes = f"{m} rows, {heads} heads, {lanes} lanes, {blocks} blocks of {rows_per_block}"
     _judge_attention(call, got, judged, m, f" vs float64 ({fmt}, {sizes}, {dtype})")

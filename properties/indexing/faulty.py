@@ -166,6 +166,14 @@ def e4m3_values(codes: torch.Tensor, faults: Faults = NO_FAULTS) -> torch.Tensor
     return values
 
 
+def fp8_index_cache(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The FP8 index cache u8[num_blocks, Bc * (D + 4)] of ``codes`` u8[num_blocks, Bc, D] and ``scales``
+    f32[num_blocks, Bc]: a block's Bc rows of codes, then their float32 scales (the inverse of ``fp8_index_keys``)."""
+    blocks, bc, dim = codes.shape
+    scale_bytes = scales.to(torch.float32).contiguous().view(torch.uint8)
+    return torch.cat([codes.reshape(blocks, bc * dim), scale_bytes.reshape(blocks, 4 * bc)], dim=1).contiguous()
+
+
 def fp8_index_keys(cache: torch.Tensor, rows_per_block: int, dim: int, faults: Faults = NO_FAULTS) -> torch.Tensor:
     """The FP8 index cache u8[num_blocks, Bc * (D + 4)] as float32 key rows [num_blocks, Bc, D]: a block's Bc rows
     of D e4m3 codes, then their Bc float32 scales."""

@@ -12,13 +12,13 @@ and garbage scales.
 from __future__ import annotations
 
 import itertools
-import struct
 from fractions import Fraction
 from typing import Any
 
 import torch
 
 from properties.compare import assert_within_magnitude
+from properties.indexing.faulty import fp8_index_cache
 from properties.indexing.strategies import fp8_index_score_cases, paged_fp8_score_cases
 from properties.indexing.values import output_lanes
 from properties.registry import Implementation
@@ -48,16 +48,6 @@ def _exact(values: list[float]) -> list[Fraction]:
 
 def _unsigned(rows: list[list[int]]) -> list[list[int]]:
     return [[c & ~SIGN_BIT for c in row] for row in rows]
-
-
-def fp8_index_cache(codes: list[list[list[int]]], scales: list[list[float]], per_block: int, dim: int) -> torch.Tensor:
-    """The FP8 index cache u8[num_blocks, Bc * (D + 4)] of ``codes[block][row]`` and ``scales[block][row]``: a
-    block's rows of codes, then their float32 scales."""
-    blocks = []
-    for rows, block_scales in zip(codes, scales, strict=True):
-        data = bytes(c for row in rows for c in row) + struct.pack(f"<{len(block_scales)}f", *block_scales)
-        blocks.append(list(data))
-    return torch.tensor(blocks, dtype=torch.uint8).reshape(len(blocks), per_block * (dim + 4))
 
 
 def _assert_query(
@@ -96,7 +86,10 @@ def check_paged_within_bound(impl: Implementation, case: dict[str, Any]) -> None
         q,
         torch.tensor(case["q_scale"], dtype=torch.float32),
         torch.tensor(case["weights"], dtype=torch.float32),
-        fp8_index_cache(case["codes"], case["scales"], per_block, dim),
+        fp8_index_cache(
+            torch.tensor(case["codes"], dtype=torch.uint8).reshape(len(case["codes"]), per_block, dim),
+            torch.tensor(case["scales"], dtype=torch.float32).reshape(len(case["scales"]), per_block),
+        ),
         torch.tensor(case["block_table"], dtype=torch.int32).reshape(requests, -1),
         torch.tensor(case["lengths"], dtype=torch.int32),
     )

@@ -416,7 +416,7 @@ def check_paged_index_scores_fp8(impl: Implementation, case: Example) -> None:
     codes[columns] = 0x7F  # a block no table names: NaN codes and a NaN scale
     scales = torch.randint(-8, 9, (columns + 1, per_block), generator=g).float() / 8
     scales[columns] = float("nan")
-    cache = torch.cat([codes.reshape(columns + 1, -1), scales.view(torch.uint8).reshape(columns + 1, -1)], dim=1)
+    cache = faulty.fp8_index_cache(codes, scales)
     lengths = _lengths(g, queries, width, padding=False).reshape(requests, next_n)
     table = torch.stack([torch.randperm(columns, generator=g) for _ in range(requests)]).reshape(requests, columns)
     garbage = torch.tensor([-1, columns, columns + 7])[torch.randint(3, (requests, columns), generator=g)]
