@@ -78,6 +78,8 @@ def host_time(
     """Microseconds of CPU time per call to queue ``fn``'s work, measured with the device kept busy (``busy``
     queues a GPU sleep long enough to outlast the calls), after warm-up calls; with ``top``, cProfile's costliest
     functions of a second such run. ``sync`` waits for the device."""
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"calls: must be a positive int, got {calls!r}")
     for _ in range(3):
         fn()
     sync()

@@ -211,3 +211,5 @@ def test_host_time_is_the_cpu_time_of_one_call() -> None:
     assert 2000 <= per_call < 10000, text
     assert len(made) == 3 + 10 + 10
     assert "time.sleep" in text, text
+    with pytest.raises(ValueError, match=r"^calls: must be a positive int, got 0"):
+        profile.host_time(call, 0, busy=lambda: None, sync=lambda: None)
