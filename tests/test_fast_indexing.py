@@ -91,9 +91,12 @@ REF_CONVENTIONS: dict[str, ref_topk.TopKConvention] = {
 # One configuration per selection path of the top-k kernel (see fast/indexing/topk.py).
 PATHS = {
     "pairwise": tk.INTERPRETED,
-    "direct": tk.TopKConfig(block=32, num_warps=1, sample=8, direct=64, pairwise=0),
-    "sampled": tk.TopKConfig(block=32, num_warps=1, sample=8, oversample=2, cap_factor=4, direct=0, pairwise=0),
-    "fallback": tk.TopKConfig(block=32, num_warps=1, sample=8, cap_factor=0, direct=0, pairwise=0),
+    "direct": tk.TopKConfig(block=32, num_warps=1, sample=8, direct=64, pairwise=0, resident=0),
+    "sampled": tk.TopKConfig(
+        block=32, num_warps=1, sample=8, oversample=2, cap_factor=4, direct=0, pairwise=0, resident=0
+    ),
+    "fallback": tk.TopKConfig(block=32, num_warps=1, sample=8, cap_factor=0, direct=0, pairwise=0, resident=0),
+    "resident": tk.TopKConfig(block=32, num_warps=1, pairwise=0, split_lanes=0, resident=64),
 }
 
 
@@ -147,7 +150,7 @@ def reference_topk(
 # --- top-k ---------------------------------------------------------------------------------------------------------
 
 
-TOPK_CASES = [(p, c) for p in ("pairwise", "sampled") for c in sorted(REF_CONVENTIONS)]
+TOPK_CASES = [(p, c) for p in ("pairwise", "sampled", "resident") for c in sorted(REF_CONVENTIONS)]
 TOPK_CASES += [(p, c) for p in ("direct", "fallback") for c in ("v4.1", "select-unsorted")]
 
 
@@ -182,10 +185,11 @@ def test_topk_tie_path_and_large_k() -> None:
     scores[2, 40:] = float("inf")  # garbage past the length of row 2
     lengths = torch.tensor([48, 48, 40], dtype=torch.int32)
     offsets = torch.zeros(3, dtype=torch.int32)
-    cfg = tk.TopKConfig(block=32, num_warps=1, sample=8, cap_factor=1, direct=0, pairwise=0)
-    for k, convention in ((5, "v4-prefill"), (60, "v4.1-clamped")):
+    cfg = tk.TopKConfig(block=32, num_warps=1, sample=8, cap_factor=1, direct=0, pairwise=0, resident=0)
+    for k, convention in ((5, "v4-prefill"), (60, "v4.1-clamped"), (5, "v4.1")):
         expected = reference_topk(scores, lengths, k, convention, offsets)
-        assert K.topk(scores, lengths, k=k, convention=convention, config=cfg).tolist() == expected
+        for config in (cfg, PATHS["resident"]):  # the resident path: the tie prefix sum keeps the first k - G
+            assert K.topk(scores, lengths, k=k, convention=convention, config=config).tolist() == expected
 
 
 def test_topk_edge_shapes() -> None:
@@ -201,7 +205,7 @@ def test_topk_edge_shapes() -> None:
 def test_topk_writes_every_lane() -> None:
     scores, lengths = score_rows(3, 4, 40)
     expected = naive.topk(scores, lengths, k=6)
-    for path in ("pairwise", "sampled"):
+    for path in ("pairwise", "sampled", "resident"):
         out = torch.full((4, 6), -7, dtype=torch.int32)
         K.topk(scores, lengths, k=6, out=out, config=PATHS[path])
         assert torch.equal(out, expected)
@@ -215,7 +219,7 @@ def test_topk_fused_slot_translation() -> None:
     big = 2**31 // per_block + 5
     table = torch.tensor([[big + i for i in range(10)], [3, 1, 4, 0, 9, 2, 6, 5, 8, 7], [20 + i for i in range(10)]])
     table = table.to(torch.int32) if int(table.max()) < 2**31 else table
-    for path in ("pairwise", "sampled"):
+    for path in ("pairwise", "sampled", "resident"):
         rows = K.topk(scores, lengths, k=6, config=PATHS[path])
         fused = K.topk(scores, lengths, k=6, block_table=table, rows_per_block=per_block, config=PATHS[path])
         alone = K.slot_translation(rows, table, torch.full((3,), 6, dtype=torch.int32), rows_per_block=per_block)
@@ -231,7 +235,7 @@ def test_topk_within_candidate_blocks() -> None:
     """The restricted second level: lanes outside the kept blocks rank as -inf (and stay eligible)."""
     scores, lengths = score_rows(5, 3, 40, specials=False)
     kept = torch.tensor([[0, 3, -1], [1, 2, 4], [-1, -1, -1]], dtype=torch.int32)
-    for path in ("pairwise", "sampled"):
+    for path in ("pairwise", "sampled", "resident"):
         got = K.topk(scores, lengths, k=7, candidate_blocks=kept, block_size=8, config=PATHS[path])
         expected = [
             list(
@@ -249,9 +253,8 @@ def test_topk_within_candidate_blocks() -> None:
 def split_pair(cap_factor: int, split_lanes: int = 16, block: int = 8) -> tuple[tk.TopKConfig, tk.TopKConfig]:
     """A one-program configuration of the sampled path and the same with the split-row path forced (splits of
     ``split_lanes`` lanes, in chunks of ``block`` lanes)."""
-    one = tk.TopKConfig(
-        block=block, num_warps=1, sample=8, oversample=2, cap_factor=cap_factor, direct=0, pairwise=0, split_lanes=0
-    )
+    one = tk.TopKConfig(block=block, num_warps=1, sample=8, oversample=2, cap_factor=cap_factor, direct=0,
+                        pairwise=0, split_lanes=0, resident=0)  # fmt: skip
     split = dataclasses.replace(
         one, split_lanes=split_lanes, split_block=block, split_warps=1, split_min_width=1, split_max_rows=64
     )
@@ -912,6 +915,44 @@ def test_cuda_topk_matches_twin_on_large_rows() -> None:
     blocks = torch.arange(m * 1100, device="cuda").view(m, 1100).int() * 3 + 2**29
     fused = tk.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64)
     assert torch.equal(fused, naive.topk(scores, lengths, k=2048, block_table=blocks, rows_per_block=64))
+
+
+@pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")
+@pytest.mark.parametrize("width", [16384, 16000, 4096, 700])
+def test_cuda_topk_resident_rows_match_twin(width: int) -> None:
+    """Compiled register-resident path (every row of at most 16384 lanes) at production widths, one not a power
+    of two: random rows, heavy ties (the tie prefix sum), ascending rows, all-equal and NaN rows, lengths 0 to
+    the width; every convention, the fused slot translation, the keep map and the drops, equal to the torch
+    twin and to the sampled one-program path."""
+    g = torch.Generator(device="cuda").manual_seed(width)
+    m = 40
+    scores = torch.randn(m, width, device="cuda", generator=g)
+    scores[4:8] = scores[4:8].round()
+    scores[8:10] = torch.arange(width, device="cuda").float()
+    scores[10] = 0.0
+    scores[11, ::7] = float("nan")
+    scores[12, ::5] = float("-inf")
+    lengths = torch.randint(0, width + 1, (m,), device="cuda", generator=g, dtype=torch.int32)
+    lengths[0], lengths[1], lengths[4], lengths[10], lengths[13] = width, 0, width, width, 300
+    sampled = tk.TopKConfig(resident=0)
+    assert tk.uses_resident(tk.COMPILED, m, width) and not tk.uses_resident(sampled, m, width)
+    for k in (512, 2048):
+        for convention in sorted(REF_CONVENTIONS):
+            rows = scores if convention != "v4-decode" else scores.nan_to_num(0.5, 0.5, 0.5)
+            lens = lengths if convention != "v4-decode" else torch.full_like(lengths, width)
+            want = naive.topk(rows, lens, k=k, convention=convention)
+            assert torch.equal(tk.topk(rows, lens, k=k, convention=convention), want), (k, convention)
+            assert torch.equal(tk.topk(rows, lens, k=k, convention=convention, config=sampled), want)
+    blocks = torch.arange(m * 300, device="cuda").view(m, 300).int() * 3 + 2**29
+    kept = torch.randint(-1, width // 64, (m, 40), device="cuda", generator=g, dtype=torch.int32)
+    options: tuple[dict[str, Any], ...] = (
+        dict(convention="v4-prefill", block_table=blocks, rows_per_block=64),
+        dict(candidate_blocks=kept, block_size=64),
+        dict(convention="select", drop_neg_inf=True, drop_nan=True),
+    )
+    for kwargs in options:
+        want = naive.topk(scores, lengths, k=2048, **kwargs)
+        assert torch.equal(tk.topk(scores, lengths, k=2048, **kwargs), want), kwargs
 
 
 @pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")

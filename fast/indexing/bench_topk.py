@@ -95,6 +95,9 @@ def topk_case(
         split_lanes = tk.split_lanes_for(tk.COMPILED, rows, width)
         if split_lanes:  # the default takes the split-row path: time the one-program path beside it
             impls["triton_one_program"] = functools.partial(run, one_program)
+        sampled = dataclasses.replace(tk.COMPILED, resident=0)
+        if tk.uses_resident(tk.COMPILED, rows, width):  # the register-resident path: time the sampled one beside it
+            impls["triton_sampled"] = functools.partial(run, sampled)
         impls["torch_topk_plain"] = lambda: scores.topk(k, dim=-1, sorted=False)
         if convention == "v4.1":
             impls["torch_eager"] = lambda: eager_topk(scores, lengths, k, offsets)
@@ -106,11 +109,11 @@ def topk_case(
 
         def check() -> str:
             want = naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
-            configs = [tk.COMPILED, one_program] + [dataclasses.replace(tk.COMPILED, **c) for c in TOPK_SPLITS]
+            configs = [tk.COMPILED, one_program, sampled] + [dataclasses.replace(tk.COMPILED, **c) for c in TOPK_SPLITS]
             differ = [str(i) for i, cfg in enumerate(configs) if not torch.equal(run(cfg), want)]
             if differ:
                 return "DIFFERS from the torch twin (configurations " + ", ".join(differ) + ")"
-            return "ok (default, one-program and every split configuration equal to the torch twin)"
+            return "ok (default, one-program, sampled and every split configuration equal to the torch twin)"
 
         variants: dict[str, Callable[[], object]] = {}
         if sweep:
@@ -123,6 +126,9 @@ def topk_case(
                 name = f"split{c['split_lanes']}_block{c['split_block']}_w{c['split_warps']}"
                 variants[name] = functools.partial(run, cfg)
             variants["oversample4"] = lambda: run(tk.TopKConfig(oversample=4))
+            if tk.uses_resident(tk.COMPILED, rows, width):
+                for keys in (8, 16, 64):
+                    variants[f"resident_keys{keys}"] = functools.partial(run, tk.TopKConfig(resident_keys=keys))
         notes = ["torch_topk_plain: scores.topk(k, sorted=False) alone, no mask, sort or fill"]
         if split_lanes:
             notes.append(f"triton: split-row path, {split_lanes}-lane splits; triton_one_program: one program a row")

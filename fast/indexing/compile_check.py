@@ -4,10 +4,10 @@
 
 The interpreter runs what a kernel computes but compiles nothing: constructs the compiler refuses, register
 spills and scalar instead of 16-byte vector loads only show when lowering. For each top-k kernel in the
-configurations the launches and the benchmark sweep use (the one-program kernel, and the split-row path's
-threshold, count and compaction kernels and its select-and-collect entry) this prints registers, spilled
-stack bytes, shared memory and global loads with their 16-byte vector form. Exit status 1 if a kernel fails
-to compile or spills.
+configurations the launches and the benchmark sweep use (the one-program kernel, the split-row path's threshold,
+count and compaction kernels and its select-and-collect entry, and the register-resident kernel) this prints
+registers, spilled stack bytes, shared memory and global loads with their 16-byte vector form. Exit status 1 if a
+kernel fails to compile or spills.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ MAIN_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, offsets_ptr=I32, keep_ptr="*u8
                  table_width="i32", rows_per_block="i32", splits="i32")  # fmt: skip
 THRESHOLD_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, keep_ptr="*u8", thresh_ptr=I32, width="i32", k="i32",
                       block_size="i32", keep_stride="i32")  # fmt: skip
+RESIDENT_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, offsets_ptr=I32, keep_ptr="*u8", table_ptr=I32, out_ptr=I32,
+                     rank_key_ptr=I32, rank_val_ptr=I32, width="i32", k="i32", lanes="i32", fill="i32",
+                     block_size="i32", keep_stride="i32", table_width="i32", rows_per_block="i32")  # fmt: skip
 PASS_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, keep_ptr="*u8", thresh_ptr=I32, counts_ptr=I32, buf_key_ptr=I32,
                  buf_idx_ptr=I32, width="i32", k="i32", block_size="i32", keep_stride="i32",
                  splits="i32")  # fmt: skip
@@ -40,6 +43,7 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
     """(name, kernel, argument types, constexprs, warps) for rows of ``width`` lanes and this k."""
     from fast.indexing.bench_topk import TOPK_SPLITS
     from fast.indexing.topk.config import COMPILED, buffer_sizes, pow2
+    from fast.indexing.topk.resident import _topk_resident_kernel, resident_warps
     from fast.indexing.topk.row import _topk_kernel
     from fast.indexing.topk.split import _split_pass_kernel, _split_threshold_kernel
 
@@ -75,6 +79,15 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
          dict(HAS_KEEP=False, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct),
          cfg.num_warps),
     ]  # fmt: skip
+    flags = {name: main[name] for name in ("HAS_OFFSETS", "HAS_KEEP", "TRANSLATE", "RANK", "DROP_NEG_INF", "DROP_NAN")}
+    for wpad, kk in ((16384, 2048), (16384, 1024), (4096, 512)):
+        resident = flags | dict(WPAD=wpad, KPAD=pow2(kk), BLOCK=cfg.block)
+        warps = resident_warps(wpad)
+        out += [
+            (f"resident {wpad} k{kk} v4.1", _topk_resident_kernel, RESIDENT_ARGS, resident, warps),
+            (f"resident {wpad} k{kk} rank order", _topk_resident_kernel, RESIDENT_ARGS, resident | dict(RANK=True),
+             warps),
+        ]  # fmt: skip
     return out
 
 

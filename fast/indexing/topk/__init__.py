@@ -26,8 +26,13 @@ Split-row path (few long rows, :func:`split_lanes_for`): step 2 in a per-row ker
 (split, row) that count, then write each split's survivors at the prefix of the earlier splits' counts, and
 steps 4-5 by the same kernel entered with ``PRESPLIT``: the same t, counts and buffer, the same output.
 
+Register-resident path (rows of at most ``TopKConfig.resident`` lanes, 16384 compiled, that do not split): one
+program holds the row's keys in registers and finds T bit by bit, 32 compare-and-count passes over registers,
+then collects as in step 5 (``resident.py``); no buffer, no sample.
+
 Modules: ``config`` (launch constants, path choice), ``select`` (the shared jit steps: keys, compaction, radix
-select, sampled threshold), ``row`` (the one-program kernel, steps 1-5), ``split`` (the split-row kernels),
+select, sampled threshold, emit, rank sort and fill), ``row`` (the one-program kernel, steps 1-5), ``resident``
+(the register-resident kernel), ``split`` (the split-row kernels),
 ``small`` (rows of at most ``TopKConfig.pairwise`` lanes: each lane's rank by pairwise comparison, one launch).
 """
 
@@ -45,8 +50,10 @@ from fast.indexing.topk.config import (
     default_config,
     pow2,
     split_lanes_for,
+    uses_resident,
     uses_split,
 )
+from fast.indexing.topk.resident import launch_resident
 from fast.indexing.topk.row import launch_rows
 from fast.indexing.topk.small import small_candidates, small_rows
 from fast.indexing.topk.split import launch_split
@@ -62,6 +69,7 @@ __all__ = [
     "small_candidates",
     "split_lanes_for",
     "topk",
+    "uses_resident",
     "uses_split",
 ]
 
@@ -153,9 +161,11 @@ def topk(
         drop_nan=drop_nan,
     )
     split_lanes = split_lanes_for(cfg, a.rows, a.width)
+    kpad, cap = buffer_sizes(cfg, a.k, a.width)
+    if uses_resident(cfg, a.rows, a.width):
+        return launch_resident(ops, cfg, kpad)
     if cfg.pairwise and a.width <= cfg.pairwise and not split_lanes:
         return small_rows(ops, a.width)
-    kpad, cap = buffer_sizes(cfg, a.k, a.width)
     buffers = (
         torch.empty(a.rows, cap, dtype=torch.int32, device=device),
         torch.empty(a.rows, cap, dtype=torch.int32, device=device),

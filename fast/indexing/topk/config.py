@@ -3,7 +3,6 @@ operands every top-k kernel takes."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,9 @@ from fast.indexing import validate as v
 class TopKConfig:
     """Launch constants: lanes per chunk, warps, sample size, the expected candidates per chosen row
     (``oversample``) and the candidate buffer's size as a multiple of k (``cap_factor``, a power of two).
+
+    Register-resident path (``resident.py``): rows of at most ``resident`` lanes that do not split (0: never),
+    ``resident_keys`` keys a thread (1 to 16 warps a program).
 
     Split-row path (:func:`split_lanes_for`): lanes per split program (``split_lanes``, 0: never split), lanes
     per chunk within it (``split_block``) and its warps; taken for at most ``split_max_rows`` rows of at least
@@ -36,6 +38,8 @@ class TopKConfig:
     split_min_width: int = 32768
     split_max_rows: int = 512
     split_min_programs: int = 264
+    resident: int = 16384
+    resident_keys: int = 32
 
 
 COMPILED = TopKConfig()
@@ -53,10 +57,11 @@ INTERPRETED = TopKConfig(
     split_min_width=24,
     split_max_rows=8,
     split_min_programs=0,
+    resident=16,
 )
 """The interpreter pays per operation, not per element: rows of 24 lanes or more (at most 8 rows) take the
-split-row path with 8-lane splits, so the property suite's rows exercise it; other rows up to 64 lanes take
-the pairwise-rank path."""
+split-row path with 8-lane splits, rows of at most 16 lanes the register-resident path, so the property suite's
+rows (at most 32 lanes) exercise both; other rows up to 64 lanes take the pairwise-rank path."""
 
 
 def split_lanes_for(cfg: TopKConfig, rows: int, width: int) -> int:
@@ -72,6 +77,12 @@ def split_lanes_for(cfg: TopKConfig, rows: int, width: int) -> int:
     while lanes // 2 >= cfg.split_block and rows * -(-width // lanes) < cfg.split_min_programs:
         lanes //= 2
     return lanes
+
+
+def uses_resident(cfg: TopKConfig, rows: int, width: int) -> bool:
+    """Whether :func:`fast.indexing.topk.topk` takes the register-resident path: rows of at most
+    ``cfg.resident`` lanes that the split-row rule leaves whole."""
+    return 0 < width <= cfg.resident and not split_lanes_for(cfg, rows, width)
 
 
 def uses_split(cfg: TopKConfig, rows: int, width: int) -> bool:
@@ -96,6 +107,18 @@ def buffer_sizes(cfg: TopKConfig, k: int, width: int) -> tuple[int, int]:
     return kpad, min(cap, max(pow2(width), 1))
 
 
+_STAND_INS: dict[torch.device, torch.Tensor] = {}
+
+
+def stand_in(device: torch.device) -> torch.Tensor:
+    """One 1-element i32 tensor a device, made once: the pointer a kernel takes for an absent operand (no kernel
+    reads or writes it), so a call allocates nothing for it."""
+    held = _STAND_INS.get(device)
+    if held is None:
+        held = _STAND_INS[device] = torch.zeros(1, dtype=torch.int32, device=device)
+    return held
+
+
 @dataclass(frozen=True)
 class Operands:
     """A checked top-k call as its kernels take it: score rows f32[M, N], their visible counts, the output
@@ -118,10 +141,10 @@ class Operands:
     drop_neg_inf: bool = False
     drop_nan: bool = False
 
-    @functools.cached_property
+    @property
     def stand_in(self) -> torch.Tensor:
-        """A 1-element i32 tensor on the scores' device, passed in place of each absent tensor (one a call)."""
-        return torch.zeros(1, dtype=torch.int32, device=self.scores.device)
+        """A 1-element i32 tensor on the scores' device, passed in place of each absent tensor (never read)."""
+        return stand_in(self.scores.device)
 
     def pointers(self) -> tuple[torch.Tensor, ...]:
         """scores, lengths, offsets, keep map, block table, out: the stand-in for each one absent."""

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from fast.indexing.topk.config import Operands, TopKConfig
-from fast.indexing.topk.select import _compact_span, _keys, _kth_key, _sample_threshold, _table_slots
+from fast.indexing.topk.select import _compact_span, _drop, _emit, _finish, _keys, _kth_key, _sample_threshold
 
 
 @triton.jit
@@ -118,36 +118,12 @@ def _topk_kernel(
         key, idx = _keys(row_ptr, keep_row, block_size, buf_key, buf_idx, i, valid, 1, from_buf, HAS_KEEP)
         tie = valid & (key == threshold)
         tie_rank = ties + tl.cumsum(tie.to(tl.int32), 0) - 1
-        chosen = (valid & (key > threshold)) | (tie & (tie_rank < quota))
-        if DROP_NEG_INF:
-            chosen = chosen & (key != 0x007FFFFF)
-        if DROP_NAN:
-            chosen = chosen & (key != 0xFFFFFFFF)
+        chosen = _drop((valid & (key > threshold)) | (tie & (tie_rank < quota)), key, DROP_NEG_INF, DROP_NAN)
         pos = taken + tl.cumsum(chosen.to(tl.int32), 0) - 1
-        if TRANSLATE:
-            value = _table_slots(table_row, idx, chosen, table_width, rows_per_block)
-        else:
-            value = idx + offset
-        tl.store(dst + pos, value.to(dst.dtype.element_ty), mask=chosen)
-        if RANK:
-            tl.store(rank_keys + pos, key.to(tl.int32, bitcast=True), mask=chosen)
+        _emit(dst, rank_keys, table_row, idx, key, pos, chosen, offset, table_width, rows_per_block, TRANSLATE, RANK)
         taken += tl.sum(chosen.to(tl.int32), 0)
         ties += tl.sum(tie.to(tl.int32), 0)
-    if RANK:
-        # rank order: sort the collected lanes by (key descending, position = index ascending)
-        tl.debug_barrier()
-        lane = tl.arange(0, KPAD)
-        held = lane < taken
-        key = tl.load(rank_keys + lane, mask=held, other=0).to(tl.uint32, bitcast=True)
-        composite = (key.to(tl.uint64) << 32) | (KPAD - 1 - lane).to(tl.uint64)
-        ranked = tl.sort(tl.where(held, composite, 0), descending=True)
-        source = KPAD - 1 - (ranked & 0xFFFFFFFF).to(tl.int32)
-        value = tl.load(dst + source, mask=held, other=0)
-        tl.store(out_row + lane, value, mask=held & (lane < lanes))
-    for start in range(0, lanes, BLOCK):
-        j = start + tl.arange(0, BLOCK)
-        empty = tl.zeros([BLOCK], dtype=out_row.dtype.element_ty) + fill
-        tl.store(out_row + j, empty, mask=(j >= taken) & (j < lanes))
+    _finish(out_row, dst, rank_keys, taken, lanes, fill, RANK, KPAD, BLOCK)
 
 
 def launch_rows(
@@ -163,8 +139,11 @@ def launch_rows(
     rows, device = ops.scores.shape[0], ops.scores.device
     splits, nsplit, thresh, counts = split if split is not None else (0, 1, ops.stand_in, ops.stand_in)
     buf_key, buf_idx = buffers
-    rank_key = torch.empty(rows, kpad if ops.rank else 1, dtype=torch.int32, device=device)
-    rank_val = torch.empty(rows, kpad if ops.rank else 1, dtype=ops.out.dtype, device=device)
+    if ops.rank:
+        rank_key = torch.empty(rows, kpad, dtype=torch.int32, device=device)
+        rank_val = torch.empty(rows, kpad, dtype=ops.out.dtype, device=device)
+    else:
+        rank_key = rank_val = ops.stand_in
     _topk_kernel[(rows,)](
         *ops.pointers(), buf_key, buf_idx, rank_key, rank_val, thresh, counts, *ops.sizes(), splits, **ops.flags(),
         BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, CAP=buf_key.shape[1],

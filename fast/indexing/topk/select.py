@@ -1,6 +1,7 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """The @triton.jit steps the top-k kernels share: order keys, slot translation, the compaction pass, the radix
-select and the sampled threshold (module docstring of ``fast.indexing.topk``).
+select, the sampled threshold, and the output steps (emit the chosen lanes, rank-order sort, fill) (module
+docstring of ``fast.indexing.topk``).
 
 Order key of a score: its float bits made monotone (``~bits`` for negatives, ``bits | 2**31`` otherwise), -0
 mapped onto +0 (``0x80000000``) and NaN above +inf (``0xFFFFFFFF``); -inf is ``0x007FFFFF``. Equal keys are
@@ -185,3 +186,49 @@ def _sample_threshold(
         row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, sampled, stride, n * 0, pick, HAS_KEEP, BLOCK
     )
     return t
+
+
+@triton.jit
+def _drop(chosen, key, DROP_NEG_INF: tl.constexpr, DROP_NAN: tl.constexpr):
+    """``chosen`` without the lanes whose key is -inf (``DROP_NEG_INF``) or NaN (``DROP_NAN``)."""
+    if DROP_NEG_INF:
+        chosen = chosen & (key != 0x007FFFFF)
+    if DROP_NAN:
+        chosen = chosen & (key != 0xFFFFFFFF)
+    return chosen
+
+
+@triton.jit
+def _emit(dst, rank_keys, table_row, idx, key, pos, chosen, offset, table_width, rows_per_block,
+          TRANSLATE: tl.constexpr, RANK: tl.constexpr):  # fmt: skip
+    """Store each chosen lane's row ``idx`` (plus ``offset``, or translated to a slot through ``table_row``) at
+    ``dst + pos``, and with ``RANK`` its order key at ``rank_keys + pos`` for :func:`_finish`'s sort."""
+    if TRANSLATE:
+        value = _table_slots(table_row, idx, chosen, table_width, rows_per_block)
+    else:
+        value = idx + offset
+    tl.store(dst + pos, value.to(dst.dtype.element_ty), mask=chosen)
+    if RANK:
+        tl.store(rank_keys + pos, key.to(tl.int32, bitcast=True), mask=chosen)
+
+
+@triton.jit
+def _finish(out_row, dst, rank_keys, taken, lanes, fill, RANK: tl.constexpr, KPAD: tl.constexpr,
+            BLOCK: tl.constexpr):  # fmt: skip
+    """After the ``taken`` chosen lanes were emitted in index order: with ``RANK``, sort them from ``dst`` (the
+    row's scratch) into ``out_row`` by (key descending, index ascending) with one bitonic sort of ``KPAD``; then
+    write the fill value into lanes ``[taken, lanes)``."""
+    if RANK:
+        tl.debug_barrier()
+        lane = tl.arange(0, KPAD)
+        held = lane < taken
+        key = tl.load(rank_keys + lane, mask=held, other=0).to(tl.uint32, bitcast=True)
+        composite = (key.to(tl.uint64) << 32) | (KPAD - 1 - lane).to(tl.uint64)
+        ranked = tl.sort(tl.where(held, composite, 0), descending=True)
+        source = KPAD - 1 - (ranked & 0xFFFFFFFF).to(tl.int32)
+        value = tl.load(dst + source, mask=held, other=0)
+        tl.store(out_row + lane, value, mask=held & (lane < lanes))
+    for start in range(0, lanes, BLOCK):
+        j = start + tl.arange(0, BLOCK)
+        empty = tl.zeros([BLOCK], dtype=out_row.dtype.element_ty) + fill
+        tl.store(out_row + j, empty, mask=(j >= taken) & (j < lanes))
