@@ -214,7 +214,9 @@ def _sparse_attention_kernel(
     m_i = tl.full([BLOCK_H], float("-inf"), ACC)
     l_i = tl.zeros([BLOCK_H], ACC)
     acc = tl.zeros([BLOCK_H, BLOCK_DV], ACC)
-    for start in range(0, K, BLOCK_N):
+    # Loop-invariant code stays in the loop: hoisted, the wgmma shared-memory descriptors of q and of the converted
+    # FP8 tile (one a k-step) stay live across it and spill at D = 512 (compile_check: 216-600 B of stack).
+    for start in tl.range(0, K, BLOCK_N, disable_licm=True):
         lane = start + tl.arange(0, BLOCK_N)
         idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)

@@ -85,7 +85,12 @@ def _attention_cases() -> list[Case]:
 
     base = _attention_base()
     out = []
-    for cfg in (attention.Config(64, 32, 8, 2), attention.Config(64, 64, 8, 2), attention.Config(64, 32, 8, 3)):
+    for cfg in (
+        attention.Config(64, 32, 8, 2),
+        attention.Config(64, 64, 8, 2),
+        attention.Config(64, 32, 8, 3),
+        attention.Config(64, 64, 8, 1),
+    ):
         tiles = dict(BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n)
         label = f"h{cfg.block_h} n{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}"
         for kind, extra in (
@@ -137,8 +142,9 @@ SM90_SHARED_BYTES = 232448
 
 def check_default_configs() -> bool:
     """Compile ``attention.default_config`` at the benchmark's shapes (64 heads, D = 512) for BF16 KV and each
-    FP8 cache format at both probability precisions; False if one fails to compile or needs more shared memory
-    than sm_90 has (the compiler accepts such a kernel; only its launch on the GPU fails)."""
+    FP8 cache format at both probability precisions and print its registers, stack and shared memory; False if
+    one fails to compile or needs more shared memory than sm_90 has (the compiler accepts such a kernel; only its
+    launch on the GPU fails). Spills are reported, not failed on."""
     from fast.cache import attention
     from fast.cache.checks import ATTENTION_KV_FORMATS
 
@@ -161,7 +167,8 @@ def check_default_configs() -> bool:
                 continue
             fits = r.shared <= SM90_SHARED_BYTES
             ok &= fits
-            print(f"{name}: smem {r.shared} B{'' if fits else f' EXCEEDS the sm_90 limit {SM90_SHARED_BYTES} B'}")
+            print(f"{name}: regs {r.registers}, stack {r.stack} B, smem {r.shared} B"
+                  f"{'' if fits else f' EXCEEDS the sm_90 limit {SM90_SHARED_BYTES} B'}")  # fmt: skip
     return ok
 
 
@@ -169,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fast.cache.compile_check", description=__doc__.split("\n")[0])
     parser.add_argument("--ptx", type=pathlib.Path, help="write each kernel's PTX into this folder")
     parser.add_argument("--only", default="", help="compile only cases whose name contains this")
-    parser.add_argument("--defaults", action="store_true", help="only whether the attention's default "
-                        "configurations fit sm_90's shared memory")  # fmt: skip
+    parser.add_argument("--defaults", action="store_true", help="only the attention's default "
+                        "configurations: registers, stack and whether they fit sm_90's shared memory")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
