@@ -7,6 +7,7 @@ kernels are timed without host checks (``triton``) and, for paged decode, with t
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 
 import torch
@@ -188,9 +189,10 @@ def logits_case(
         variants: dict[str, Callable[[], object]] = {}
         tiles = Q8_TILES if q8 else LOGITS_TILES if not fp8 else (*LOGITS_TILES[:2], (128, 64, 8, 2), (256, 64, 8, 3))
         if sweep:
-            for cols, bk, warps, stages in tiles:
-                cfg = logits.LogitsConfig(columns=cols, block_k=bk, num_warps=warps, num_stages=stages)
-                variants[f"cols{cols}_bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
+            for (cols, bk, warps, stages), hoist in itertools.product(tiles, (True, False)):
+                cfg = logits.LogitsConfig(columns=cols, block_k=bk, num_warps=warps, num_stages=stages, hoist=hoist)
+                name = f"cols{cols}_bk{bk}_w{warps}_s{stages}" + ("" if hoist else "_nolicm")
+                variants[name] = functools.partial(run, cfg)
         note = f"default tile {logits.default_config(fp8, q8)}; TFLOP/s counts 2 * H * D per visible (query, row)"
         return Built(impls, moved, flops, check=check, sweep=variants, notes=[note], compute="fp8" if q8 else "bf16")
 
@@ -280,9 +282,9 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
 
         variants: dict[str, Callable[[], object]] = {}
         if q8:
-            for bk, warps, stages in PAGED_TILES:
-                cfg = logits.LogitsConfig(block_k=bk, num_warps=warps, num_stages=stages)
-                variants[f"bk{bk}_w{warps}_s{stages}"] = functools.partial(run, cfg)
+            for (bk, warps, stages), hoist in itertools.product(PAGED_TILES, (True, False)):
+                cfg = logits.LogitsConfig(block_k=bk, num_warps=warps, num_stages=stages, hoist=hoist)
+                variants[f"bk{bk}_w{warps}_s{stages}" + ("" if hoist else "_nolicm")] = functools.partial(run, cfg)
         note = "bytes: each request's rows read once (its longest query)"
         if q8:
             note += f"; default tile {logits.default_config(True, True, paged=True)}"
