@@ -41,6 +41,12 @@ class TopKConfig:
     resident: int = 16384
     resident_keys: int = 32
 
+    def __post_init__(self) -> None:
+        for name in ("block", "sample", "direct", "split_block"):
+            value = getattr(self, name)
+            if value < 0 or value & (value - 1):
+                raise ValueError(f"{name}: must be 0 or a power of two (a tile of the kernels), got {value}")
+
 
 COMPILED = TopKConfig()
 INTERPRETED = TopKConfig(

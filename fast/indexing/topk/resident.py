@@ -21,20 +21,7 @@ import triton
 import triton.language as tl
 
 from fast.indexing.topk.config import Operands, TopKConfig, pow2
-from fast.indexing.topk.select import _drop, _emit, _finish, _order_keys
-
-
-@triton.jit
-def _kth_resident(key, want):
-    """The ``want``-th largest of the register-held ``key`` (uint32; 1 <= want <= the number of keys above 0)
-    and how many keys exceed it: 32 steps, one bit of the answer each, most significant first."""
-    t = (want * 0).to(tl.uint32)
-    bit = (want * 0 + 1).to(tl.uint32) << 31
-    for _ in range(32):
-        candidate = t | bit
-        t = tl.where(tl.sum((key >= candidate).to(tl.int32), 0) >= want, candidate, t)
-        bit = bit >> 1
-    return t, tl.sum((key > t).to(tl.int32), 0)
+from fast.indexing.topk.select import _drop, _emit, _finish, _kth_registers, _order_keys
 
 
 @triton.jit
@@ -76,7 +63,7 @@ def _topk_resident_kernel(
     threshold = (n * 0).to(tl.uint32)
     quota = n
     if n > k:
-        threshold, above = _kth_resident(key, want)
+        threshold, above = _kth_registers(key, want)
         quota = want - above
     tie = valid & (key == threshold)
     chosen = valid & (key > threshold)

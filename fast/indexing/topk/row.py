@@ -73,7 +73,7 @@ def _topk_kernel(
     if n > k:
         if n <= DIRECT:
             threshold, above = _kth_key(
-                row_ptr, keep_row, block_size, buf_key, buf_idx, n, 1, from_buf, want, HAS_KEEP, BLOCK
+                row_ptr, keep_row, block_size, buf_key, buf_idx, n, 1, from_buf, want, HAS_KEEP, BLOCK, DIRECT
             )
             quota = want - above
         else:
@@ -95,7 +95,7 @@ def _topk_kernel(
                 count = at_least
                 from_buf = n * 0 + 1
                 threshold, above = _kth_key(
-                    row_ptr, keep_row, block_size, buf_key, buf_idx, count, 1, from_buf, want, HAS_KEEP, BLOCK
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, count, 1, from_buf, want, HAS_KEEP, BLOCK, CAP
                 )
                 quota = want - above
             elif (above_t < want) & (at_least >= want):
@@ -105,7 +105,7 @@ def _topk_kernel(
             else:
                 # the sample misled: exact select over the whole row
                 threshold, above = _kth_key(
-                    row_ptr, keep_row, block_size, buf_key, buf_idx, n, 1, from_buf, want, HAS_KEEP, BLOCK
+                    row_ptr, keep_row, block_size, buf_key, buf_idx, n, 1, from_buf, want, HAS_KEEP, BLOCK, 0
                 )
                 quota = want - above
     # Collect: chosen lanes in index order; their output positions are prefix sums of the chosen mask.

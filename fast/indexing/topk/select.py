@@ -125,8 +125,26 @@ def _compact_span(
     return at_least, above_t
 
 
+REGISTER_KEYS = 16384
+"""The most keys :func:`_kth_key` holds in registers (32 a thread at 16 warps)."""
+
+
 @triton.jit
-def _kth_key(
+def _kth_registers(key, want):
+    """The ``want``-th largest of the register-held ``key`` (uint32; 1 <= want <= the number of keys above 0)
+    and how many keys exceed it: 32 steps, one bit of the answer each, most significant first (a bit is kept
+    when at least ``want`` keys are >= the answer with it set)."""
+    t = (want * 0).to(tl.uint32)
+    bit = (want * 0 + 1).to(tl.uint32) << 31
+    for _ in range(32):
+        candidate = t | bit
+        t = tl.where(tl.sum((key >= candidate).to(tl.int32), 0) >= want, candidate, t)
+        bit = bit >> 1
+    return t, tl.sum((key > t).to(tl.int32), 0)
+
+
+@triton.jit
+def _kth_radix(
     row_ptr,
     keep_ptr,
     block_size,
@@ -139,9 +157,8 @@ def _kth_key(
     HAS_KEEP: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """The ``want``-th largest key (1 <= want <= count) among ``count`` items (see :func:`_keys`), and how
-    many keys exceed it. Four passes of an 8-bit digit histogram, most significant digit first, each over the
-    keys that match the digits found so far."""
+    """:func:`_kth_key` for any count: four passes of an 8-bit digit histogram, most significant digit first,
+    each over the keys that match the digits found so far."""
     prefix = (want * 0).to(tl.uint32)
     rem = want
     bins = tl.arange(0, 256)
@@ -164,6 +181,45 @@ def _kth_key(
 
 
 @triton.jit
+def _kth_key(
+    row_ptr,
+    keep_ptr,
+    block_size,
+    buf_key_ptr,
+    buf_idx_ptr,
+    count,
+    stride,
+    from_buf,
+    want,
+    HAS_KEEP: tl.constexpr,
+    BLOCK: tl.constexpr,
+    BOUND: tl.constexpr,
+):
+    """The ``want``-th largest key (1 <= want <= count) among ``count`` items (see :func:`_keys`), and how
+    many keys exceed it. ``BOUND``: a power of two ``count`` never exceeds (0: none). Up to ``REGISTER_KEYS``
+    the items are loaded once into registers (:func:`_kth_registers`); otherwise the radix passes re-read
+    them (:func:`_kth_radix`)."""
+    if BOUND > 0:
+        if BOUND <= 16384:
+            i = tl.arange(0, BOUND)
+            valid = i < count
+            key, _ = _keys(
+                row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, i, valid, stride, from_buf, HAS_KEEP
+            )
+            t, above = _kth_registers(tl.where(valid, key, 0), want)
+        else:
+            t, above = _kth_radix(
+                row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, count, stride, from_buf, want, HAS_KEEP,
+                BLOCK,
+            )  # fmt: skip
+    else:
+        t, above = _kth_radix(
+            row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, count, stride, from_buf, want, HAS_KEEP, BLOCK
+        )
+    return t, above
+
+
+@triton.jit
 def _sample_threshold(
     row_ptr,
     keep_ptr,
@@ -178,12 +234,12 @@ def _sample_threshold(
     BLOCK: tl.constexpr,
 ):
     """The key t of ``min(n, SAMPLE)`` lanes sampled at stride ``n // SAMPLE`` with about ``OVERSAMPLE * want``
-    keys >= t expected in the row."""
+    keys >= t expected in the row (``SAMPLE`` a power of two)."""
     stride = tl.maximum(n // SAMPLE, 1)
     sampled = tl.minimum(n, SAMPLE)
     pick = tl.minimum(tl.maximum((OVERSAMPLE * want + stride - 1) // stride, 1), sampled)
     t, _above_t = _kth_key(
-        row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, sampled, stride, n * 0, pick, HAS_KEEP, BLOCK
+        row_ptr, keep_ptr, block_size, buf_key_ptr, buf_idx_ptr, sampled, stride, n * 0, pick, HAS_KEEP, BLOCK, SAMPLE
     )
     return t
 
