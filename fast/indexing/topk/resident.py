@@ -75,8 +75,9 @@ def _topk_resident_kernel(
     pos = tl.cumsum(chosen.to(tl.int32), 0) - 1
     out_row = out_ptr + row * lanes
     dst = rank_val_ptr + row * KPAD if RANK else out_row
-    offset = tl.load(offsets_ptr + row).to(tl.int64) if HAS_OFFSETS else 0
-    _emit(dst, rank_key_ptr + row * KPAD, table_ptr + row * table_width, i.to(tl.int64), key, pos, chosen, offset,
+    # 32-bit rows: a row plus its offset fits the int32 output (checked on the host); slots are int64 in _emit
+    offset = tl.load(offsets_ptr + row).to(tl.int32) if HAS_OFFSETS else 0
+    _emit(dst, rank_key_ptr + row * KPAD, table_ptr + row * table_width, i, key, pos, chosen, offset,
           table_width, rows_per_block, TRANSLATE, RANK)  # fmt: skip
     _finish(out_row, dst, rank_key_ptr + row * KPAD, tl.sum(chosen.to(tl.int32), 0), lanes, fill, RANK, KPAD, BLOCK)
 

@@ -131,15 +131,19 @@ REGISTER_KEYS = 16384
 
 @triton.jit
 def _kth_registers(key, want):
-    """The ``want``-th largest of the register-held ``key`` (uint32; 1 <= want <= the number of keys above 0)
-    and how many keys exceed it: 32 steps, one bit of the answer each, most significant first (a bit is kept
-    when at least ``want`` keys are >= the answer with it set)."""
+    """A threshold T of the register-held ``key`` (uint32; 1 <= want <= the number of keys above 0) with
+    ``count(key > T) < want <= count(key >= T)``, and ``count(key > T)``: every key > T and the first ``want -
+    count(key > T)`` keys == T are the ``want`` largest, as for the ``want``-th largest key itself. One bit a
+    step, most significant first (a bit is kept when at least ``want`` keys are >= T with it set), at most 32
+    steps; a candidate with exactly ``want`` keys >= it ends the search as T (for distinct random scores,
+    about the last ten steps saved)."""
     t = (want * 0).to(tl.uint32)
     bit = (want * 0 + 1).to(tl.uint32) << 31
-    for _ in range(32):
+    while bit != 0:
         candidate = t | bit
-        t = tl.where(tl.sum((key >= candidate).to(tl.int32), 0) >= want, candidate, t)
-        bit = bit >> 1
+        at_least = tl.sum((key >= candidate).to(tl.int32), 0)
+        t = tl.where(at_least >= want, candidate, t)
+        bit = tl.where(at_least == want, 0, bit >> 1)
     return t, tl.sum((key > t).to(tl.int32), 0)
 
 
@@ -157,8 +161,8 @@ def _kth_radix(
     HAS_KEEP: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """:func:`_kth_key` for any count: four passes of an 8-bit digit histogram, most significant digit first,
-    each over the keys that match the digits found so far."""
+    """:func:`_kth_key` for any count (T is the ``want``-th largest key itself): four passes of an 8-bit digit
+    histogram, most significant digit first, each over the keys that match the digits found so far."""
     prefix = (want * 0).to(tl.uint32)
     rem = want
     bins = tl.arange(0, 256)
@@ -195,8 +199,9 @@ def _kth_key(
     BLOCK: tl.constexpr,
     BOUND: tl.constexpr,
 ):
-    """The ``want``-th largest key (1 <= want <= count) among ``count`` items (see :func:`_keys`), and how
-    many keys exceed it. ``BOUND``: a power of two ``count`` never exceeds (0: none). Up to ``REGISTER_KEYS``
+    """A threshold T of ``count`` items (see :func:`_keys`; 1 <= want <= count) with ``count(key > T) < want
+    <= count(key >= T)`` (the ``want``-th largest key, or a value between it and the next larger key), and
+    ``count(key > T)``. ``BOUND``: a power of two ``count`` never exceeds (0: none). Up to ``REGISTER_KEYS``
     the items are loaded once into registers (:func:`_kth_registers`); otherwise the radix passes re-read
     them (:func:`_kth_radix`)."""
     if BOUND > 0:
