@@ -928,7 +928,8 @@ def test_bad_norm_rope_input_is_refused(what: str, change: dict[str, Any], error
 
 def test_default_attention_tiles_per_kv_format() -> None:
     """The defaults docs/cache-kernels.md gives: 64 lanes, two stages; V4 584-byte KV one stage (the H200 sweep's
-    fastest; two overflow sm_90's shared memory under Triton 3.6); FP8 KV at f32 probabilities 32 lanes."""
+    fastest; two overflow sm_90's shared memory under Triton 3.6); V4.1 528-byte KV with bf16 probabilities 128
+    lanes, one stage (the sweep's fastest); FP8 KV at f32 probabilities 32 lanes."""
     from fast.cache.attention import default_config
 
     formats = (None, "v4_584", "v41_fp8_528")
@@ -936,5 +937,5 @@ def test_default_attention_tiles_per_kv_format() -> None:
     assert {k: (c.block_h, c.block_n, c.num_warps, c.num_stages) for k, c in tiles.items()} == {
         (None, "bf16"): (64, 64, 8, 2), (None, "f32"): (64, 64, 8, 2),
         ("v4_584", "bf16"): (64, 64, 8, 1), ("v4_584", "f32"): (64, 32, 8, 2),
-        ("v41_fp8_528", "bf16"): (64, 64, 8, 2), ("v41_fp8_528", "f32"): (64, 32, 8, 2),
+        ("v41_fp8_528", "bf16"): (64, 128, 8, 1), ("v41_fp8_528", "f32"): (64, 32, 8, 2),
     }  # fmt: skip
