@@ -32,7 +32,7 @@ logits_case(2048, 65536, fp8=False, causal=False, compile_it=False, sweep=False)
 logits_case(4096, 16384, fp8=False, causal=True, compile_it=False, sweep=False)
 topk_case(128, 262144, 2048, "v4-prefill", compile_it=False, sweep=False)
 topk_case(6, 262144, 2048, "v4.1", compile_it=False, sweep=False)
-topk_case(4096, 16384, 2048, "v4.1", compile_it=False, sweep=False)
+topk_case(4096, 16384, 2048, "v4.1", compile_it=False, sweep=True)
 topk_case(64, 65536, 512, "select", compile_it=False, sweep=False)
 # DeepSelect's shapes: k 512 / 1024, batch 6 / 256 / 4096, rows of 4K to 1M, and its adversarial distribution
 for rows, width, k in ((6, 1 << 20, 1024), (256, 65536, 512), (4096, 4096, 512), (4096, 16384, 1024)):
