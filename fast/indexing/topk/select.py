@@ -135,8 +135,8 @@ def _kth_registers(key, want):
     ``count(key > T) < want <= count(key >= T)``, and ``count(key > T)``: every key > T and the first ``want -
     count(key > T)`` keys == T are the ``want`` largest, as for the ``want``-th largest key itself. One bit a
     step, most significant first (a bit is kept when at least ``want`` keys are >= T with it set), at most 32
-    steps; a candidate with exactly ``want`` keys >= it ends the search as T (for distinct random scores,
-    about the last ten steps saved)."""
+    steps; a candidate with exactly ``want`` keys >= it ends the search as T (with distinct scores, usually
+    before the lowest bits)."""
     t = (want * 0).to(tl.uint32)
     bit = (want * 0 + 1).to(tl.uint32) << 31
     while bit != 0:
