@@ -6,10 +6,10 @@ One program per row holds the row's order keys in registers (``WPAD`` lanes, the
 two; lanes at or past the row's length hold key 0, below every score's key) and never writes a buffer:
 
 1. n <= k: every visible lane is chosen (threshold 0).
-2. Otherwise the k-th largest key T is found bit by bit, most significant first: T keeps a bit when at least k
-   keys are >= T with that bit set (32 counts, each a compare and a sum over the registers), then G = the count
-   of keys > T. The one-program kernel's radix select costs a histogram per element and pass; here each pass is
-   one compare and one add per element.
+2. Otherwise a threshold T that separates the k largest keys is found bit by bit, most significant first
+   (``select._kth_registers``: at most 32 counts, each a compare and a sum over the registers, ending early at a
+   candidate with exactly k keys at or above it), then G = the count of keys > T. A radix select costs a
+   histogram per element and pass; here each step is one compare and one add per element.
 3. Collect: every key > T, and the first k - G keys == T in index order (a prefix sum over the tie mask, only
    when some tie is left out); output positions are the prefix sums of the chosen mask, as in ``row.py``.
 """
