@@ -6,16 +6,18 @@ and a collect pass that writes the chosen rows in ascending index order (docs/in
          validate=True, config=None) -> i32[M, lanes] (i64 slots with block_table)
 
 One program per score row. Rows are ranked by a 32-bit order key (``select.py``): the float's bits made
-monotone, NaN mapped above +inf and -0 onto +0, so equal keys are exactly equal scores. The k-th largest key T
-and the count G of keys above it determine the answer: every key > T, and the first k - G keys == T in index
-order (the lowest index wins a tie). Steps per row of n visible lanes (lanes past n are never loaded):
+monotone, NaN mapped above +inf and -0 onto +0, so equal keys are exactly equal scores. A threshold T with
+count(> T) < k <= count(>= T) (the k-th largest key, or a value between it and the next larger key) and the
+count G of keys above it determine the answer: every key > T, and the first k - G keys == T in index order (the
+lowest index wins a tie). Steps per row of n visible lanes (lanes past n are never loaded):
 
 1. n <= k: every visible lane is chosen (collect with T = 0).
-2. Sample ``min(n, SAMPLE)`` lanes at stride ``n // SAMPLE``; a radix select (four 8-bit histogram passes)
-   gives a key t expected to have about ``OVERSAMPLE * k`` keys >= t in the row.
+2. Sample ``min(n, SAMPLE)`` lanes at stride ``n // SAMPLE``; a select over the sample held in registers (one
+   bit a step, ``select._kth_registers``) gives a key t expected to have about ``OVERSAMPLE * k`` keys >= t.
 3. One pass over the row compacts (key, index) of every key >= t into a per-row buffer, in index order, and
    counts the keys >= t and > t.
-4. k <= count(>= t) <= CAP: radix select on the buffer, then collect from the buffer.
+4. k <= count(>= t) <= CAP: select on the buffer (in registers up to 16384 entries, else four 8-bit radix
+   passes), then collect from the buffer.
    count(> t) < k <= count(>= t): T = t, collect from the row.  Otherwise (a sample that misled): radix
    select over the whole row (four passes), then collect from the row. Every path gives the same answer.
 5. Collect: prefix sums of the chosen mask give each chosen lane its output position; the lane's row (plus its
@@ -27,8 +29,8 @@ Split-row path (few long rows, :func:`split_lanes_for`): step 2 in a per-row ker
 steps 4-5 by the same kernel entered with ``PRESPLIT``: the same t, counts and buffer, the same output.
 
 Register-resident path (rows of at most ``TopKConfig.resident`` lanes, 16384 compiled, that do not split): one
-program holds the row's keys in registers and finds T bit by bit, 32 compare-and-count passes over registers,
-then collects as in step 5 (``resident.py``); no buffer, no sample.
+program holds the row's keys in registers and finds T bit by bit (at most 32 compare-and-count steps over the
+registers), then collects as in step 5 (``resident.py``); no buffer, no sample.
 
 Modules: ``config`` (launch constants, path choice), ``select`` (the shared jit steps: keys, compaction, radix
 select, sampled threshold, emit, rank sort and fill), ``row`` (the one-program kernel, steps 1-5), ``resident``
