@@ -192,6 +192,21 @@ def test_topk_tie_path_and_large_k() -> None:
             assert K.topk(scores, lengths, k=k, convention=convention, config=config).tolist() == expected
 
 
+@pytest.mark.parametrize("field", ["block", "sample", "direct", "split_block"])
+def test_topk_config_refuses_tiles_not_powers_of_two(field: str) -> None:
+    with pytest.raises(ValueError, match=f"^{field}: must be 0 or a power of two"):
+        tk.TopKConfig(**{field: 48})
+
+
+def test_topk_paths_by_shape() -> None:
+    """The compiled routing: rows of at most 16384 lanes are resident, few long rows split, the rest one program."""
+    cfg = tk.COMPILED
+    assert tk.uses_resident(cfg, 4096, 16384) and tk.uses_resident(cfg, 1, 1)
+    assert not tk.uses_resident(cfg, 4096, 16385) and not tk.uses_resident(cfg, 4096, 0)
+    assert tk.uses_split(cfg, 128, 262144) and not tk.uses_resident(cfg, 128, 262144)
+    assert not tk.uses_split(cfg, 4096, 65536) and not tk.uses_resident(cfg, 4096, 65536)
+
+
 def test_topk_edge_shapes() -> None:
     """k = 0, an empty row width, all rows invalid: only fill lanes (or nothing)."""
     empty = torch.empty(2, 0)
@@ -632,6 +647,9 @@ def test_index_logits_fp8_queries_exact() -> None:
     assert got.tolist() == expected
     as_fp8 = codes.view(torch.float8_e4m3fn)
     assert K.index_logits(as_fp8, w, kcodes, lengths, k_scale=kscales, q_scale=scales).tolist() == expected
+    in_loop = dataclasses.replace(logits.default_config(fp8=True, q8=True), hoist=False)  # loop-invariant code kept
+    again = K.index_logits(codes, w, kcodes, lengths, k_scale=kscales, q_scale=scales, config=in_loop)
+    assert again.tolist() == expected
     assert naive.index_logits(codes, w, kcodes, lengths, k_scale=kscales, q_scale=scales).tolist() == expected
 
 
@@ -643,6 +661,9 @@ def test_paged_logits_fp8_queries_exact() -> None:
     codes, scales, values = fp8_queries(g, b, t, h, 16)
     width = table.shape[1] * per_block
     got = K.paged_index_logits(codes, w, cache, table, lengths, rows_per_block=per_block, q_scale=scales)
+    in_loop = dataclasses.replace(logits.default_config(fp8=True, q8=True, paged=True), hoist=False)
+    again = K.paged_index_logits(codes, w, cache, table, lengths, rows_per_block=per_block, q_scale=scales,
+                                 config=in_loop)  # fmt: skip
     twin = naive.paged_index_logits(codes, w, cache, table, lengths, rows_per_block=per_block, q_scale=scales)
     expected = []
     for r in range(b):
@@ -650,6 +671,7 @@ def test_paged_logits_fp8_queries_exact() -> None:
             heads = values[(r * t + s) * h : (r * t + s + 1) * h]
             expected += exact_fp8_logits([heads], w[r, s : s + 1], per_request[r], [int(lengths[r, s])], width)
     assert got.tolist() == expected
+    assert again.tolist() == expected
     assert twin.tolist() == expected
 
 
