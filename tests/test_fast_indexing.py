@@ -198,6 +198,15 @@ def test_topk_config_refuses_tiles_not_powers_of_two(field: str) -> None:
         tk.TopKConfig(**{field: 48})
 
 
+@pytest.mark.parametrize(("field", "value", "rule"), [("resident", 32768, "in \\[0, 16384\\]"),
+                                                      ("resident", -1, "in \\[0, 16384\\]"),
+                                                      ("resident_keys", 24, "a power of two"),
+                                                      ("resident_keys", 0, "a power of two")])  # fmt: skip
+def test_topk_config_refuses_resident_rows_past_the_registers(field: str, value: int, rule: str) -> None:
+    with pytest.raises(ValueError, match=f"^{field}: must be {rule}"):
+        tk.TopKConfig(**{field: value})
+
+
 def test_topk_paths_by_shape() -> None:
     """The compiled routing: rows of at most 16384 lanes are resident, few long rows split, the rest one program."""
     cfg = tk.COMPILED

@@ -46,6 +46,11 @@ class TopKConfig:
             value = getattr(self, name)
             if value < 0 or value & (value - 1):
                 raise ValueError(f"{name}: must be 0 or a power of two (a tile of the kernels), got {value}")
+        if not 0 <= self.resident <= 16384:
+            raise ValueError(f"resident: must be in [0, 16384] (a row held in one program's registers), got "
+                             f"{self.resident}")  # fmt: skip
+        if self.resident_keys < 1 or self.resident_keys & (self.resident_keys - 1):
+            raise ValueError(f"resident_keys: must be a power of two (keys a thread), got {self.resident_keys}")
 
 
 COMPILED = TopKConfig()
