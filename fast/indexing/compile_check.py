@@ -82,7 +82,7 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
     flags = {name: main[name] for name in ("HAS_OFFSETS", "HAS_KEEP", "TRANSLATE", "RANK", "DROP_NEG_INF", "DROP_NAN")}
     for wpad, kk in ((16384, 2048), (16384, 1024), (4096, 512)):
         resident = flags | dict(WPAD=wpad, KPAD=pow2(kk), BLOCK=cfg.block)
-        warps = resident_warps(wpad)
+        warps = resident_warps(wpad, cfg.resident_keys)
         out += [
             (f"resident {wpad} k{kk} v4.1", _topk_resident_kernel, RESIDENT_ARGS, resident, warps),
             (f"resident {wpad} k{kk} rank order", _topk_resident_kernel, RESIDENT_ARGS, resident | dict(RANK=True),

@@ -10,6 +10,10 @@ import torch
 
 from fast.indexing import validate as v
 
+REGISTER_KEYS = 16384
+"""The most keys one program holds in registers (32 a thread at 16 warps): the widest resident row, and the
+largest bounded count ``select._kth_key`` selects in registers."""
+
 
 @dataclass(frozen=True)
 class TopKConfig:
@@ -38,7 +42,7 @@ class TopKConfig:
     split_min_width: int = 32768
     split_max_rows: int = 512
     split_min_programs: int = 264
-    resident: int = 16384
+    resident: int = REGISTER_KEYS
     resident_keys: int = 32
 
     def __post_init__(self) -> None:
@@ -46,9 +50,9 @@ class TopKConfig:
             value = getattr(self, name)
             if value < 0 or value & (value - 1):
                 raise ValueError(f"{name}: must be 0 or a power of two (a tile of the kernels), got {value}")
-        if not 0 <= self.resident <= 16384:
-            raise ValueError(f"resident: must be in [0, 16384] (a row held in one program's registers), got "
-                             f"{self.resident}")  # fmt: skip
+        if not 0 <= self.resident <= REGISTER_KEYS:
+            raise ValueError(f"resident: must be in [0, {REGISTER_KEYS}] (a row held in one program's registers), "
+                             f"got {self.resident}")  # fmt: skip
         if self.resident_keys < 1 or self.resident_keys & (self.resident_keys - 1):
             raise ValueError(f"resident_keys: must be a power of two (keys a thread), got {self.resident_keys}")
 
@@ -156,6 +160,17 @@ class Operands:
     def stand_in(self) -> torch.Tensor:
         """A 1-element i32 tensor on the scores' device, passed in place of each absent tensor (never read)."""
         return stand_in(self.scores.device)
+
+    def rank_scratch(self, kpad: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-row scratch of ``kpad`` keys and lanes for the rank-order sort (``select._finish``); the stand-in
+        for both outside rank order, where no kernel touches them."""
+        if not self.rank:
+            return self.stand_in, self.stand_in
+        rows, device = self.scores.shape[0], self.scores.device
+        return (
+            torch.empty(rows, kpad, dtype=torch.int32, device=device),
+            torch.empty(rows, kpad, dtype=self.out.dtype, device=device),
+        )
 
     def pointers(self) -> tuple[torch.Tensor, ...]:
         """scores, lengths, offsets, keep map, block table, out: the stand-in for each one absent."""

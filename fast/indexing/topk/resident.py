@@ -82,7 +82,7 @@ def _topk_resident_kernel(
     _finish(out_row, dst, rank_key_ptr + row * KPAD, tl.sum(chosen.to(tl.int32), 0), lanes, fill, RANK, KPAD, BLOCK)
 
 
-def resident_warps(wpad: int, keys: int = 32) -> int:
+def resident_warps(wpad: int, keys: int) -> int:
     """Warps of a program over ``wpad`` lanes at ``keys`` keys a thread: 1 to 16."""
     return max(1, min(16, wpad // (32 * keys)))
 
@@ -90,15 +90,9 @@ def resident_warps(wpad: int, keys: int = 32) -> int:
 def launch_resident(ops: Operands, cfg: TopKConfig, kpad: int) -> torch.Tensor:
     """Launch :func:`_topk_resident_kernel`, one program per row, into ``ops.out`` (rows of at most
     ``cfg.resident`` lanes)."""
-    rows, device = ops.scores.shape[0], ops.scores.device
     wpad = max(16, pow2(ops.scores.shape[1]))
-    if ops.rank:
-        rank_key = torch.empty(rows, kpad, dtype=torch.int32, device=device)
-        rank_val = torch.empty(rows, kpad, dtype=ops.out.dtype, device=device)
-    else:
-        rank_key = rank_val = ops.stand_in
-    _topk_resident_kernel[(rows,)](
-        *ops.pointers(), rank_key, rank_val, *ops.sizes(), **ops.flags(), WPAD=wpad, KPAD=kpad,
+    _topk_resident_kernel[(ops.scores.shape[0],)](
+        *ops.pointers(), *ops.rank_scratch(kpad), *ops.sizes(), **ops.flags(), WPAD=wpad, KPAD=kpad,
         BLOCK=max(16, min(cfg.block, pow2(ops.out.shape[1]))), num_warps=resident_warps(wpad, cfg.resident_keys),
     )  # fmt: skip
     return ops.out

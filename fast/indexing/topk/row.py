@@ -136,14 +136,10 @@ def launch_rows(
     """Launch :func:`_topk_kernel`, one program per row, into ``ops.out``. ``buffers``: the rows' candidate
     buffers (keys, lanes: i32[M, CAP]); ``split``: ``(splits, NSPLIT, thresh, counts)`` of the split-row
     kernels that ran first (``PRESPLIT``), None for the one-program path."""
-    rows, device = ops.scores.shape[0], ops.scores.device
+    rows = ops.scores.shape[0]
     splits, nsplit, thresh, counts = split if split is not None else (0, 1, ops.stand_in, ops.stand_in)
     buf_key, buf_idx = buffers
-    if ops.rank:
-        rank_key = torch.empty(rows, kpad, dtype=torch.int32, device=device)
-        rank_val = torch.empty(rows, kpad, dtype=ops.out.dtype, device=device)
-    else:
-        rank_key = rank_val = ops.stand_in
+    rank_key, rank_val = ops.rank_scratch(kpad)
     _topk_kernel[(rows,)](
         *ops.pointers(), buf_key, buf_idx, rank_key, rank_val, thresh, counts, *ops.sizes(), splits, **ops.flags(),
         BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, CAP=buf_key.shape[1],

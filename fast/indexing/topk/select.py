@@ -13,6 +13,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from fast.indexing.topk.config import REGISTER_KEYS
+
 
 @triton.jit
 def _order_keys(x, keep_ptr, lane, block_size, mask, HAS_KEEP: tl.constexpr):
@@ -125,8 +127,7 @@ def _compact_span(
     return at_least, above_t
 
 
-REGISTER_KEYS = 16384
-"""The most keys :func:`_kth_key` holds in registers (32 a thread at 16 warps)."""
+_REGISTER_KEYS = tl.constexpr(REGISTER_KEYS)
 
 
 @triton.jit
@@ -201,11 +202,11 @@ def _kth_key(
 ):
     """A threshold T of ``count`` items (see :func:`_keys`; 1 <= want <= count) with ``count(key > T) < want
     <= count(key >= T)`` (the ``want``-th largest key, or a value between it and the next larger key), and
-    ``count(key > T)``. ``BOUND``: a power of two ``count`` never exceeds (0: none). Up to ``REGISTER_KEYS``
+    ``count(key > T)``. ``BOUND``: a power of two ``count`` never exceeds (0: none). Up to ``config.REGISTER_KEYS``
     the items are loaded once into registers (:func:`_kth_registers`); otherwise the radix passes re-read
     them (:func:`_kth_radix`)."""
     if BOUND > 0:
-        if BOUND <= 16384:
+        if BOUND <= _REGISTER_KEYS:
             i = tl.arange(0, BOUND)
             valid = i < count
             key, _ = _keys(
