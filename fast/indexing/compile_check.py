@@ -29,9 +29,9 @@ MAIN_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, offsets_ptr=I32, keep_ptr="*u8
                  table_width="i32", rows_per_block="i32", splits="i32")  # fmt: skip
 THRESHOLD_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, keep_ptr="*u8", thresh_ptr=I32, width="i32", k="i32",
                       block_size="i32", keep_stride="i32")  # fmt: skip
-RESIDENT_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, offsets_ptr=I32, keep_ptr="*u8", table_ptr=I32, out_ptr=I32,
-                     rank_key_ptr=I32, rank_val_ptr=I32, width="i32", k="i32", lanes="i32", fill="i32",
-                     block_size="i32", keep_stride="i32", table_width="i32", rows_per_block="i32")  # fmt: skip
+# the resident kernel takes the one-program kernel's arguments without the buffers and the split-row inputs
+RESIDENT_ARGS = {name: kind for name, kind in MAIN_ARGS.items()
+                 if name not in ("buf_key_ptr", "buf_idx_ptr", "thresh_ptr", "counts_ptr", "splits")}  # fmt: skip
 PASS_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, keep_ptr="*u8", thresh_ptr=I32, counts_ptr=I32, buf_key_ptr=I32,
                  buf_idx_ptr=I32, width="i32", k="i32", block_size="i32", keep_stride="i32",
                  splits="i32")  # fmt: skip
