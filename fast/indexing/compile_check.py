@@ -1,11 +1,12 @@
-"""Lower the top-k kernels to sm_90 (H100 / H200) code on any machine, without a GPU.
+"""Lower the top-k and FP8 index-logits kernels to sm_90 (H100 / H200) code on any machine, without a GPU.
 
     python -m fast.indexing.compile_check [--only NAME]        (TRITON_INTERPRET must be unset)
 
 The interpreter runs what a kernel computes but compiles nothing: constructs the compiler refuses, register
 spills and scalar instead of 16-byte vector loads only show when lowering. For each top-k kernel in the
 configurations the launches and the benchmark sweep use (the one-program kernel, the split-row path's threshold,
-count and compaction kernels and its select-and-collect entry, and the register-resident kernel) this prints
+count and compaction kernels and its select-and-collect entry, and the register-resident kernel), and for the
+FP8-query index-logits kernels at their default tiles with and without hoisting (``LogitsConfig.hoist``), this prints
 registers, spilled stack bytes, shared memory and global loads with their 16-byte vector form. Exit status 1 if a
 kernel fails to compile or spills.
 """
@@ -21,7 +22,7 @@ from fast.sm90 import compile_for_sm90
 
 MAX_STACK_BYTES = 0
 # integer arguments that are multiples of 16 in the benchmarked launches (Triton specializes on that)
-DIVISIBLE = frozenset({"width", "lanes", "k"})
+DIVISIBLE = frozenset({"width", "lanes", "k", "M", "N", "H", "D", "T", "W", "split", "rows_per_block"})
 I32, F32 = "*i32", "*fp32"
 MAIN_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, offsets_ptr=I32, keep_ptr="*u8", table_ptr=I32, out_ptr=I32,
                  buf_key_ptr=I32, buf_idx_ptr=I32, rank_key_ptr=I32, rank_val_ptr=I32, thresh_ptr=I32,
@@ -91,6 +92,36 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
     return out
 
 
+LOGITS_ARGS = dict(q_ptr="*u8", qs_ptr=F32, w_ptr=F32, k_ptr="*u8", scale_ptr=F32, len_ptr=I32, out_ptr=F32,
+                   M="i32", N="i32", H="i32", D="i32", split="i32")  # fmt: skip
+PAGED_LOGITS_ARGS = dict(q_ptr="*u8", qs_ptr=F32, w_ptr=F32, cache_ptr="*u8", table_ptr=I32, len_ptr=I32,
+                         out_ptr=F32, T="i32", H="i32", D="i32", W="i32", table_width="i32", num_blocks="i32",
+                         rows_per_block="i32", split="i32")  # fmt: skip
+
+
+def logits_cases(heads: int = 64, dim: int = 128) -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]]:
+    """The FP8-query index-logits kernels at their default tiles (flat and paged), with loop-invariant code
+    hoisted and kept in the loop (``LogitsConfig.hoist``): (name, kernel, argument types, constexprs, warps,
+    stages)."""
+    import dataclasses
+
+    import torch
+
+    from fast.indexing import logits
+
+    out = []
+    for paged, kernel, sig in ((False, logits._logits_kernel, LOGITS_ARGS),
+                               (True, logits._paged_logits_kernel, PAGED_LOGITS_ARGS)):  # fmt: skip
+        for hoist in (True, False):
+            cfg = dataclasses.replace(logits.default_config(fp8=True, q8=True, paged=paged), hoist=hoist)
+            tile = logits._tile(heads, dim, 2 if paged else 64, cfg, q8=True)
+            constants = logits._constants(cfg, tile, True, torch.uint8, dim, q8=True) | dict(UPCAST=False)
+            warps, stages = constants.pop("num_warps"), constants.pop("num_stages")
+            name = f"logits fp8 q and k{' paged' if paged else ''}, {'hoisted' if hoist else 'kept in the loop'}"
+            out.append((name, kernel, sig, constants, warps, stages))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fast.indexing.compile_check", description=__doc__.split("\n")[0])
     parser.add_argument("--only", default="", help="compile only cases whose name contains this")
@@ -99,11 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
         return 2
     failed = False
-    for name, fn, sig, constexprs, warps in cases():
+    for name, fn, sig, constexprs, warps, stages in [(*c, None) for c in cases()] + logits_cases():
         if args.only not in name:
             continue
         try:
-            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, divisible=DIVISIBLE)
+            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, num_stages=stages, divisible=DIVISIBLE)
         except Exception as err:
             print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
             failed = True
