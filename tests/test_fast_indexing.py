@@ -662,6 +662,29 @@ def test_index_logits_fp8_queries_exact() -> None:
     assert naive.index_logits(codes, w, kcodes, lengths, k_scale=kscales, q_scale=scales).tolist() == expected
 
 
+def test_index_logits_fp8_key_scales_of_both_signs() -> None:
+    """Key scales may be negative: a tile holding one scales each dot before the relu, a tile of non-negative
+    scales multiplies the head sums (``LogitsConfig.fold``); both equal the exact logits, as does ``fold=False``."""
+    g = torch.Generator().manual_seed(13)
+    m, n, h, d = 3, 40, 2, 8
+    codes, scales, values = fp8_queries(g, m, h, d)
+    queries = [values[i * h : (i + 1) * h] for i in range(m)]
+    w = weight_grid(g, m, h)
+    kcodes, kscales, keys = fp8_keys(g, n, d)
+    flip = torch.arange(n) % 3 == 1
+    flip[logits.default_config().block_k :] = False  # the first tile mixes signs, the later ones hold none
+    kscales = torch.where(flip, -kscales, kscales)
+    keys = [[-x for x in row] if f else row for row, f in zip(keys, flip.tolist(), strict=True)]
+    lengths = torch.tensor([40, 17, 9], dtype=torch.int32)
+    expected = exact_fp8_logits(queries, w, keys, lengths.tolist(), n)
+    for fold in (True, False):
+        cfg = dataclasses.replace(logits.default_config(fp8=True, q8=True), fold=fold)
+        got = K.index_logits(codes, w, kcodes, lengths, k_scale=kscales, q_scale=scales, config=cfg)
+        assert got.tolist() == expected, fold
+    bf16_q = torch.tensor([[[float(x) for x in head] for head in query] for query in queries]).bfloat16()
+    assert K.index_logits(bf16_q, w, kcodes, lengths, k_scale=kscales).tolist() == expected
+
+
 def test_paged_logits_fp8_queries_exact() -> None:
     """FP8 queries through block tables into the FP8 cache layout."""
     _, w, cache, table, lengths, per_request, per_block = paged_case(True, 6)

@@ -9,8 +9,8 @@ One program owns a tile of ``BQ`` queries (all their heads: ``BQ * HP`` columns,
 ``q[M, H, D]`` are contiguous) and a range of key rows, which it walks ``BK`` rows at a time:
 
     S[j, (m, h)] = K[j, :] . Q[(m, h), :]          tl.dot, [BK, DP] x [DP, BQ*HP], bf16 in, f32 accumulate
-    S *= scale[j]                                  FP8 keys: the row's scale (e4m3 codes decoded exactly)
     I[j, m] = sum_h w[m, h] * relu(S[j, (m, h)])   in registers, f32: reshape [BK, BQ, HP], sum over heads
+    I[j, m] *= scale[j]                            FP8 keys: the row's scale, after the head sum (below)
 
 Keys are the dot's first operand so each key tile is loaded once for every query of the tile; the head-sum
 runs along the accumulator's columns. A query sees rows ``j < lengths[m]``: a key row is loaded only when some
@@ -18,8 +18,10 @@ query of the tile sees it, lanes past a query's length are written -inf, and a t
 only writes -inf. FP8 keys (e4m3 codes with one float32 scale per row) are decoded with integer operations into
 exact bf16 values, so the dot itself is the bf16 one. FP8 queries (e4m3 codes with one positive float32 scale
 per query head) against FP8 keys: the dot runs on the e4m3 operands themselves (sm_89+ tensor cores, float32
-accumulation), each key row's scale multiplies its dots before the relu and the query scales are folded into the
-head weights (``relu(s * x) = s * relu(x)`` for s > 0). float32 inputs use an IEEE float32 dot (checks only).
+accumulation) and the query scales are folded into the head weights (``relu(s * x) = s * relu(x)`` for s > 0).
+Key scales leave the relu the same way, multiplying the head sums, in every tile whose scales are all finite and
+non-negative (any quantizer's); a tile with another scale multiplies each dot first, as the definition reads.
+float32 inputs use an IEEE float32 dot (checks only).
 
 Paged layout (decode): query ``(b, t)`` reads its rows through ``block_table[b]``: row j lives in physical block
 ``block_table[b, j // Bc]`` at row ``j % Bc``; addresses are computed in int64. A block id outside the cache
@@ -53,6 +55,9 @@ class LogitsConfig:
     hoist: bool = True
     """Let the compiler hoist loop-invariant code (the query tile's shared-memory descriptors) out of the key
     loop; False keeps it in the loop (``tl.range(disable_licm=True)``): fewer registers a thread."""
+    fold: bool = True
+    """FP8 keys: multiply the head sums by the key rows' scales in tiles whose scales are all finite and >= 0
+    (one product a key and query, after one block-wide maximum a tile); False scales every dot."""
 
 
 COMPILED = LogitsConfig()
@@ -102,9 +107,24 @@ def _e4m3_to_f32(code):
 
 @triton.jit
 def _head_sum(s, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr):
-    """[BK, BQ * HP] dots -> [BK, BQ]: sum over heads of w * relu(s) (relu keeps NaN, as torch does)."""
-    r = tl.where(s < 0.0, 0.0, s) * w[None, :]
+    """[BK, BQ * HP] dots -> [BK, BQ]: sum over heads of w * relu(s). relu is one NaN-keeping max (as torch's
+    relu keeps NaN), not a compare and a select."""
+    r = tl.maximum(s, 0.0, propagate_nan=tl.PropagateNan.ALL) * w[None, :]
     return tl.sum(tl.reshape(r, (BK, BQ, HP)), axis=2)
+
+
+@triton.jit
+def _scaled_head_sum(s, scale, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr, FOLD: tl.constexpr):
+    """FP8 keys: [BK, BQ * HP] dots of unscaled keys and ``scale``: [BK] their rows' scales -> [BK, BQ]: sum over
+    heads of w * relu(scale * s). Where every scale of the tile is finite and >= 0 it leaves the relu, ``relu(c *
+    x) = c * relu(x)``, and multiplies the [BK, BQ] sums: one product a (key, query) pair instead of one a (key,
+    query, head); one block-wide maximum a tile decides it (``FOLD``: try it at all). Other tiles (a negative,
+    infinite or NaN scale, which the contract allows or carries through) scale every dot first."""
+    if FOLD & (tl.max(tl.where((scale >= 0.0) & (scale < float("inf")), 0, 1), 0) == 0):
+        out = _head_sum(s, w, BK, BQ, HP) * scale[:, None]
+    else:
+        out = _head_sum(s * scale[:, None], w, BK, BQ, HP)
+    return out
 
 
 @triton.jit
@@ -183,6 +203,7 @@ def _logits_kernel(
     UPCAST: tl.constexpr,
     EVEN_D: tl.constexpr,
     NO_LICM: tl.constexpr,
+    FOLD: tl.constexpr,
 ):
     q0 = tl.program_id(0) * BQ
     j_lo = tl.program_id(1) * split
@@ -209,8 +230,9 @@ def _logits_kernel(
             keys = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0.0)
         s = _dot(keys, qt, F32, UPCAST)
         if FP8:
-            s = s * tl.load(scale_ptr + j, mask=live, other=0.0)[:, None]
-        logit = _head_sum(s, w, BK, BQ, HP)
+            logit = _scaled_head_sum(s, tl.load(scale_ptr + j, mask=live, other=0.0), w, BK, BQ, HP, FOLD)
+        else:
+            logit = _head_sum(s, w, BK, BQ, HP)
         logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
         tl.store(out_rows + j[:, None], logit, mask=live[:, None] & (qrow < M)[None, :])
     _hide_rest(out_rows, seen, j_lo, j_hi, qrow < M, BK, BQ)
@@ -243,6 +265,7 @@ def _paged_logits_kernel(
     UPCAST: tl.constexpr,
     EVEN_D: tl.constexpr,
     NO_LICM: tl.constexpr,
+    FOLD: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     j_lo = tl.program_id(1) * split
@@ -278,8 +301,9 @@ def _paged_logits_kernel(
             )
         s = _dot(keys, qt, F32, UPCAST)
         if FP8:
-            s = s * scale[:, None]
-        logit = _head_sum(s, w, BK, BQ, HP)
+            logit = _scaled_head_sum(s, scale, w, BK, BQ, HP, FOLD)
+        else:
+            logit = _head_sum(s, w, BK, BQ, HP)
         logit = tl.where(ok[:, None], logit, float("nan"))
         logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
         tl.store(out_rows + j[:, None], logit, mask=live[:, None] & (tq < T)[None, :])
@@ -317,6 +341,7 @@ def _constants(
         UPCAST=v.interpreted(),
         EVEN_D=dim == dp,
         NO_LICM=not cfg.hoist,
+        FOLD=cfg.fold,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
