@@ -78,9 +78,10 @@ def _log(x, LIBDEVICE: tl.constexpr):
 
 
 @triton.jit
-def _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE: tl.constexpr,
+def _fp8_row_offsets(row, rows_per_block: tl.constexpr, block_bytes, scale_base, DATA_STRIDE: tl.constexpr,
                      SCALE_STRIDE: tl.constexpr):  # fmt: skip
-    """Byte offsets of slot ``row``'s data and scale parts (``CacheFormat.offsets``)."""
+    """Byte offsets of slot ``row``'s data and scale parts (``CacheFormat.offsets``). ``rows_per_block`` is a
+    compile-time constant: the division by it is a shift or a multiply, not a 64-bit division routine."""
     block = row // rows_per_block
     r = row - block * rows_per_block
     return block * block_bytes + r * DATA_STRIDE, block * block_bytes + scale_base + r * SCALE_STRIDE
@@ -93,7 +94,7 @@ def _fp8_tile(
     kv_h_ptr,
     row,
     valid,
-    rows_per_block,
+    rows_per_block: tl.constexpr,
     block_bytes,
     scale_base,
     d,
@@ -132,7 +133,8 @@ def _fp8_tile(
 
 
 @triton.jit
-def _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes, scale_base, d,
+def _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block: tl.constexpr, block_bytes,
+                     scale_base, d,
                      GROUP: tl.constexpr, NG: tl.constexpr, DATA_STRIDE: tl.constexpr,
                      SCALE_STRIDE: tl.constexpr):  # fmt: skip
     """``_fp8_tile`` of a V4 cache with every code decoded by integer operations (``Config.native_fp8`` False):
@@ -167,7 +169,6 @@ def _sparse_attention_kernel(
     K,
     scale_hi,
     scale_lo,
-    rows_per_block,
     block_bytes,
     scale_base,
     D: tl.constexpr,
@@ -182,6 +183,7 @@ def _sparse_attention_kernel(
     TAIL: tl.constexpr,
     DATA_STRIDE: tl.constexpr,
     SCALE_STRIDE: tl.constexpr,
+    RPB: tl.constexpr,
     NATIVE_FP8: tl.constexpr,
     SEPARATE_V: tl.constexpr,
     HAS_SINK: tl.constexpr,
@@ -223,10 +225,10 @@ def _sparse_attention_kernel(
         row = tl.where(valid, idx, 0).to(tl.int64)
         if FP8_KV:
             if NATIVE_FP8:
-                k = _fp8_tile(kv_f8_ptr, kv_b_ptr, kv_h_ptr, row, valid, rows_per_block, block_bytes, scale_base, d,
+                k = _fp8_tile(kv_f8_ptr, kv_b_ptr, kv_h_ptr, row, valid, RPB, block_bytes, scale_base, d,
                               BLOCK_N, BLOCK_D, GROUP, NG, TAIL, DATA_STRIDE, SCALE_STRIDE, INTERPRETED)  # fmt: skip
             else:
-                k = _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block, block_bytes,
+                k = _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, RPB, block_bytes,
                                      scale_base, d, GROUP, NG, DATA_STRIDE, SCALE_STRIDE)  # fmt: skip
             k = k.to(dtype)
         else:
@@ -358,13 +360,13 @@ def _nonempty(x: torch.Tensor) -> torch.Tensor:
 def kv_constants(fmt: CacheFormat | None, rows_per_block: int = 1) -> dict[str, int]:
     """The kernel's layout constexprs for KV in cache format ``fmt`` (None: a dense f32|bf16 ``kv``; else one of
     ``ATTENTION_KV_FORMATS``, which ``fast.cache.sparse_attention`` checks): its group size, quantized groups and
-    BF16 tail dims, and the data and scale strides of ``fmt.offsets`` (the scale part's base depends on
-    ``rows_per_block`` and is an argument)."""
+    BF16 tail dims, the data and scale strides of ``fmt.offsets`` and the rows a block (the scale part's base
+    depends on ``rows_per_block`` and is an argument)."""
     if fmt is None:
-        return dict(FP8_KV=False, GROUP=1, NG=0, TAIL=0, DATA_STRIDE=0, SCALE_STRIDE=0)
+        return dict(FP8_KV=False, GROUP=1, NG=0, TAIL=0, DATA_STRIDE=0, SCALE_STRIDE=0, RPB=1)
     data_stride, _, scale_stride = fmt.offsets(rows_per_block)
     return dict(FP8_KV=True, GROUP=fmt.group_size, NG=fmt.groups, TAIL=fmt.tail_dims, DATA_STRIDE=data_stride,
-                SCALE_STRIDE=scale_stride)  # fmt: skip
+                SCALE_STRIDE=scale_stride, RPB=rows_per_block)  # fmt: skip
 
 
 def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -419,7 +421,6 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
             K,
             scale_hi,
             call.scale - scale_hi,
-            rows_per_block,
             block_bytes,
             scale_base,
             D=D,

@@ -51,7 +51,7 @@ def _quantize_cases() -> list[Case]:
 
 ATTENTION_ARGS = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_f8_ptr="*fp8e4nv", kv_b_ptr="*u8", kv_h_ptr="*i16",
                       kv_q_ptr="*i64", idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32", H="i32",
-                      N="i64", K="i32", scale_hi="fp32", scale_lo="fp32", rows_per_block="i32", block_bytes="i32",
+                      N="i64", K="i32", scale_hi="fp32", scale_lo="fp32", block_bytes="i32",
                       scale_base="i32")  # fmt: skip
 
 
