@@ -131,22 +131,26 @@ def tiled_attention(
     bugs: AttentionBugs = NO_BUGS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Online softmax over tiles of ``tile`` lanes (default ``TILE``, wider where that makes more than
-    ``MAX_TILES`` tiles); returns (out f32[M, H, dv], lse f32[M, H])."""
+    ``MAX_TILES`` tiles); returns (out f32[M, H, dv], lse f32[M, H]). It runs in float64 and rounds once: as the
+    mutants' host and their unmutated control it shows the properties' mechanics (each planted bug, not float32
+    rounding, is what a property must see); an online softmax's float32 error is judged on the kernels
+    themselves, and in float32 this twin's own tile rescaling can exceed the four-ulp floor."""
     invalid, empty_row = attention_convention(convention)
     _validate(q, kv, indices, sink, dv, invalid)
     rows, valid = _lanes(indices, kv.shape[0], invalid, bugs)
-    scores, gathered = _scores(q, kv, rows, scale)
+    f64 = torch.float64
+    scores, gathered = _scores(q, kv, rows, scale, f64)
     if bugs.dim_past_tile:
         cut = ladder("dim").tile
-        scores = _scores(q[..., :cut], kv[:, :cut], rows, scale)[0]
+        scores = _scores(q[..., :cut], kv[:, :cut], rows, scale, f64)[0]
     fill = 0.0 if bugs.invalid_score_zero else NEG_INF
     scores = scores.masked_fill(~valid[:, None, :], fill)
     m, h = scores.shape[:2]
     if tile is None:
         tile = max(TILE, -(-scores.shape[2] // MAX_TILES))
-    top = torch.full((m, h), NEG_INF, device=q.device)
-    total = torch.zeros((m, h), device=q.device)
-    acc = torch.zeros((m, h, dv), device=q.device)
+    top = torch.full((m, h), NEG_INF, dtype=f64, device=q.device)
+    total = torch.zeros((m, h), dtype=f64, device=q.device)
+    acc = torch.zeros((m, h, dv), dtype=f64, device=q.device)
     for start in range(0, scores.shape[2], tile):
         block = scores[..., start : start + tile]
         new_top = torch.maximum(top, block.amax(-1))
@@ -159,7 +163,8 @@ def tiled_attention(
         top = new_top
     counted = valid if not bugs.invalid_score_zero else torch.ones_like(valid)
     empty = ~counted.any(dim=1)
-    return _finish(acc, total, top, sink, empty, empty_row, bugs)
+    out, lse = _finish(acc, total, top, sink, empty, empty_row, bugs)
+    return out.float(), lse.float()
 
 
 def dense_attention(
