@@ -663,8 +663,9 @@ def test_index_logits_fp8_queries_exact() -> None:
 
 
 def test_index_logits_fp8_key_scales_of_both_signs() -> None:
-    """Key scales may be negative: a tile holding one scales each dot before the relu, a tile of non-negative
-    scales multiplies the head sums (``LogitsConfig.fold``); both equal the exact logits, as does ``fold=False``."""
+    """Key scales may be negative: a program whose rows hold one scales each dot before the relu, a program of
+    non-negative scales multiplies the head sums (``LogitsConfig.fold``); both equal the exact logits, as does
+    ``fold=False``."""
     g = torch.Generator().manual_seed(13)
     m, n, h, d = 3, 40, 2, 8
     codes, scales, values = fp8_queries(g, m, h, d)
@@ -672,7 +673,7 @@ def test_index_logits_fp8_key_scales_of_both_signs() -> None:
     w = weight_grid(g, m, h)
     kcodes, kscales, keys = fp8_keys(g, n, d)
     flip = torch.arange(n) % 3 == 1
-    flip[logits.default_config().block_k :] = False  # the first tile mixes signs, the later ones hold none
+    flip[logits.default_config().split :] = False  # the first program's rows mix signs, the second's hold none
     kscales = torch.where(flip, -kscales, kscales)
     keys = [[-x for x in row] if f else row for row, f in zip(keys, flip.tolist(), strict=True)]
     lengths = torch.tensor([40, 17, 9], dtype=torch.int32)

@@ -56,8 +56,9 @@ class LogitsConfig:
     """Let the compiler hoist loop-invariant code (the query tile's shared-memory descriptors) out of the key
     loop; False keeps it in the loop (``tl.range(disable_licm=True)``): fewer registers a thread."""
     fold: bool = True
-    """FP8 keys: multiply the head sums by the key rows' scales in tiles whose scales are all finite and >= 0
-    (one product a key and query, after one block-wide maximum a tile); False scales every dot."""
+    """FP8 keys: where every key row a program reads has a finite scale >= 0 (one read of its rows' scales
+    first), multiply the head sums by the scales (one product a key and query); False, or another scale: scale
+    every dot (one product a key, query and head)."""
 
 
 COMPILED = LogitsConfig()
@@ -70,6 +71,8 @@ COMPILED_Q8 = LogitsConfig(columns=256, block_k=64, num_warps=4, num_stages=3)
 the fastest of the benchmark's sweep on the H200 (results/bench.md, "Triton tile variants")."""
 PAGED_Q8 = LogitsConfig(block_k=128, num_warps=4, num_stages=2)
 """Paged decode with FP8 queries: 128 rows (two 64-row blocks) a step, one warp group; the sweep's fastest."""
+SCALES_A_STEP = 1024
+"""Key scales a step of the check that decides a program's fold (``LogitsConfig.fold``)."""
 INTERPRETED = LogitsConfig(columns=32, block_k=16, split=32, num_warps=1, num_stages=1)
 
 
@@ -114,17 +117,23 @@ def _head_sum(s, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr):
 
 
 @triton.jit
-def _scaled_head_sum(s, scale, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr, FOLD: tl.constexpr):
+def _scaled_head_sum(s, scale, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr, FOLDED: tl.constexpr):
     """FP8 keys: [BK, BQ * HP] dots of unscaled keys and ``scale``: [BK] their rows' scales -> [BK, BQ]: sum over
-    heads of w * relu(scale * s). Where every scale of the tile is finite and >= 0 it leaves the relu, ``relu(c *
-    x) = c * relu(x)``, and multiplies the [BK, BQ] sums: one product a (key, query) pair instead of one a (key,
-    query, head); one block-wide maximum a tile decides it (``FOLD``: try it at all). Other tiles (a negative,
-    infinite or NaN scale, which the contract allows or carries through) scale every dot first."""
-    if FOLD & (tl.max(tl.where((scale >= 0.0) & (scale < float("inf")), 0, 1), 0) == 0):
+    heads of w * relu(scale * s). ``FOLDED`` (every scale finite and >= 0, which the caller has checked): the
+    scale leaves the relu, ``relu(c * x) = c * relu(x)``, and multiplies the [BK, BQ] sums, one product a (key,
+    query) pair instead of one a (key, query, head). Otherwise (a negative scale, which the contract allows, or
+    a non-finite one) every dot is scaled first."""
+    if FOLDED:
         out = _head_sum(s, w, BK, BQ, HP) * scale[:, None]
     else:
         out = _head_sum(s * scale[:, None], w, BK, BQ, HP)
     return out
+
+
+@triton.jit
+def _foldable(scale, ok):
+    """1 when every scale where ``ok`` is finite and >= 0 (the fold's condition), else 0."""
+    return 1 - tl.max(tl.where(ok & ~((scale >= 0.0) & (scale < float("inf"))), 1, 0), 0)
 
 
 @triton.jit
@@ -180,6 +189,29 @@ def _hide_rest(out_rows, seen, j_lo, j_hi, query_ok, BK: tl.constexpr, BQ: tl.co
 
 
 @triton.jit
+def _flat_rows(k_ptr, scale_ptr, qt, w, lens, out_rows, query_ok, j_lo, seen, d, D, BQ: tl.constexpr,
+               HP: tl.constexpr, BK: tl.constexpr, FP8: tl.constexpr, Q8: tl.constexpr, F32: tl.constexpr,
+               UPCAST: tl.constexpr, EVEN_D: tl.constexpr, NO_LICM: tl.constexpr, FOLDED: tl.constexpr):  # fmt: skip
+    """The flat kernel's walk over key rows ``j_lo .. seen - 1``, ``BK`` at a time: dot, head sum, store."""
+    for j0 in tl.range(j_lo, seen, BK, disable_licm=NO_LICM):
+        j = j0 + tl.arange(0, BK)
+        live = j < seen
+        kmask = live[:, None] & ((d[None, :] < D) | EVEN_D)
+        if FP8:
+            codes = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0)
+            keys = _fp8_keys(codes, Q8, UPCAST)
+        else:
+            keys = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0.0)
+        s = _dot(keys, qt, F32, UPCAST)
+        if FP8:
+            logit = _scaled_head_sum(s, tl.load(scale_ptr + j, mask=live, other=0.0), w, BK, BQ, HP, FOLDED)
+        else:
+            logit = _head_sum(s, w, BK, BQ, HP)
+        logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
+        tl.store(out_rows + j[:, None], logit, mask=live[:, None] & query_ok[None, :])
+
+
+@triton.jit
 def _logits_kernel(
     q_ptr,
     qs_ptr,
@@ -204,6 +236,7 @@ def _logits_kernel(
     EVEN_D: tl.constexpr,
     NO_LICM: tl.constexpr,
     FOLD: tl.constexpr,
+    SCALES_A_STEP: tl.constexpr,
 ):
     q0 = tl.program_id(0) * BQ
     j_lo = tl.program_id(1) * split
@@ -219,23 +252,131 @@ def _logits_kernel(
     lens = tl.minimum(tl.maximum(lens, 0), N)
     seen = tl.minimum(tl.max(lens, 0), j_hi)
     out_rows = out_ptr + qrow.to(tl.int64)[None, :] * N
+    if FP8 & FOLD:  # one loop or the other for the whole range (Triton 3.6 pipelines no branch inside the loop)
+        ok = 1
+        for j0 in range(j_lo, seen, SCALES_A_STEP):
+            j = j0 + tl.arange(0, SCALES_A_STEP)
+            ok = ok & _foldable(tl.load(scale_ptr + j, mask=j < seen, other=0.0), j < seen)
+        if ok == 1:
+            _flat_rows(
+                k_ptr,
+                scale_ptr,
+                qt,
+                w,
+                lens,
+                out_rows,
+                qrow < M,
+                j_lo,
+                seen,
+                d,
+                D,
+                BQ,
+                HP,
+                BK,
+                FP8,
+                Q8,
+                F32,
+                UPCAST,
+                EVEN_D,
+                NO_LICM,
+                True,
+            )
+        else:
+            _flat_rows(
+                k_ptr,
+                scale_ptr,
+                qt,
+                w,
+                lens,
+                out_rows,
+                qrow < M,
+                j_lo,
+                seen,
+                d,
+                D,
+                BQ,
+                HP,
+                BK,
+                FP8,
+                Q8,
+                F32,
+                UPCAST,
+                EVEN_D,
+                NO_LICM,
+                False,
+            )
+    else:
+        _flat_rows(
+            k_ptr,
+            scale_ptr,
+            qt,
+            w,
+            lens,
+            out_rows,
+            qrow < M,
+            j_lo,
+            seen,
+            d,
+            D,
+            BQ,
+            HP,
+            BK,
+            FP8,
+            Q8,
+            F32,
+            UPCAST,
+            EVEN_D,
+            NO_LICM,
+            False,
+        )
+    _hide_rest(out_rows, seen, j_lo, j_hi, qrow < M, BK, BQ)
+
+
+@triton.jit
+def _paged_row(table, j, seen, rows_per_block, num_blocks):
+    """Logical rows ``j`` (those below ``seen``) -> (physical block i64, found: a block id inside the cache, row
+    within the block i64)."""
+    live = j < seen
+    block = tl.load(table + j // rows_per_block, mask=live, other=-1).to(tl.int64)
+    return block, live & (block >= 0) & (block < num_blocks), (j % rows_per_block).to(tl.int64)
+
+
+@triton.jit
+def _paged_scale_at(cache_ptr, block, within, rows_per_block, D):
+    """Where row ``within`` of ``block`` keeps its float32 scale: after the block's rows of e4m3 codes."""
+    base = block * rows_per_block * (D + 4)
+    return (cache_ptr + base + rows_per_block * D + within * 4).to(tl.pointer_type(tl.float32))
+
+
+@triton.jit
+def _paged_rows(cache_ptr, table, qt, w, lens, out_rows, query_ok, j_lo, seen, d, D, rows_per_block, num_blocks,
+                BQ: tl.constexpr, HP: tl.constexpr, BK: tl.constexpr, FP8: tl.constexpr, Q8: tl.constexpr,
+                F32: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, NO_LICM: tl.constexpr,
+                FOLDED: tl.constexpr):  # fmt: skip
+    """The paged kernel's walk over logical rows ``j_lo .. seen - 1``, ``BK`` at a time through the block
+    table; rows in a block outside the cache read as NaN."""
     for j0 in tl.range(j_lo, seen, BK, disable_licm=NO_LICM):
         j = j0 + tl.arange(0, BK)
         live = j < seen
-        kmask = live[:, None] & ((d[None, :] < D) | EVEN_D)
+        block, ok, within = _paged_row(table, j, seen, rows_per_block, num_blocks)
+        kmask = ok[:, None] & ((d[None, :] < D) | EVEN_D)
         if FP8:
-            codes = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0)
+            base = block * rows_per_block * (D + 4)
+            codes = tl.load(cache_ptr + (base + within * D)[:, None] + d[None, :], mask=kmask, other=0)
             keys = _fp8_keys(codes, Q8, UPCAST)
+            scale = tl.load(_paged_scale_at(cache_ptr, block, within, rows_per_block, D), mask=ok, other=0.0)
         else:
-            keys = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0.0)
+            keys = tl.load(
+                cache_ptr + ((block * rows_per_block + within) * D)[:, None] + d[None, :], mask=kmask, other=0.0
+            )
         s = _dot(keys, qt, F32, UPCAST)
         if FP8:
-            logit = _scaled_head_sum(s, tl.load(scale_ptr + j, mask=live, other=0.0), w, BK, BQ, HP, FOLD)
+            logit = _scaled_head_sum(s, scale, w, BK, BQ, HP, FOLDED)
         else:
             logit = _head_sum(s, w, BK, BQ, HP)
+        logit = tl.where(ok[:, None], logit, float("nan"))
         logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
-        tl.store(out_rows + j[:, None], logit, mask=live[:, None] & (qrow < M)[None, :])
-    _hide_rest(out_rows, seen, j_lo, j_hi, qrow < M, BK, BQ)
+        tl.store(out_rows + j[:, None], logit, mask=live[:, None] & query_ok[None, :])
 
 
 @triton.jit
@@ -266,6 +407,7 @@ def _paged_logits_kernel(
     EVEN_D: tl.constexpr,
     NO_LICM: tl.constexpr,
     FOLD: tl.constexpr,
+    SCALES_A_STEP: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     j_lo = tl.program_id(1) * split
@@ -282,31 +424,91 @@ def _paged_logits_kernel(
     seen = tl.minimum(tl.max(lens, 0), j_hi)
     out_rows = out_ptr + (b * T + tq)[None, :] * W
     table = table_ptr + b * table_width
-    for j0 in tl.range(j_lo, seen, BK, disable_licm=NO_LICM):
-        j = j0 + tl.arange(0, BK)
-        live = j < seen
-        block = tl.load(table + j // rows_per_block, mask=live, other=-1).to(tl.int64)
-        ok = live & (block >= 0) & (block < num_blocks)
-        within = (j % rows_per_block).to(tl.int64)
-        kmask = ok[:, None] & ((d[None, :] < D) | EVEN_D)
-        if FP8:
-            base = block * rows_per_block * (D + 4)
-            codes = tl.load(cache_ptr + (base + within * D)[:, None] + d[None, :], mask=kmask, other=0)
-            keys = _fp8_keys(codes, Q8, UPCAST)
-            scale_at = (cache_ptr + base + rows_per_block * D + within * 4).to(tl.pointer_type(tl.float32))
-            scale = tl.load(scale_at, mask=ok, other=0.0)
-        else:
-            keys = tl.load(
-                cache_ptr + ((block * rows_per_block + within) * D)[:, None] + d[None, :], mask=kmask, other=0.0
+    if FP8 & FOLD:  # as in the flat kernel: the scales of the rows this program reads, then one loop
+        ok = 1
+        for j0 in range(j_lo, seen, SCALES_A_STEP):
+            j = j0 + tl.arange(0, SCALES_A_STEP)
+            block, found, within = _paged_row(table, j, seen, rows_per_block, num_blocks)
+            scale = tl.load(_paged_scale_at(cache_ptr, block, within, rows_per_block, D), mask=found, other=0.0)
+            ok = ok & _foldable(scale, found)
+        if ok == 1:
+            _paged_rows(
+                cache_ptr,
+                table,
+                qt,
+                w,
+                lens,
+                out_rows,
+                tq < T,
+                j_lo,
+                seen,
+                d,
+                D,
+                rows_per_block,
+                num_blocks,
+                BQ,
+                HP,
+                BK,
+                FP8,
+                Q8,
+                F32,
+                UPCAST,
+                EVEN_D,
+                NO_LICM,
+                True,
             )
-        s = _dot(keys, qt, F32, UPCAST)
-        if FP8:
-            logit = _scaled_head_sum(s, scale, w, BK, BQ, HP, FOLD)
         else:
-            logit = _head_sum(s, w, BK, BQ, HP)
-        logit = tl.where(ok[:, None], logit, float("nan"))
-        logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
-        tl.store(out_rows + j[:, None], logit, mask=live[:, None] & (tq < T)[None, :])
+            _paged_rows(
+                cache_ptr,
+                table,
+                qt,
+                w,
+                lens,
+                out_rows,
+                tq < T,
+                j_lo,
+                seen,
+                d,
+                D,
+                rows_per_block,
+                num_blocks,
+                BQ,
+                HP,
+                BK,
+                FP8,
+                Q8,
+                F32,
+                UPCAST,
+                EVEN_D,
+                NO_LICM,
+                False,
+            )
+    else:
+        _paged_rows(
+            cache_ptr,
+            table,
+            qt,
+            w,
+            lens,
+            out_rows,
+            tq < T,
+            j_lo,
+            seen,
+            d,
+            D,
+            rows_per_block,
+            num_blocks,
+            BQ,
+            HP,
+            BK,
+            FP8,
+            Q8,
+            F32,
+            UPCAST,
+            EVEN_D,
+            NO_LICM,
+            False,
+        )
     _hide_rest(out_rows, seen, j_lo, j_hi, tq < T, BK, BQ)
 
 
@@ -342,6 +544,7 @@ def _constants(
         EVEN_D=dim == dp,
         NO_LICM=not cfg.hoist,
         FOLD=cfg.fold,
+        SCALES_A_STEP=SCALES_A_STEP,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
