@@ -127,7 +127,7 @@ def topk_case(
                 variants[name] = functools.partial(run, cfg)
             variants["oversample4"] = lambda: run(tk.TopKConfig(oversample=4))
             if tk.uses_resident(tk.COMPILED, rows, width):
-                for keys in (8, 16, 64):
+                for keys in (16, 128):
                     variants[f"resident_keys{keys}"] = functools.partial(run, tk.TopKConfig(resident_keys=keys))
         notes = ["torch_topk_plain: scores.topk(k, sorted=False) alone, no mask, sort or fill"]
         if split_lanes:

@@ -64,13 +64,16 @@ class LogitsConfig:
 COMPILED = LogitsConfig()
 """bf16 keys, 64 heads: 4 queries x 64 heads per tile, 64 keys per step, 8 warps, 2 stages: 124 registers and
 97 KiB of shared memory (triton 3.6, sm_90), so two programs fit one SM."""
-COMPILED_FP8 = LogitsConfig(columns=128)
-"""FP8 keys: the decode adds registers; 2 queries per tile keep two programs per SM (120 registers)."""
+COMPILED_FP8 = LogitsConfig(columns=256, num_stages=3)
+"""FP8 keys, bf16 queries: 4 queries x 64 heads, 3 stages: 4.75 ms against 7.34 for 2 queries, 2 stages (the
+H200 sweep on 4096 x 16384)."""
 COMPILED_Q8 = LogitsConfig(columns=256, block_k=64, num_warps=4, num_stages=3)
 """FP8 queries and keys: an e4m3 dot (no decode), 4 queries x 64 heads per tile, one warp group (236 registers):
 the fastest of the benchmark's sweep on the H200 (results/bench.md, "Triton tile variants")."""
-PAGED_Q8 = LogitsConfig(block_k=128, num_warps=4, num_stages=2)
-"""Paged decode with FP8 queries: 128 rows (two 64-row blocks) a step, one warp group; the sweep's fastest."""
+PAGED_Q8 = LogitsConfig(block_k=128, num_warps=4, num_stages=2, fold=False)
+"""Paged decode with FP8 queries: 128 rows (two 64-row blocks) a step, one warp group, every dot scaled: the
+sweep's fastest (0.364 ms; the fold's first read of the scales through the block table costs more than it
+saves here, 0.407)."""
 SCALES_A_STEP = 1024
 """Key scales a step of the check that decides a program's fold (``LogitsConfig.fold``)."""
 INTERPRETED = LogitsConfig(columns=32, block_k=16, split=32, num_warps=1, num_stages=1)

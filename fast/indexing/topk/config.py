@@ -21,7 +21,7 @@ class TopKConfig:
     (``oversample``) and the candidate buffer's size as a multiple of k (``cap_factor``, a power of two).
 
     Register-resident path (``resident.py``): rows of at most ``resident`` lanes that do not split (0: never),
-    ``resident_keys`` keys a thread (1 to 16 warps a program).
+    ``resident_keys`` keys a thread (1 to 8 warps a program, more keys a thread past that).
 
     Split-row path (:func:`split_lanes_for`): lanes per split program (``split_lanes``, 0: never split), lanes
     per chunk within it (``split_block``) and its warps; taken for at most ``split_max_rows`` rows of at least
