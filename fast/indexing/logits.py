@@ -255,83 +255,18 @@ def _logits_kernel(
     lens = tl.minimum(tl.maximum(lens, 0), N)
     seen = tl.minimum(tl.max(lens, 0), j_hi)
     out_rows = out_ptr + qrow.to(tl.int64)[None, :] * N
-    if FP8 & FOLD:  # one loop or the other for the whole range (Triton 3.6 pipelines no branch inside the loop)
-        ok = 1
+    folded = 0  # one loop or the other for the whole range (Triton 3.6 pipelines no branch inside the loop)
+    if FP8 & FOLD:
+        folded = 1
         for j0 in range(j_lo, seen, SCALES_A_STEP):
             j = j0 + tl.arange(0, SCALES_A_STEP)
-            ok = ok & _foldable(tl.load(scale_ptr + j, mask=j < seen, other=0.0), j < seen)
-        if ok == 1:
-            _flat_rows(
-                k_ptr,
-                scale_ptr,
-                qt,
-                w,
-                lens,
-                out_rows,
-                qrow < M,
-                j_lo,
-                seen,
-                d,
-                D,
-                BQ,
-                HP,
-                BK,
-                FP8,
-                Q8,
-                F32,
-                UPCAST,
-                EVEN_D,
-                NO_LICM,
-                True,
-            )
-        else:
-            _flat_rows(
-                k_ptr,
-                scale_ptr,
-                qt,
-                w,
-                lens,
-                out_rows,
-                qrow < M,
-                j_lo,
-                seen,
-                d,
-                D,
-                BQ,
-                HP,
-                BK,
-                FP8,
-                Q8,
-                F32,
-                UPCAST,
-                EVEN_D,
-                NO_LICM,
-                False,
-            )
+            folded = folded & _foldable(tl.load(scale_ptr + j, mask=j < seen, other=0.0), j < seen)
+    if folded == 1:
+        _flat_rows(k_ptr, scale_ptr, qt, w, lens, out_rows, qrow < M, j_lo, seen, d, D, BQ, HP, BK, FP8, Q8, F32,
+                   UPCAST, EVEN_D, NO_LICM, True)  # fmt: skip
     else:
-        _flat_rows(
-            k_ptr,
-            scale_ptr,
-            qt,
-            w,
-            lens,
-            out_rows,
-            qrow < M,
-            j_lo,
-            seen,
-            d,
-            D,
-            BQ,
-            HP,
-            BK,
-            FP8,
-            Q8,
-            F32,
-            UPCAST,
-            EVEN_D,
-            NO_LICM,
-            False,
-        )
+        _flat_rows(k_ptr, scale_ptr, qt, w, lens, out_rows, qrow < M, j_lo, seen, d, D, BQ, HP, BK, FP8, Q8, F32,
+                   UPCAST, EVEN_D, NO_LICM, False)  # fmt: skip
     _hide_rest(out_rows, seen, j_lo, j_hi, qrow < M, BK, BQ)
 
 
@@ -427,91 +362,20 @@ def _paged_logits_kernel(
     seen = tl.minimum(tl.max(lens, 0), j_hi)
     out_rows = out_ptr + (b * T + tq)[None, :] * W
     table = table_ptr + b * table_width
-    if FP8 & FOLD:  # as in the flat kernel: the scales of the rows this program reads, then one loop
-        ok = 1
+    folded = 0  # as in the flat kernel: the scales of the rows this program reads, then one loop
+    if FP8 & FOLD:
+        folded = 1
         for j0 in range(j_lo, seen, SCALES_A_STEP):
             j = j0 + tl.arange(0, SCALES_A_STEP)
             block, found, within = _paged_row(table, j, seen, rows_per_block, num_blocks)
             scale = tl.load(_paged_scale_at(cache_ptr, block, within, rows_per_block, D), mask=found, other=0.0)
-            ok = ok & _foldable(scale, found)
-        if ok == 1:
-            _paged_rows(
-                cache_ptr,
-                table,
-                qt,
-                w,
-                lens,
-                out_rows,
-                tq < T,
-                j_lo,
-                seen,
-                d,
-                D,
-                rows_per_block,
-                num_blocks,
-                BQ,
-                HP,
-                BK,
-                FP8,
-                Q8,
-                F32,
-                UPCAST,
-                EVEN_D,
-                NO_LICM,
-                True,
-            )
-        else:
-            _paged_rows(
-                cache_ptr,
-                table,
-                qt,
-                w,
-                lens,
-                out_rows,
-                tq < T,
-                j_lo,
-                seen,
-                d,
-                D,
-                rows_per_block,
-                num_blocks,
-                BQ,
-                HP,
-                BK,
-                FP8,
-                Q8,
-                F32,
-                UPCAST,
-                EVEN_D,
-                NO_LICM,
-                False,
-            )
+            folded = folded & _foldable(scale, found)
+    if folded == 1:
+        _paged_rows(cache_ptr, table, qt, w, lens, out_rows, tq < T, j_lo, seen, d, D, rows_per_block, num_blocks, BQ,
+                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, True)  # fmt: skip
     else:
-        _paged_rows(
-            cache_ptr,
-            table,
-            qt,
-            w,
-            lens,
-            out_rows,
-            tq < T,
-            j_lo,
-            seen,
-            d,
-            D,
-            rows_per_block,
-            num_blocks,
-            BQ,
-            HP,
-            BK,
-            FP8,
-            Q8,
-            F32,
-            UPCAST,
-            EVEN_D,
-            NO_LICM,
-            False,
-        )
+        _paged_rows(cache_ptr, table, qt, w, lens, out_rows, tq < T, j_lo, seen, d, D, rows_per_block, num_blocks, BQ,
+                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, False)  # fmt: skip
     _hide_rest(out_rows, seen, j_lo, j_hi, tq < T, BK, BQ)
 
 
