@@ -19,8 +19,9 @@ only writes -inf. FP8 keys (e4m3 codes with one float32 scale per row) are decod
 exact bf16 values, so the dot itself is the bf16 one. FP8 queries (e4m3 codes with one positive float32 scale
 per query head) against FP8 keys: the dot runs on the e4m3 operands themselves (sm_89+ tensor cores, float32
 accumulation) and the query scales are folded into the head weights (``relu(s * x) = s * relu(x)`` for s > 0).
-Key scales leave the relu the same way, multiplying the head sums, in every tile whose scales are all finite and
-non-negative (any quantizer's); a tile with another scale multiplies each dot first, as the definition reads.
+Key scales leave the relu the same way, multiplying the head sums, in a program whose rows' scales are all finite
+and non-negative (any quantizer's; it reads them once first); a program with another scale multiplies each dot
+first, as the definition reads.
 float32 inputs use an IEEE float32 dot (checks only).
 
 Paged layout (decode): query ``(b, t)`` reads its rows through ``block_table[b]``: row j lives in physical block
