@@ -642,14 +642,21 @@ def exact_fp8_logits(
     return out
 
 
-def test_index_logits_fp8_queries_exact() -> None:
-    """FP8 queries against FP8 keys: the e4m3 dot path, on values whose logits are exact in float32."""
-    g = torch.Generator().manual_seed(11)
-    m, n, h, d = 5, 19, 2, 8
+def fp8_query_case(seed: int, m: int, n: int, h: int, d: int):  # type: ignore[no-untyped-def]
+    """FP8 queries (codes, scales, the exact heads of each query), weights and FP8 keys (codes, scales, exact
+    rows) of :func:`fp8_queries` and :func:`fp8_keys`."""
+    g = torch.Generator().manual_seed(seed)
     codes, scales, values = fp8_queries(g, m, h, d)
     queries = [values[i * h : (i + 1) * h] for i in range(m)]
     w = weight_grid(g, m, h)
     kcodes, kscales, keys = fp8_keys(g, n, d)
+    return codes, scales, queries, w, kcodes, kscales, keys
+
+
+def test_index_logits_fp8_queries_exact() -> None:
+    """FP8 queries against FP8 keys: the e4m3 dot path, on values whose logits are exact in float32."""
+    codes, scales, queries, w, kcodes, kscales, keys = fp8_query_case(11, 5, 19, 2, 8)
+    n = 19
     lengths = torch.tensor([19, 3, 0, 12, 7], dtype=torch.int32)
     expected = exact_fp8_logits(queries, w, keys, lengths.tolist(), n)
     got = K.index_logits(codes, w, kcodes, lengths, k_scale=kscales, q_scale=scales)
@@ -666,12 +673,8 @@ def test_index_logits_fp8_key_scales_of_both_signs() -> None:
     """Key scales may be negative: a program whose rows hold one scales each dot before the relu, a program of
     non-negative scales multiplies the head sums (``LogitsConfig.fold``); both equal the exact logits, as does
     ``fold=False``."""
-    g = torch.Generator().manual_seed(13)
-    m, n, h, d = 3, 40, 2, 8
-    codes, scales, values = fp8_queries(g, m, h, d)
-    queries = [values[i * h : (i + 1) * h] for i in range(m)]
-    w = weight_grid(g, m, h)
-    kcodes, kscales, keys = fp8_keys(g, n, d)
+    n = 40
+    codes, scales, queries, w, kcodes, kscales, keys = fp8_query_case(13, 3, n, 2, 8)
     flip = torch.arange(n) % 3 == 1
     flip[logits.default_config().split :] = False  # the first program's rows mix signs, the second's hold none
     kscales = torch.where(flip, -kscales, kscales)
