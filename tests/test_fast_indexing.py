@@ -655,8 +655,8 @@ def fp8_query_case(seed: int, m: int, n: int, h: int, d: int):  # type: ignore[n
 
 def test_index_logits_fp8_queries_exact() -> None:
     """FP8 queries against FP8 keys: the e4m3 dot path, on values whose logits are exact in float32."""
-    codes, scales, queries, w, kcodes, kscales, keys = fp8_query_case(11, 5, 19, 2, 8)
     n = 19
+    codes, scales, queries, w, kcodes, kscales, keys = fp8_query_case(11, 5, n, 2, 8)
     lengths = torch.tensor([19, 3, 0, 12, 7], dtype=torch.int32)
     expected = exact_fp8_logits(queries, w, keys, lengths.tolist(), n)
     got = K.index_logits(codes, w, kcodes, lengths, k_scale=kscales, q_scale=scales)

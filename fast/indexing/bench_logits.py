@@ -119,6 +119,14 @@ def logits_model(queries: int, lengths: torch.Tensor, rows: int, key_bytes: floa
     return moved, 2 * HEADS * DIM * seen
 
 
+def loop_options(fp8_keys: bool) -> list[tuple[bool, bool, str]]:
+    """``(hoist, fold, name suffix)`` of each tile in a sweep: loop-invariant code hoisted and kept in the loop
+    (``LogitsConfig.hoist``); for FP8 keys also the key-scale fold off, on the hoisted loop
+    (``LogitsConfig.fold``)."""
+    options = [(True, True, ""), (False, True, "_nolicm")]
+    return [*options, (True, False, "_nofold")] if fp8_keys else options
+
+
 def logits_case(
     queries: int, rows: int, fp8: bool, causal: bool, compile_it: bool, sweep: bool, q8: bool = False
 ) -> None:
@@ -189,13 +197,11 @@ def logits_case(
         variants: dict[str, Callable[[], object]] = {}
         tiles = Q8_TILES if q8 else LOGITS_TILES if not fp8 else (*LOGITS_TILES[:2], (128, 64, 8, 2), (256, 64, 8, 3))
         if sweep:
-            for (cols, bk, warps, stages), hoist, fold in itertools.product(tiles, (True, False), (True, False)):
-                if not fold and not (fp8 and hoist):
-                    continue  # the key scales' fold: FP8 keys, hoisted tiles
-                cfg = logits.LogitsConfig(cols, bk, 0, warps, stages, hoist, fold)
-                name = f"cols{cols}_bk{bk}_w{warps}_s{stages}" + ("" if hoist else "_nolicm")
-                name += "" if fold else "_nofold"
-                variants[name] = functools.partial(run, cfg)
+            for (cols, bk, warps, stages), (hoist, fold, suffix) in itertools.product(tiles, loop_options(fp8)):
+                cfg = logits.LogitsConfig(
+                    columns=cols, block_k=bk, num_warps=warps, num_stages=stages, hoist=hoist, fold=fold
+                )
+                variants[f"cols{cols}_bk{bk}_w{warps}_s{stages}{suffix}"] = functools.partial(run, cfg)
         note = f"default tile {logits.default_config(fp8, q8)}; TFLOP/s counts 2 * H * D per visible (query, row)"
         return Built(impls, moved, flops, check=check, sweep=variants, notes=[note], compute="fp8" if q8 else "bf16")
 
@@ -285,11 +291,9 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
 
         variants: dict[str, Callable[[], object]] = {}
         if q8:
-            for (bk, warps, stages), hoist, fold in itertools.product(PAGED_TILES, (True, False), (True, False)):
-                if fold or hoist:
-                    cfg = logits.LogitsConfig(block_k=bk, num_warps=warps, num_stages=stages, hoist=hoist, fold=fold)
-                    name = f"bk{bk}_w{warps}_s{stages}" + ("" if hoist else "_nolicm") + ("" if fold else "_nofold")
-                    variants[name] = functools.partial(run, cfg)
+            for (bk, warps, stages), (hoist, fold, suffix) in itertools.product(PAGED_TILES, loop_options(True)):
+                cfg = logits.LogitsConfig(block_k=bk, num_warps=warps, num_stages=stages, hoist=hoist, fold=fold)
+                variants[f"bk{bk}_w{warps}_s{stages}{suffix}"] = functools.partial(run, cfg)
         note = "bytes: each request's rows read once (its longest query)"
         if q8:
             note += f"; default tile {logits.default_config(True, True, paged=True)}"
