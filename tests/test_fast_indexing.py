@@ -748,6 +748,26 @@ def test_paged_logits_exact(fp8: bool) -> None:
             )
     assert got.tolist() == expected
     assert twin.tolist() == expected
+    for relu_max in (True, False):  # relu as a NaN-keeping max, or as a compare and a select
+        cfg = dataclasses.replace(logits.default_config(fp8=fp8, paged=True), relu_max=relu_max)
+        again = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block, config=cfg)
+        assert again.tolist() == expected, relu_max
+
+
+def test_paged_logits_relu_keeps_nan() -> None:
+    """A NaN key row gives NaN logits where a query sees it, in both relu forms (``LogitsConfig.relu_max``), as
+    torch's relu does; the other lanes are unchanged."""
+    q, w, cache, table, lengths, _, per_block = paged_case(False, 9)
+    clean = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
+    cache[int(table[0, 0]), 1] = float("nan")  # request 0's logical row 1, seen by both its queries
+    twin = naive.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
+    assert twin[:2, 1].isnan().all()
+    for relu_max in (True, False):
+        cfg = dataclasses.replace(logits.default_config(paged=True), relu_max=relu_max)
+        got = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block, config=cfg)
+        assert got[:2, 1].isnan().all(), relu_max
+        got[:2, 1] = clean[:2, 1]
+        assert got.tolist() == clean.tolist(), relu_max
 
 
 def test_paged_logits_block_outside_cache() -> None:

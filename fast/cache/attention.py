@@ -57,6 +57,10 @@ class Config:
     V4.1) by one multiply (``_fp8_tile``); False decodes every code with integer operations
     (``_fp8_v4_tile_int``, the earlier V4 path, kept for comparison in the benchmark; V4 584-byte caches
     only)."""
+    prefetch: int = 0
+    """Compiled only: while a tile is computed, ask the L2 cache for the KV rows of the tile this many tiles
+    ahead (``prefetch.global.L2``, a hint that changes no result; 0: none). The gathers then wait on L2, not on
+    DRAM."""
 
 
 @triton.jit
@@ -75,6 +79,43 @@ def _log(x, LIBDEVICE: tl.constexpr):
         return libdevice.log(x)
     else:
         return tl.log(x)
+
+
+@triton.jit
+def _prefetch_l2(ptr, mask):
+    """Ask the L2 cache for the 128-byte lines holding ``ptr`` where ``mask`` (a hint: no result changes)."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+        "=r,l,r",
+        [ptr, mask.to(tl.int32)],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def _prefetch_rows(kv_ptr, kv_b_ptr, idx_ptr, m, K, N, lane0, rows_per_block: tl.constexpr, block_bytes, scale_base,
+                   D: tl.constexpr, BLOCK_N: tl.constexpr, FP8_KV: tl.constexpr, DATA_STRIDE: tl.constexpr,
+                   SCALE_STRIDE: tl.constexpr, SEPARATE_SCALES: tl.constexpr, ROW_BYTES: tl.constexpr,
+                   ELEMENT_BYTES: tl.constexpr, POINTS: tl.constexpr):  # fmt: skip
+    """L2 prefetch of the KV rows of lanes ``lane0 .. lane0 + BLOCK_N - 1``: one address in every 128-byte line
+    a row's ``ROW_BYTES`` span (every 128 bytes from its start, and its last byte), and its scale bytes where they
+    sit in a section of their own (V4)."""
+    lane = lane0 + tl.arange(0, BLOCK_N)
+    idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+    ok = (idx >= 0) & (idx < N)
+    row = tl.where(ok, idx, 0).to(tl.int64)
+    point = tl.arange(0, POINTS)
+    at = tl.minimum(point * 128, ROW_BYTES - 1)
+    mask = ok[:, None] & (point < (ROW_BYTES + 127) // 128 + 1)[None, :]
+    if FP8_KV:
+        data_b, scale_b = _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE, SCALE_STRIDE)
+        _prefetch_l2(kv_b_ptr + data_b[:, None] + at[None, :], mask)
+        if SEPARATE_SCALES:
+            _prefetch_l2(kv_b_ptr + scale_b, ok)
+    else:
+        _prefetch_l2(kv_ptr + row[:, None] * D + (at // ELEMENT_BYTES)[None, :], mask)
 
 
 @triton.jit
@@ -194,6 +235,10 @@ def _sparse_attention_kernel(
     INTERPRETED: tl.constexpr,
     LIBDEVICE: tl.constexpr,
     COUNT_LANES: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    ROW_BYTES: tl.constexpr,
+    ELEMENT_BYTES: tl.constexpr,
+    PREFETCH_POINTS: tl.constexpr,
 ):
     hb = tl.program_id(0)
     m = tl.program_id(1).to(tl.int64)
@@ -219,6 +264,10 @@ def _sparse_attention_kernel(
     # Loop-invariant code stays in the loop: hoisted, the wgmma shared-memory descriptors of q and of the converted
     # FP8 tile (one a k-step) stay live across it and spill at D = 512 (compile_check: 216-600 B of stack).
     for start in tl.range(0, K, BLOCK_N, disable_licm=True):
+        if PREFETCH > 0:
+            _prefetch_rows(kv_ptr, kv_b_ptr, idx_ptr, m, K, N, start + PREFETCH * BLOCK_N, RPB, block_bytes,
+                           scale_base, D, BLOCK_N, FP8_KV, DATA_STRIDE, SCALE_STRIDE, DATA_STRIDE != SCALE_STRIDE,
+                           ROW_BYTES, ELEMENT_BYTES, PREFETCH_POINTS)  # fmt: skip
         lane = start + tl.arange(0, BLOCK_N)
         idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)
@@ -306,7 +355,9 @@ def default_config(heads: int, dim: int, kv_format: str | None = None, precision
     --defaults``), and V4 584-byte KV in the 64-head, 64-lane tile, one stage (the fastest of the sweep's five
     tiles, 0.605 ms at b 128, h 64; two stages need 246,016 bytes of shared memory under Triton 3.6), and V4.1
     528-byte KV at D = 512 in the 64-head tile with bf16 probabilities, 128 lanes, one stage (0.416 ms against
-    0.475 for 64 lanes at b 128, h 64, on the tree of f19709f)."""
+    0.475 for 64 lanes at b 128, h 64, on the tree of f19709f). At D > 256 each tile asks L2 for the next
+    tile's rows (``Config.prefetch``; at b 128, h 64: BF16 KV 0.278 against 0.313 ms, V4.1 0.359 against 0.368,
+    V4 0.516 against 0.539; two tiles ahead was slower in each)."""
     if precision not in MODES:
         raise ValueError(f"precision: must be one of {', '.join(MODES)}, got {precision!r}")
     if kv_format is not None and kv_format not in ATTENTION_KV_FORMATS:
@@ -317,7 +368,8 @@ def default_config(heads: int, dim: int, kv_format: str | None = None, precision
     stages = 1 if kv_format == "v4_584" and (block_h, block_n) == (64, 64) and dim > 256 else 2
     if kv_format == "v41_fp8_528" and precision != "f32" and (block_h, dim) == (64, 512):
         block_n, stages = 128, 1
-    return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=stages)
+    return Config(block_h=block_h, block_n=block_n, num_warps=8 if dim >= 256 else 4, num_stages=stages,
+                  prefetch=1 if dim > 256 else 0)  # fmt: skip
 
 
 COUNT_LANES = 1024
@@ -332,11 +384,11 @@ def _launch_config(cfg: Config, mode: int, dim: int, dv: int) -> Config:
     shapes), so its ``[heads, lanes, dims]`` product is held to ``F64_TILE_ELEMENTS``: lanes first, then heads
     are cut down from ``cfg``'s."""
     if mode != MODES["f64"]:
-        return Config(max(16, cfg.block_h), max(16, cfg.block_n), cfg.num_warps, cfg.num_stages, cfg.native_fp8)
+        return dataclasses.replace(cfg, block_h=max(16, cfg.block_h), block_n=max(16, cfg.block_n))
     budget = max(1, F64_TILE_ELEMENTS // max(16, triton.next_power_of_2(max(dim, dv))))
     block_n = min(cfg.block_n, budget)
     block_h = min(cfg.block_h, max(1, budget // block_n))
-    return Config(block_h, block_n, cfg.num_warps, cfg.num_stages, cfg.native_fp8)
+    return dataclasses.replace(cfg, block_h=block_h, block_n=block_n)
 
 
 def _fallbacks(cfg: Config) -> list[Config]:
@@ -367,6 +419,15 @@ def kv_constants(fmt: CacheFormat | None, rows_per_block: int = 1) -> dict[str, 
     data_stride, _, scale_stride = fmt.offsets(rows_per_block)
     return dict(FP8_KV=True, GROUP=fmt.group_size, NG=fmt.groups, TAIL=fmt.tail_dims, DATA_STRIDE=data_stride,
                 SCALE_STRIDE=scale_stride, RPB=rows_per_block)  # fmt: skip
+
+
+def prefetch_constants(layout: dict[str, int], dim: int, element_bytes: int, prefetch: int) -> dict[str, int]:
+    """The kernel's prefetch constexprs: tiles ahead (``Config.prefetch``), the bytes a KV row's data spans
+    (``kv_constants``'s data stride, which holds V4.1's interleaved scales; ``dim`` elements for dense KV) and
+    the addresses a row takes (one every 128 bytes, and its last byte, padded to a power of two)."""
+    row_bytes = layout["DATA_STRIDE"] if layout["FP8_KV"] else dim * element_bytes
+    points = triton.next_power_of_2(triton.cdiv(row_bytes, 128) + 1)
+    return dict(PREFETCH=prefetch, ROW_BYTES=row_bytes, ELEMENT_BYTES=element_bytes, PREFETCH_POINTS=points)
 
 
 def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -440,6 +501,7 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
             INTERPRETED=interpreted,
             LIBDEVICE=not interpreted and (mode < 2 or q.dtype == torch.float32),
             COUNT_LANES=min(COUNT_LANES, max(16, triton.next_power_of_2(K))),
+            **prefetch_constants(layout, D, kv.element_size(), 0 if interpreted else cfg.prefetch),
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )

@@ -67,15 +67,17 @@ def _attention_base() -> dict[str, Any]:
 
     return dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, NATIVE_FP8=True, SEPARATE_V=False, HAS_SINK=True,
                 EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False, COUNT_LANES=attention.COUNT_LANES,
-                **attention.kv_constants(None))  # fmt: skip
+                **_kv(None))  # fmt: skip
 
 
-def _kv(conv: str | None) -> dict[str, Any]:
-    """The layout constexprs of KV in cache format ``conv`` (None: BF16 rows)."""
+def _kv(conv: str | None, prefetch: int = 0) -> dict[str, Any]:
+    """The layout constexprs of KV in cache format ``conv`` (None: BF16 rows) at D = 512, prefetching
+    ``prefetch`` tiles ahead."""
     from fast.cache import attention
     from fast.cache.formats import FORMATS
 
-    return attention.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK)
+    layout = attention.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK)
+    return layout | attention.prefetch_constants(layout, 512, 2, prefetch)
 
 
 def _attention_cases() -> list[Case]:
@@ -107,6 +109,13 @@ def _attention_cases() -> list[Case]:
         ):
             out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, ATTENTION_ARGS,
                         base | tiles | extra, cfg.num_warps, cfg.num_stages))  # fmt: skip
+    for conv in (None, "v4_584", "v41_fp8_528"):  # the default tiles, prefetching the next tile into L2
+        cfg = attention.default_config(64, 512, conv)
+        label = f"{conv or 'bf16'} kv, bf16 p h{cfg.block_h} n{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}"
+        constants = base | _kv(conv, prefetch=1) | dict(MODE=2, LIBDEVICE=False, BLOCK_H=cfg.block_h,
+                                                         BLOCK_N=cfg.block_n)  # fmt: skip
+        out.append((f"attention prefetch 1, {label}", attention._sparse_attention_kernel, ATTENTION_ARGS, constants,
+                    cfg.num_warps, cfg.num_stages))  # fmt: skip
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
     for name, extra in (
         ("f64 (the contract's form)", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True)),

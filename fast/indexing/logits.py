@@ -56,6 +56,10 @@ class LogitsConfig:
     hoist: bool = True
     """Let the compiler hoist loop-invariant code (the query tile's shared-memory descriptors) out of the key
     loop; False keeps it in the loop (``tl.range(disable_licm=True)``): fewer registers a thread."""
+    relu_max: bool = True
+    """relu as one NaN-keeping ``max``; False: a compare and a select (the same values, NaN kept). On the H200
+    under Triton 3.6 the max is faster in the flat kernels and slower in the paged bf16 one (0.579 against
+    0.491 ms at B 128, next_n 2, 32K; ``docs/targets.md``)."""
     fold: bool = True
     """FP8 keys: where every key row a program reads has a finite scale >= 0 (one read of its rows' scales
     first), multiply the head sums by the scales (one product a key and query); False, or another scale: scale
@@ -65,6 +69,9 @@ class LogitsConfig:
 COMPILED = LogitsConfig()
 """bf16 keys, 64 heads: 4 queries x 64 heads per tile, 64 keys per step, 8 warps, 2 stages: 124 registers and
 97 KiB of shared memory (triton 3.6, sm_90), so two programs fit one SM."""
+PAGED = LogitsConfig(relu_max=False)
+"""Paged decode, bf16 keys: ``COMPILED`` with relu as a compare and a select (0.491 ms against 0.579 with the
+max at B 128, next_n 2, 32K, on the H200 under Triton 3.6)."""
 COMPILED_FP8 = LogitsConfig(columns=256, num_stages=3)
 """FP8 keys, bf16 queries: 4 queries x 64 heads, 3 stages: 4.75 ms against 7.34 for 2 queries, 2 stages (the
 H200 sweep on 4096 x 16384)."""
@@ -98,7 +105,9 @@ def default_config(fp8: bool = False, q8: bool = False, paged: bool = False) -> 
         return INTERPRETED
     if q8:
         return PAGED_Q8 if paged else COMPILED_Q8
-    return COMPILED_FP8 if fp8 else COMPILED
+    if fp8:
+        return COMPILED_FP8
+    return PAGED if paged else COMPILED
 
 
 @triton.jit
@@ -113,24 +122,28 @@ def _e4m3_to_f32(code):
 
 
 @triton.jit
-def _head_sum(s, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr):
-    """[BK, BQ * HP] dots -> [BK, BQ]: sum over heads of w * relu(s). relu is one NaN-keeping max (as torch's
-    relu keeps NaN), not a compare and a select."""
-    r = tl.maximum(s, 0.0, propagate_nan=tl.PropagateNan.ALL) * w[None, :]
-    return tl.sum(tl.reshape(r, (BK, BQ, HP)), axis=2)
+def _head_sum(s, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr, RELU_MAX: tl.constexpr):
+    """[BK, BQ * HP] dots -> [BK, BQ]: sum over heads of w * relu(s). relu keeps NaN, as torch's does: one
+    NaN-keeping max (``RELU_MAX``) or a compare and a select (``LogitsConfig.relu_max``)."""
+    if RELU_MAX:
+        r = tl.maximum(s, 0.0, propagate_nan=tl.PropagateNan.ALL)
+    else:
+        r = tl.where(s < 0.0, 0.0, s)
+    return tl.sum(tl.reshape(r * w[None, :], (BK, BQ, HP)), axis=2)
 
 
 @triton.jit
-def _scaled_head_sum(s, scale, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr, FOLDED: tl.constexpr):
+def _scaled_head_sum(s, scale, w, BK: tl.constexpr, BQ: tl.constexpr, HP: tl.constexpr, FOLDED: tl.constexpr,
+                     RELU_MAX: tl.constexpr):  # fmt: skip
     """FP8 keys: [BK, BQ * HP] dots of unscaled keys and ``scale``: [BK] their rows' scales -> [BK, BQ]: sum over
     heads of w * relu(scale * s). ``FOLDED`` (every scale finite and >= 0, which the caller has checked): the
     scale leaves the relu, ``relu(c * x) = c * relu(x)``, and multiplies the [BK, BQ] sums, one product a (key,
     query) pair instead of one a (key, query, head). Otherwise (a negative scale, which the contract allows, or
     a non-finite one) every dot is scaled first."""
     if FOLDED:
-        out = _head_sum(s, w, BK, BQ, HP) * scale[:, None]
+        out = _head_sum(s, w, BK, BQ, HP, RELU_MAX) * scale[:, None]
     else:
-        out = _head_sum(s * scale[:, None], w, BK, BQ, HP)
+        out = _head_sum(s * scale[:, None], w, BK, BQ, HP, RELU_MAX)
     return out
 
 
@@ -195,7 +208,8 @@ def _hide_rest(out_rows, seen, j_lo, j_hi, query_ok, BK: tl.constexpr, BQ: tl.co
 @triton.jit
 def _flat_rows(k_ptr, scale_ptr, qt, w, lens, out_rows, query_ok, j_lo, seen, d, D, BQ: tl.constexpr,
                HP: tl.constexpr, BK: tl.constexpr, FP8: tl.constexpr, Q8: tl.constexpr, F32: tl.constexpr,
-               UPCAST: tl.constexpr, EVEN_D: tl.constexpr, NO_LICM: tl.constexpr, FOLDED: tl.constexpr):  # fmt: skip
+               UPCAST: tl.constexpr, EVEN_D: tl.constexpr, NO_LICM: tl.constexpr, FOLDED: tl.constexpr,
+               RELU_MAX: tl.constexpr):  # fmt: skip
     """The flat kernel's walk over key rows ``j_lo .. seen - 1``, ``BK`` at a time: dot, head sum, store."""
     for j0 in tl.range(j_lo, seen, BK, disable_licm=NO_LICM):
         j = j0 + tl.arange(0, BK)
@@ -208,9 +222,9 @@ def _flat_rows(k_ptr, scale_ptr, qt, w, lens, out_rows, query_ok, j_lo, seen, d,
             keys = tl.load(k_ptr + j.to(tl.int64)[:, None] * D + d[None, :], mask=kmask, other=0.0)
         s = _dot(keys, qt, F32, UPCAST)
         if FP8:
-            logit = _scaled_head_sum(s, tl.load(scale_ptr + j, mask=live, other=0.0), w, BK, BQ, HP, FOLDED)
+            logit = _scaled_head_sum(s, tl.load(scale_ptr + j, mask=live, other=0.0), w, BK, BQ, HP, FOLDED, RELU_MAX)
         else:
-            logit = _head_sum(s, w, BK, BQ, HP)
+            logit = _head_sum(s, w, BK, BQ, HP, RELU_MAX)
         logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
         tl.store(out_rows + j[:, None], logit, mask=live[:, None] & query_ok[None, :])
 
@@ -239,6 +253,7 @@ def _logits_kernel(
     UPCAST: tl.constexpr,
     EVEN_D: tl.constexpr,
     NO_LICM: tl.constexpr,
+    RELU_MAX: tl.constexpr,
     FOLD: tl.constexpr,
     SCALES_A_STEP: tl.constexpr,
 ):
@@ -264,10 +279,10 @@ def _logits_kernel(
             folded = folded & _foldable(tl.load(scale_ptr + j, mask=j < seen, other=0.0), j < seen)
     if folded == 1:
         _flat_rows(k_ptr, scale_ptr, qt, w, lens, out_rows, qrow < M, j_lo, seen, d, D, BQ, HP, BK, FP8, Q8, F32,
-                   UPCAST, EVEN_D, NO_LICM, True)  # fmt: skip
+                   UPCAST, EVEN_D, NO_LICM, True, RELU_MAX)  # fmt: skip
     else:
         _flat_rows(k_ptr, scale_ptr, qt, w, lens, out_rows, qrow < M, j_lo, seen, d, D, BQ, HP, BK, FP8, Q8, F32,
-                   UPCAST, EVEN_D, NO_LICM, False)  # fmt: skip
+                   UPCAST, EVEN_D, NO_LICM, False, RELU_MAX)  # fmt: skip
     _hide_rest(out_rows, seen, j_lo, j_hi, qrow < M, BK, BQ)
 
 
@@ -291,7 +306,7 @@ def _paged_scale_at(cache_ptr, block, within, rows_per_block, D):
 def _paged_rows(cache_ptr, table, qt, w, lens, out_rows, query_ok, j_lo, seen, d, D, rows_per_block, num_blocks,
                 BQ: tl.constexpr, HP: tl.constexpr, BK: tl.constexpr, FP8: tl.constexpr, Q8: tl.constexpr,
                 F32: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, NO_LICM: tl.constexpr,
-                FOLDED: tl.constexpr):  # fmt: skip
+                FOLDED: tl.constexpr, RELU_MAX: tl.constexpr):  # fmt: skip
     """The paged kernel's walk over logical rows ``j_lo .. seen - 1``, ``BK`` at a time through the block
     table; rows in a block outside the cache read as NaN."""
     for j0 in tl.range(j_lo, seen, BK, disable_licm=NO_LICM):
@@ -310,9 +325,9 @@ def _paged_rows(cache_ptr, table, qt, w, lens, out_rows, query_ok, j_lo, seen, d
             )
         s = _dot(keys, qt, F32, UPCAST)
         if FP8:
-            logit = _scaled_head_sum(s, scale, w, BK, BQ, HP, FOLDED)
+            logit = _scaled_head_sum(s, scale, w, BK, BQ, HP, FOLDED, RELU_MAX)
         else:
-            logit = _head_sum(s, w, BK, BQ, HP)
+            logit = _head_sum(s, w, BK, BQ, HP, RELU_MAX)
         logit = tl.where(ok[:, None], logit, float("nan"))
         logit = tl.where(j[:, None] < lens[None, :], logit, float("-inf"))
         tl.store(out_rows + j[:, None], logit, mask=live[:, None] & query_ok[None, :])
@@ -345,6 +360,7 @@ def _paged_logits_kernel(
     UPCAST: tl.constexpr,
     EVEN_D: tl.constexpr,
     NO_LICM: tl.constexpr,
+    RELU_MAX: tl.constexpr,
     FOLD: tl.constexpr,
     SCALES_A_STEP: tl.constexpr,
 ):
@@ -373,10 +389,10 @@ def _paged_logits_kernel(
             folded = folded & _foldable(scale, found)
     if folded == 1:
         _paged_rows(cache_ptr, table, qt, w, lens, out_rows, tq < T, j_lo, seen, d, D, rows_per_block, num_blocks, BQ,
-                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, True)  # fmt: skip
+                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, True, RELU_MAX)  # fmt: skip
     else:
         _paged_rows(cache_ptr, table, qt, w, lens, out_rows, tq < T, j_lo, seen, d, D, rows_per_block, num_blocks, BQ,
-                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, False)  # fmt: skip
+                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, False, RELU_MAX)  # fmt: skip
     _hide_rest(out_rows, seen, j_lo, j_hi, tq < T, BK, BQ)
 
 
@@ -411,6 +427,7 @@ def _constants(
         UPCAST=v.interpreted(),
         EVEN_D=dim == dp,
         NO_LICM=not cfg.hoist,
+        RELU_MAX=cfg.relu_max,
         FOLD=cfg.fold,
         SCALES_A_STEP=SCALES_A_STEP,
         num_warps=cfg.num_warps,
