@@ -191,6 +191,10 @@ SWEEP = (
 )
 
 
+PREFETCH_SWEEP = (0, 2)
+"""Tiles ahead of the L2 prefetch (``Config.prefetch``) tried on the default tile besides its own."""
+
+
 def decode_case(
     b: int,
     h: int,
@@ -235,17 +239,18 @@ def decode_case(
                                                    kv_format=kv_format, out=out, lse=lse),
             "torch_eager": eager("bf16"),
         }  # fmt: skip
+        default = attention.default_config(h, DIM, kv_format, "bf16")
         if kv_format == "v4_584":  # the earlier decode of the e4m3 codes by integer operations, for comparison
             # one stage at every head count: two overflow sm_90's shared memory at D = 512 (246,528 bytes under
             # Triton 3.6 in the 16-head tile), and an explicit tile is launched as given (fast.fitting)
-            default = attention.default_config(h, DIM, kv_format, "bf16")
             impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False, num_stages=1))
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
             impls["torch_compile"] = lambda: compiled(compiled_call)
-        sweep_impls = {f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages}]": triton_fn("bf16", c)
-                       for c in SWEEP} if sweep else {}  # fmt: skip
+        tiles = [*SWEEP, *(dataclasses.replace(default, prefetch=n) for n in PREFETCH_SWEEP)] if sweep else []
+        sweep_impls = {f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages},pf{c.prefetch}]":
+                       triton_fn("bf16", c) for c in tiles}  # fmt: skip
         flops, moved = attention_model(M, h, topk, x["row_bytes"])
 
         def check() -> str:
