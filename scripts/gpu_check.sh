@@ -19,8 +19,7 @@
 # minutes on an H200 with 14 workers) and PYTEST_ARGS=tests (about 4). outcomes.txt lists every test's outcome.
 #
 # profile: ncu (Nsight Compute) on one kernel launch of each benchmark case in PROFILE_CASES (space-separated
-# "CASE:KERNEL_REGEX" pairs), the sections that show the limiting resource and the cycles a warp stalls an issued
-# instruction, by reason; output ncu.txt. PROFILE_SKIP (default 2)
+# "CASE:KERNEL_REGEX" pairs), the sections that show the limiting resource; output ncu.txt. PROFILE_SKIP (default 2)
 # and PROFILE_COUNT (default 1): the matching launches skipped, then profiled (a case of several kernels: all of one call).
 #
 # Output under $OUT (default ./gpu_out): env.txt; tests: tests.log, failed.txt, outcomes.txt; bench: bench.log,
@@ -99,7 +98,6 @@ if [ "$PHASE" = profile ]; then
         echo "== ncu ${pair%%:*} (kernel ${pair#*:})"
         ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
             --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
-            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
             -k "regex:${pair#*:}" --launch-skip "${PROFILE_SKIP:-2}" --launch-count "${PROFILE_COUNT:-1}" "$PY" -m fast.profile "${pair%%:*}" 2>&1 |
             grep -v "^==PROF==" || status=1
     done >"$OUT/ncu.txt"
