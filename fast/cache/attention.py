@@ -356,8 +356,8 @@ def default_config(heads: int, dim: int, kv_format: str | None = None, precision
     tiles, 0.605 ms at b 128, h 64; two stages need 246,016 bytes of shared memory under Triton 3.6), and V4.1
     528-byte KV at D = 512 in the 64-head tile with bf16 probabilities, 128 lanes, one stage (0.416 ms against
     0.475 for 64 lanes at b 128, h 64, on the tree of f19709f). At D > 256 each tile asks L2 for the next
-    tile's rows (``Config.prefetch``; at b 128, h 64: BF16 KV 0.278 against 0.313 ms, V4.1 0.359 against 0.368,
-    V4 0.516 against 0.539; two tiles ahead was slower in each)."""
+    tile's rows (``Config.prefetch``; at b 128, h 64: BF16 KV 0.279 against 0.315 ms, V4.1 0.360 against 0.369,
+    V4 0.516 against 0.541; two tiles ahead was slower in each: results/sweeps/run6_155c32a)."""
     if precision not in MODES:
         raise ValueError(f"precision: must be one of {', '.join(MODES)}, got {precision!r}")
     if kv_format is not None and kv_format not in ATTENTION_KV_FORMATS:

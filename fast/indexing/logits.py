@@ -58,8 +58,8 @@ class LogitsConfig:
     loop; False keeps it in the loop (``tl.range(disable_licm=True)``): fewer registers a thread."""
     relu_max: bool = True
     """relu as one NaN-keeping ``max``; False: a compare and a select (the same values, NaN kept). On the H200
-    under Triton 3.6 the max is faster in the flat kernels and slower in the paged bf16 one (0.579 against
-    0.491 ms at B 128, next_n 2, 32K; ``docs/targets.md``)."""
+    under Triton 3.6 the max is faster in the flat kernels and slower in the paged bf16 one at B 128, next_n 2,
+    32K (0.594 against 0.495 ms; docs/targets.md)."""
     fold: bool = True
     """FP8 keys: where every key row a program reads has a finite scale >= 0 (one read of its rows' scales
     first), multiply the head sums by the scales (one product a key and query); False, or another scale: scale
@@ -70,8 +70,8 @@ COMPILED = LogitsConfig()
 """bf16 keys, 64 heads: 4 queries x 64 heads per tile, 64 keys per step, 8 warps, 2 stages: 124 registers and
 97 KiB of shared memory (triton 3.6, sm_90), so two programs fit one SM."""
 PAGED = LogitsConfig(relu_max=False)
-"""Paged decode, bf16 keys: ``COMPILED`` with relu as a compare and a select (0.491 ms against 0.579 with the
-max at B 128, next_n 2, 32K, on the H200 under Triton 3.6)."""
+"""Paged decode, bf16 keys: ``COMPILED`` with relu as a compare and a select (0.495 ms against 0.594 with the
+max at B 128, next_n 2, 32K, on the H200 under Triton 3.6: results/sweeps/run6_155c32a)."""
 COMPILED_FP8 = LogitsConfig(columns=256, num_stages=3)
 """FP8 keys, bf16 queries: 4 queries x 64 heads, 3 stages: 4.75 ms against 7.34 for 2 queries, 2 stages (the
 H200 sweep on 4096 x 16384)."""
