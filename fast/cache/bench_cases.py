@@ -188,7 +188,13 @@ SWEEP = (
     attention.Config(64, 128, 8, 1),
     attention.Config(64, 64, 8, 1),
     attention.Config(64, 32, 8, 4),
+    attention.Config(64, 64, 16, 1, prefetch=1),
+    attention.Config(64, 32, 16, 2, prefetch=1),
 )
+"""Decode tiles the sweep tries (b 128, h 64) besides the default's prefetch variants (``PREFETCH_SWEEP``): 8
+warps without the prefetch, as the runs before it measured them, and two 16-warp tiles (a thread then holds at
+most 128 registers, the accumulator 64 of them; lowered for sm_90 they spill 216-256 bytes, ``python -m
+fast.cache.compile_check --only "16 warps"``), not yet timed on the H200."""
 
 
 PREFETCH_SWEEP = (0, 2)
