@@ -840,6 +840,18 @@ def test_default_config_refuses_an_unknown_precision_or_format() -> None:
         default_config(64, 512, "v41_fp4_288")
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "rule"),
+    [("block_h", 48, "power of two"), ("block_n", 0, "power of two"), ("num_warps", 6, "power of two"),
+     ("num_stages", 0, ">= 1"), ("prefetch", -1, ">= 0"), ("prefetch", 1.0, ">= 0")],
+)  # fmt: skip
+def test_attention_config_refuses_a_bad_field(field: str, value: object, rule: str) -> None:
+    """A launch configuration is checked when it is made: the error names the field and its rule."""
+    with pytest.raises(ValueError, match=rf"^{field}: must be .*{re.escape(rule)}.*got {re.escape(repr(value))}$"):
+        Config(**{field: value})
+    assert Config(**{field: {"num_stages": 3, "prefetch": 2}.get(field, 16)}) is not None
+
+
 # ---------------------------------------------------------------------------------------------------------
 # RMSNorm, RoPE, then store
 

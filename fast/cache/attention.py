@@ -62,6 +62,16 @@ class Config:
     ahead (``prefetch.global.L2``, a hint that changes no result; 0: none). The gathers then wait on L2, not on
     DRAM."""
 
+    def __post_init__(self) -> None:
+        for name in ("block_h", "block_n", "num_warps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1 or value & (value - 1):
+                raise ValueError(f"{name}: must be a power of two >= 1 (a tile or warp count), got {value!r}")
+        if not isinstance(self.num_stages, int) or self.num_stages < 1:
+            raise ValueError(f"num_stages: must be an int >= 1, got {self.num_stages!r}")
+        if not isinstance(self.prefetch, int) or self.prefetch < 0:
+            raise ValueError(f"prefetch: must be an int >= 0 (tiles ahead; 0: none), got {self.prefetch!r}")
+
 
 @triton.jit
 def _exp(x, LIBDEVICE: tl.constexpr):
