@@ -17,7 +17,7 @@ import itertools
 import math
 import re
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pytest
@@ -848,8 +848,9 @@ def test_default_config_refuses_an_unknown_precision_or_format() -> None:
 def test_attention_config_refuses_a_bad_field(field: str, value: object, rule: str) -> None:
     """A launch configuration is checked when it is made: the error names the field and its rule."""
     with pytest.raises(ValueError, match=rf"^{field}: must be .*{re.escape(rule)}.*got {re.escape(repr(value))}$"):
-        Config(**{field: value})
-    assert Config(**{field: {"num_stages": 3, "prefetch": 2}.get(field, 16)}) is not None
+        Config(**cast(dict[str, Any], {field: value}))
+    good: dict[str, Any] = {field: {"num_stages": 3, "prefetch": 2}.get(field, 16)}
+    assert Config(**good) is not None
 
 
 # ---------------------------------------------------------------------------------------------------------
