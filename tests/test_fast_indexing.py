@@ -13,7 +13,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -752,6 +752,29 @@ def test_paged_logits_exact(fp8: bool) -> None:
         cfg = dataclasses.replace(logits.default_config(fp8=fp8, paged=True), relu_max=relu_max)
         again = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block, config=cfg)
         assert again.tolist() == expected, relu_max
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "rule"),
+    [("columns", 96, "power of two"), ("block_k", 0, "power of two"), ("num_warps", 3, "power of two"),
+     ("num_stages", 0, ">= 1"), ("split", -1, ">= 0"), ("prefetch", -2, ">= 0"), ("prefetch", 0.5, ">= 0")],
+)  # fmt: skip
+def test_logits_config_refuses_a_bad_field(field: str, value: object, rule: str) -> None:
+    """A logits launch configuration is checked when it is made: the error names the field and its rule."""
+    with pytest.raises(ValueError, match=rf"^{field}: must be .*{re.escape(rule)}.*got {re.escape(repr(value))}$"):
+        logits.LogitsConfig(**cast(dict[str, Any], {field: value}))
+
+
+def test_paged_logits_prefetch_changes_no_result() -> None:
+    """``LogitsConfig.prefetch`` is a hint: any distance gives the same logits as none. Compiled, the kernel
+    issues the prefetches (an address outside the cache would fault); under the interpreter, which has no inline
+    assembly, the launcher must turn them off."""
+    q, w, cache, table, lengths, _, per_block = paged_case(False, 10)
+    plain = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block)
+    for ahead in (1, 3):
+        cfg = dataclasses.replace(logits.default_config(paged=True), prefetch=ahead)
+        got = K.paged_index_logits(q, w, cache, table, lengths, rows_per_block=per_block, config=cfg)
+        assert torch.equal(got.nan_to_num(), plain.nan_to_num()), ahead
 
 
 def test_paged_logits_relu_keeps_nan() -> None:

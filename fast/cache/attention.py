@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from fast import fitting
+from fast import fitting, l2
 from fast.cache import rounding as rd
 from fast.cache.checks import ATTENTION_KV_FORMATS, AttentionArgs
 from fast.cache.formats import CacheFormat
@@ -92,40 +92,23 @@ def _log(x, LIBDEVICE: tl.constexpr):
 
 
 @triton.jit
-def _prefetch_l2(ptr, mask):
-    """Ask the L2 cache for the 128-byte lines holding ``ptr`` where ``mask`` (a hint: no result changes)."""
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
-        "=r,l,r",
-        [ptr, mask.to(tl.int32)],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-@triton.jit
 def _prefetch_rows(kv_ptr, kv_b_ptr, idx_ptr, m, K, N, lane0, rows_per_block: tl.constexpr, block_bytes, scale_base,
                    D: tl.constexpr, BLOCK_N: tl.constexpr, FP8_KV: tl.constexpr, DATA_STRIDE: tl.constexpr,
                    SCALE_STRIDE: tl.constexpr, SEPARATE_SCALES: tl.constexpr, ROW_BYTES: tl.constexpr,
                    ELEMENT_BYTES: tl.constexpr, POINTS: tl.constexpr):  # fmt: skip
-    """L2 prefetch of the KV rows of lanes ``lane0 .. lane0 + BLOCK_N - 1``: one address in every 128-byte line
-    a row's ``ROW_BYTES`` span (every 128 bytes from its start, and its last byte), and its scale bytes where they
-    sit in a section of their own (V4)."""
+    """L2 prefetch of the KV rows of lanes ``lane0 .. lane0 + BLOCK_N - 1`` (``fast.l2``): the ``ROW_BYTES`` a
+    row's data spans, and its scale bytes where they sit in a section of their own (V4)."""
     lane = lane0 + tl.arange(0, BLOCK_N)
     idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
     ok = (idx >= 0) & (idx < N)
     row = tl.where(ok, idx, 0).to(tl.int64)
-    point = tl.arange(0, POINTS)
-    at = tl.minimum(point * 128, ROW_BYTES - 1)
-    mask = ok[:, None] & (point < (ROW_BYTES + 127) // 128 + 1)[None, :]
     if FP8_KV:
         data_b, scale_b = _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE, SCALE_STRIDE)
-        _prefetch_l2(kv_b_ptr + data_b[:, None] + at[None, :], mask)
+        l2.prefetch_row_lines(kv_b_ptr + data_b, ROW_BYTES, ok, 1, POINTS)
         if SEPARATE_SCALES:
-            _prefetch_l2(kv_b_ptr + scale_b, ok)
+            l2.prefetch_l2(kv_b_ptr + scale_b, ok)
     else:
-        _prefetch_l2(kv_ptr + row[:, None] * D + (at // ELEMENT_BYTES)[None, :], mask)
+        l2.prefetch_row_lines(kv_ptr + row * D, ROW_BYTES, ok, ELEMENT_BYTES, POINTS)
 
 
 @triton.jit
@@ -436,8 +419,8 @@ def prefetch_constants(layout: dict[str, int], dim: int, element_bytes: int, pre
     (``kv_constants``'s data stride, which holds V4.1's interleaved scales; ``dim`` elements for dense KV) and
     the addresses a row takes (one every 128 bytes, and its last byte, padded to a power of two)."""
     row_bytes = layout["DATA_STRIDE"] if layout["FP8_KV"] else dim * element_bytes
-    points = triton.next_power_of_2(triton.cdiv(row_bytes, 128) + 1)
-    return dict(PREFETCH=prefetch, ROW_BYTES=row_bytes, ELEMENT_BYTES=element_bytes, PREFETCH_POINTS=points)
+    return dict(PREFETCH=prefetch, ROW_BYTES=row_bytes, ELEMENT_BYTES=element_bytes,
+                PREFETCH_POINTS=l2.points_constexpr(row_bytes))  # fmt: skip
 
 
 def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:

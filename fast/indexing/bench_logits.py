@@ -295,11 +295,14 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
             for (bk, warps, stages), (hoist, fold, suffix) in itertools.product(PAGED_TILES, loop_options(True)):
                 cfg = logits.LogitsConfig(block_k=bk, num_warps=warps, num_stages=stages, hoist=hoist, fold=fold)
                 variants[f"bk{bk}_w{warps}_s{stages}{suffix}"] = functools.partial(run, cfg)
-        else:  # the default tile with relu as a NaN-keeping max and as a compare and a select
-            default = logits.default_config(fp8, paged=True)
+        default = logits.default_config(fp8, q8, paged=True)
+        if not q8:  # the default tile with relu as a NaN-keeping max and as a compare and a select
             for relu_max in (True, False):
                 cfg = dataclasses.replace(default, relu_max=relu_max)
                 variants[f"default_relu_{'max' if relu_max else 'select'}"] = functools.partial(run, cfg)
+        for hoist in (True, False):  # the default tile asking L2 for the next step's rows
+            cfg = dataclasses.replace(default, prefetch=1, hoist=hoist)
+            variants[f"default_prefetch1{'' if hoist else '_nolicm'}"] = functools.partial(run, cfg)
         note = "bytes: each request's rows read once (its longest query)"
         if q8:
             note += f"; default tile {logits.default_config(True, True, paged=True)}"

@@ -101,8 +101,8 @@ PAGED_LOGITS_ARGS = dict(q_ptr="*u8", qs_ptr=F32, w_ptr=F32, cache_ptr="*u8", ta
 
 def logits_cases(heads: int = 64, dim: int = 128) -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]]:
     """The FP8-query index-logits kernels at their default tiles (flat and paged), with loop-invariant code
-    hoisted and kept in the loop (``LogitsConfig.hoist``): (name, kernel, argument types, constexprs, warps,
-    stages)."""
+    hoisted and kept in the loop (``LogitsConfig.hoist``), and the paged one prefetching a step ahead
+    (``LogitsConfig.prefetch``): (name, kernel, argument types, constexprs, warps, stages)."""
     import dataclasses
 
     import torch
@@ -112,12 +112,18 @@ def logits_cases(heads: int = 64, dim: int = 128) -> list[tuple[str, Any, dict[s
     out = []
     for paged, kernel, sig in ((False, logits._logits_kernel, LOGITS_ARGS),
                                (True, logits._paged_logits_kernel, PAGED_LOGITS_ARGS)):  # fmt: skip
-        for hoist in (True, False):
-            cfg = dataclasses.replace(logits.default_config(fp8=True, q8=True, paged=paged), hoist=hoist)
+        default = logits.default_config(fp8=True, q8=True, paged=paged)
+        variants = [(dataclasses.replace(default, hoist=hoist), "hoisted" if hoist else "kept in the loop")
+                    for hoist in (True, False)]  # fmt: skip
+        if paged:
+            variants.append((dataclasses.replace(default, prefetch=1), "prefetching a step ahead"))
+        for cfg, what in variants:
             tile = logits._tile(heads, dim, 2 if paged else 64, cfg, q8=True)
             constants = logits._constants(cfg, tile, True, torch.uint8, dim, q8=True) | dict(UPCAST=False)
+            if paged:
+                constants |= logits.paged_prefetch_constants(cfg.prefetch, dim, 1)
             warps, stages = constants.pop("num_warps"), constants.pop("num_stages")
-            name = f"logits fp8 q and k{' paged' if paged else ''}, {'hoisted' if hoist else 'kept in the loop'}"
+            name = f"logits fp8 q and k{' paged' if paged else ''}, {what}"
             out.append((name, kernel, sig, constants, warps, stages))
     return out
 

@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fast import fitting
+from fast import fitting, l2
 from fast.indexing import validate as v
 
 
@@ -60,10 +60,24 @@ class LogitsConfig:
     """relu as one NaN-keeping ``max``; False: a compare and a select (the same values, NaN kept). On the H200
     under Triton 3.6 the max is faster in the flat kernels and slower in the paged bf16 one at B 128, next_n 2,
     32K (0.594 against 0.495 ms; docs/targets.md)."""
+    prefetch: int = 0
+    """Paged kernels, compiled only: each step asks the L2 cache for the key rows (and FP8 scales) of the step
+    this many steps ahead, through the block table (``fast.l2``; a hint that changes no result); 0: none. Not yet
+    timed on the H200: the benchmark's paged sweeps try 1."""
     fold: bool = True
     """FP8 keys: where every key row a program reads has a finite scale >= 0 (one read of its rows' scales
     first), multiply the head sums by the scales (one product a key and query); False, or another scale: scale
     every dot (one product a key, query and head)."""
+
+    def __post_init__(self) -> None:
+        for name in ("columns", "block_k", "num_warps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1 or value & (value - 1):
+                raise ValueError(f"{name}: must be a power of two >= 1 (a tile or warp count), got {value!r}")
+        for name, least in (("num_stages", 1), ("split", 0), ("prefetch", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"{name}: must be an int >= {least}, got {value!r}")
 
 
 COMPILED = LogitsConfig()
@@ -303,13 +317,32 @@ def _paged_scale_at(cache_ptr, block, within, rows_per_block, D):
 
 
 @triton.jit
+def _prefetch_step(cache_ptr, table, j0, seen, D, rows_per_block, num_blocks, BK: tl.constexpr, FP8: tl.constexpr,
+                   ROW_BYTES: tl.constexpr, ELEMENT_BYTES: tl.constexpr, POINTS: tl.constexpr):  # fmt: skip
+    """L2 prefetch of logical rows ``j0 .. j0 + BK - 1`` (those below ``seen`` in a block inside the cache):
+    each row's ``ROW_BYTES`` of keys and, for FP8 keys, its scale (``fast.l2``)."""
+    block, found, within = _paged_row(table, j0 + tl.arange(0, BK), seen, rows_per_block, num_blocks)
+    if FP8:
+        rows = cache_ptr + block * rows_per_block * (D + 4) + within * D
+        l2.prefetch_row_lines(rows, ROW_BYTES, found, 1, POINTS)
+        l2.prefetch_l2(_paged_scale_at(cache_ptr, block, within, rows_per_block, D), found)
+    else:
+        rows = cache_ptr + (block * rows_per_block + within) * D
+        l2.prefetch_row_lines(rows, ROW_BYTES, found, ELEMENT_BYTES, POINTS)
+
+
+@triton.jit
 def _paged_rows(cache_ptr, table, qt, w, lens, out_rows, query_ok, j_lo, seen, d, D, rows_per_block, num_blocks,
                 BQ: tl.constexpr, HP: tl.constexpr, BK: tl.constexpr, FP8: tl.constexpr, Q8: tl.constexpr,
                 F32: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, NO_LICM: tl.constexpr,
-                FOLDED: tl.constexpr, RELU_MAX: tl.constexpr):  # fmt: skip
+                FOLDED: tl.constexpr, RELU_MAX: tl.constexpr, PREFETCH: tl.constexpr, ROW_BYTES: tl.constexpr,
+                ELEMENT_BYTES: tl.constexpr, POINTS: tl.constexpr):  # fmt: skip
     """The paged kernel's walk over logical rows ``j_lo .. seen - 1``, ``BK`` at a time through the block
     table; rows in a block outside the cache read as NaN."""
     for j0 in tl.range(j_lo, seen, BK, disable_licm=NO_LICM):
+        if PREFETCH > 0:
+            _prefetch_step(cache_ptr, table, j0 + PREFETCH * BK, seen, D, rows_per_block, num_blocks, BK, FP8,
+                           ROW_BYTES, ELEMENT_BYTES, POINTS)  # fmt: skip
         j = j0 + tl.arange(0, BK)
         live = j < seen
         block, ok, within = _paged_row(table, j, seen, rows_per_block, num_blocks)
@@ -363,6 +396,10 @@ def _paged_logits_kernel(
     RELU_MAX: tl.constexpr,
     FOLD: tl.constexpr,
     SCALES_A_STEP: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    ROW_BYTES: tl.constexpr,
+    ELEMENT_BYTES: tl.constexpr,
+    POINTS: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     j_lo = tl.program_id(1) * split
@@ -389,10 +426,12 @@ def _paged_logits_kernel(
             folded = folded & _foldable(scale, found)
     if folded == 1:
         _paged_rows(cache_ptr, table, qt, w, lens, out_rows, tq < T, j_lo, seen, d, D, rows_per_block, num_blocks, BQ,
-                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, True, RELU_MAX)  # fmt: skip
+                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, True, RELU_MAX, PREFETCH, ROW_BYTES,
+                    ELEMENT_BYTES, POINTS)  # fmt: skip
     else:
         _paged_rows(cache_ptr, table, qt, w, lens, out_rows, tq < T, j_lo, seen, d, D, rows_per_block, num_blocks, BQ,
-                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, False, RELU_MAX)  # fmt: skip
+                    HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, False, RELU_MAX, PREFETCH, ROW_BYTES,
+                    ELEMENT_BYTES, POINTS)  # fmt: skip
     _hide_rest(out_rows, seen, j_lo, j_hi, tq < T, BK, BQ)
 
 
@@ -433,6 +472,14 @@ def _constants(
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
+
+
+def paged_prefetch_constants(prefetch: int, dim: int, element_bytes: int) -> dict[str, int]:
+    """The paged kernel's prefetch constexprs: steps ahead (0 under the interpreter, which has no inline
+    assembly), a key row's bytes, its element size and the addresses a row takes (``fast.l2``)."""
+    row_bytes = dim * element_bytes
+    return dict(PREFETCH=0 if v.interpreted() else prefetch, ROW_BYTES=row_bytes, ELEMENT_BYTES=element_bytes,
+                POINTS=l2.points_constexpr(row_bytes))  # fmt: skip
 
 
 def _tile(heads: int, dim: int, queries: int, cfg: LogitsConfig, q8: bool = False) -> tuple[int, int, int]:
@@ -555,6 +602,7 @@ def paged_index_logits(
             rows_per_block,
             split,
             **_constants(cfg, (bq, hp, dp), a.fp8, q.dtype, a.dim, a.q8),
+            **paged_prefetch_constants(cfg.prefetch, a.dim, cache.element_size()),
         )
 
     chosen = config or default_config(a.fp8, a.q8, paged=True)

@@ -1,0 +1,52 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""An L2 prefetch hint for gathered rows, shared by the kernels that read rows through an index or a table.
+
+    prefetch_row_lines(base: pointer[R], row_bytes: int, mask: bool[R], ELEMENT_BYTES, POINTS)
+
+issues ``prefetch.global.L2`` for every 128-byte line of each masked row: one address every 128 bytes from the
+row's start and one at its last byte, which together touch every line the row spans whatever its alignment
+(``points`` of them, padded to ``POINTS``, a power of two: ``points_constexpr``). A prefetch changes no value
+and holds no register after its issue; a masked-off lane issues none. Compiled kernels only: the interpreter has
+no inline assembly, so a kernel passes its prefetch distance as 0 there (docs/cache-kernels.md has the H200
+figures).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+LINE_BYTES = 128
+
+
+def points(row_bytes: int) -> int:
+    """Addresses a row of ``row_bytes`` takes: one every 128 bytes and its last byte."""
+    return triton.cdiv(row_bytes, LINE_BYTES) + 1
+
+
+def points_constexpr(row_bytes: int) -> int:
+    """``points`` padded to a power of two (the kernels' ``POINTS``)."""
+    return triton.next_power_of_2(points(row_bytes))
+
+
+@triton.jit
+def prefetch_l2(ptr, mask):
+    """Ask the L2 cache for the 128-byte lines holding ``ptr`` where ``mask`` (a hint: no result changes)."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+        "=r,l,r",
+        [ptr, mask.to(tl.int32)],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def prefetch_row_lines(base, ROW_BYTES: tl.constexpr, mask, ELEMENT_BYTES: tl.constexpr, POINTS: tl.constexpr):
+    """Prefetch every line of rows starting at ``base`` ([R] pointers to elements of ``ELEMENT_BYTES``), each
+    ``ROW_BYTES`` long, where ``mask`` ([R])."""
+    point = tl.arange(0, POINTS)
+    at = tl.minimum(point * 128, ROW_BYTES - 1)
+    lines = (ROW_BYTES + 127) // 128 + 1
+    prefetch_l2(base[:, None] + (at // ELEMENT_BYTES)[None, :], mask[:, None] & (point < lines)[None, :])
