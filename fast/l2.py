@@ -1,7 +1,7 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """An L2 prefetch hint for gathered rows, shared by the kernels that read rows through an index or a table.
 
-    prefetch_row_lines(base: pointer[R], row_bytes: int, mask: bool[R], ELEMENT_BYTES, POINTS)
+    prefetch_row_lines(base: pointer[R], ROW_BYTES, mask: bool[R], ELEMENT_BYTES, POINTS)   (constexprs in caps)
 
 issues ``prefetch.global.L2`` for every 128-byte line of each masked row: one address every 128 bytes from the
 row's start and one at its last byte, which together touch every line the row spans whatever its alignment

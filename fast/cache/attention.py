@@ -14,7 +14,8 @@ One program per (query row, block of heads), head blocks fastest so the programs
 program first reads the row's lane indices once, ``COUNT_LANES`` at a time, to count its valid lanes (the empty-row
 test); the pass also brings the row into the cache, so the main loop's index loads, on which its gathers wait, hit
 it (docs/cache-kernels.md has the H200 figures). It then walks the row's lanes in tiles of ``BLOCK_N``: it gathers
-the tile's KV rows once, computes the scores of all its heads with one ``tl.dot`` (heads are the M dimension), and
+the tile's KV rows once (having first asked L2 for the rows of the tile ``Config.prefetch`` tiles ahead, compiled
+only: ``fast.l2``), computes the scores of all its heads with one ``tl.dot`` (heads are the M dimension), and
 folds them into a running maximum, sum and f32 accumulator (online softmax; scores and maxima in natural units, as a
 torch softmax rounds them). The sink enters once, in the final denominator; lse excludes it. At f32 precision (f32
 inputs, or ``pv_f32``) the compiled kernel takes ``exp`` and ``log`` from libdevice (within 1 ulp, as torch's); the
