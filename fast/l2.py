@@ -5,10 +5,10 @@
 
 issues ``prefetch.global.L2`` for every 128-byte line of each masked row: one address every 128 bytes from the
 row's start and one at its last byte, which together touch every line the row spans whatever its alignment
-(``points`` of them, padded to ``POINTS``, a power of two: ``points_constexpr``). A prefetch changes no value
-and holds no register after its issue; a masked-off lane issues none. Compiled kernels only: the interpreter has
-no inline assembly, so a kernel passes its prefetch distance as 0 there (docs/cache-kernels.md has the H200
-figures).
+(padded to ``POINTS``, a power of two; ``constants`` gives a kernel's prefetch constexprs). A prefetch changes
+no value and holds no register after its issue; a masked-off lane issues none. Compiled kernels only: the
+interpreter has no inline assembly, so a kernel passes its prefetch distance as 0 there (docs/cache-kernels.md
+has the H200 figures).
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-LINE_BYTES = 128
+LINE_BYTES = tl.constexpr(128)
+"""The cache line the hint asks for, in bytes."""
 
 
-def points(row_bytes: int) -> int:
-    """Addresses a row of ``row_bytes`` takes: one every 128 bytes and its last byte."""
-    return triton.cdiv(row_bytes, LINE_BYTES) + 1
-
-
-def points_constexpr(row_bytes: int) -> int:
-    """``points`` padded to a power of two (the kernels' ``POINTS``)."""
-    return triton.next_power_of_2(points(row_bytes))
+def constants(prefetch: int, row_bytes: int, element_bytes: int) -> dict[str, int]:
+    """The constexprs of a kernel that prefetches rows: the distance ahead (``PREFETCH``, the caller's; 0 under
+    the interpreter), the row's bytes and element size, and the addresses a row takes (``PREFETCH_POINTS``: one
+    every 128 bytes and its last byte, padded to a power of two)."""
+    points = triton.cdiv(row_bytes, LINE_BYTES.value) + 1
+    return dict(PREFETCH=prefetch, ROW_BYTES=row_bytes, ELEMENT_BYTES=element_bytes,
+                PREFETCH_POINTS=triton.next_power_of_2(points))  # fmt: skip
 
 
 @triton.jit
@@ -47,6 +47,6 @@ def prefetch_row_lines(base, ROW_BYTES: tl.constexpr, mask, ELEMENT_BYTES: tl.co
     """Prefetch every line of rows starting at ``base`` ([R] pointers to elements of ``ELEMENT_BYTES``), each
     ``ROW_BYTES`` long, where ``mask`` ([R])."""
     point = tl.arange(0, POINTS)
-    at = tl.minimum(point * 128, ROW_BYTES - 1)
-    lines = (ROW_BYTES + 127) // 128 + 1
+    at = tl.minimum(point * LINE_BYTES, ROW_BYTES - 1)
+    lines = (ROW_BYTES + LINE_BYTES - 1) // LINE_BYTES + 1
     prefetch_l2(base[:, None] + (at // ELEMENT_BYTES)[None, :], mask[:, None] & (point < lines)[None, :])

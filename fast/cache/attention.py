@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from fast import fitting, l2
+from fast import config_checks, fitting, l2
 from fast.cache import rounding as rd
 from fast.cache.checks import ATTENTION_KV_FORMATS, AttentionArgs
 from fast.cache.formats import CacheFormat
@@ -64,14 +64,8 @@ class Config:
     DRAM."""
 
     def __post_init__(self) -> None:
-        for name in ("block_h", "block_n", "num_warps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1 or value & (value - 1):
-                raise ValueError(f"{name}: must be a power of two >= 1 (a tile or warp count), got {value!r}")
-        if not isinstance(self.num_stages, int) or self.num_stages < 1:
-            raise ValueError(f"num_stages: must be an int >= 1, got {self.num_stages!r}")
-        if not isinstance(self.prefetch, int) or self.prefetch < 0:
-            raise ValueError(f"prefetch: must be an int >= 0 (tiles ahead; 0: none), got {self.prefetch!r}")
+        config_checks.powers_of_two(self, "block_h", "block_n", "num_warps")
+        config_checks.at_least(self, num_stages=1, prefetch=0)
 
 
 @triton.jit
@@ -93,23 +87,30 @@ def _log(x, LIBDEVICE: tl.constexpr):
 
 
 @triton.jit
+def _tile_lanes(idx_ptr, m, K, N, lane0, BLOCK_N: tl.constexpr):
+    """Lanes ``lane0 .. lane0 + BLOCK_N - 1`` of query row ``m`` -> (valid: ``0 <= index < N``, row i64: the
+    index where valid, else 0)."""
+    lane = lane0 + tl.arange(0, BLOCK_N)
+    idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+    valid = (idx >= 0) & (idx < N)
+    return valid, tl.where(valid, idx, 0).to(tl.int64)
+
+
+@triton.jit
 def _prefetch_rows(kv_ptr, kv_b_ptr, idx_ptr, m, K, N, lane0, rows_per_block: tl.constexpr, block_bytes, scale_base,
                    D: tl.constexpr, BLOCK_N: tl.constexpr, FP8_KV: tl.constexpr, DATA_STRIDE: tl.constexpr,
                    SCALE_STRIDE: tl.constexpr, SEPARATE_SCALES: tl.constexpr, ROW_BYTES: tl.constexpr,
-                   ELEMENT_BYTES: tl.constexpr, POINTS: tl.constexpr):  # fmt: skip
+                   ELEMENT_BYTES: tl.constexpr, PREFETCH_POINTS: tl.constexpr):  # fmt: skip
     """L2 prefetch of the KV rows of lanes ``lane0 .. lane0 + BLOCK_N - 1`` (``fast.l2``): the ``ROW_BYTES`` a
     row's data spans, and its scale bytes where they sit in a section of their own (V4)."""
-    lane = lane0 + tl.arange(0, BLOCK_N)
-    idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
-    ok = (idx >= 0) & (idx < N)
-    row = tl.where(ok, idx, 0).to(tl.int64)
+    ok, row = _tile_lanes(idx_ptr, m, K, N, lane0, BLOCK_N)
     if FP8_KV:
         data_b, scale_b = _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE, SCALE_STRIDE)
-        l2.prefetch_row_lines(kv_b_ptr + data_b, ROW_BYTES, ok, 1, POINTS)
+        l2.prefetch_row_lines(kv_b_ptr + data_b, ROW_BYTES, ok, 1, PREFETCH_POINTS)
         if SEPARATE_SCALES:
             l2.prefetch_l2(kv_b_ptr + scale_b, ok)
     else:
-        l2.prefetch_row_lines(kv_ptr + row * D, ROW_BYTES, ok, ELEMENT_BYTES, POINTS)
+        l2.prefetch_row_lines(kv_ptr + row * D, ROW_BYTES, ok, ELEMENT_BYTES, PREFETCH_POINTS)
 
 
 @triton.jit
@@ -262,10 +263,7 @@ def _sparse_attention_kernel(
             _prefetch_rows(kv_ptr, kv_b_ptr, idx_ptr, m, K, N, start + PREFETCH * BLOCK_N, RPB, block_bytes,
                            scale_base, D, BLOCK_N, FP8_KV, DATA_STRIDE, SCALE_STRIDE, DATA_STRIDE != SCALE_STRIDE,
                            ROW_BYTES, ELEMENT_BYTES, PREFETCH_POINTS)  # fmt: skip
-        lane = start + tl.arange(0, BLOCK_N)
-        idx = tl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
-        valid = (idx >= 0) & (idx < N)
-        row = tl.where(valid, idx, 0).to(tl.int64)
+        valid, row = _tile_lanes(idx_ptr, m, K, N, start, BLOCK_N)
         if FP8_KV:
             if NATIVE_FP8:
                 k = _fp8_tile(kv_f8_ptr, kv_b_ptr, kv_h_ptr, row, valid, RPB, block_bytes, scale_base, d,
@@ -417,11 +415,9 @@ def kv_constants(fmt: CacheFormat | None, rows_per_block: int = 1) -> dict[str, 
 
 def prefetch_constants(layout: dict[str, int], dim: int, element_bytes: int, prefetch: int) -> dict[str, int]:
     """The kernel's prefetch constexprs: tiles ahead (``Config.prefetch``), the bytes a KV row's data spans
-    (``kv_constants``'s data stride, which holds V4.1's interleaved scales; ``dim`` elements for dense KV) and
-    the addresses a row takes (one every 128 bytes, and its last byte, padded to a power of two)."""
-    row_bytes = layout["DATA_STRIDE"] if layout["FP8_KV"] else dim * element_bytes
-    return dict(PREFETCH=prefetch, ROW_BYTES=row_bytes, ELEMENT_BYTES=element_bytes,
-                PREFETCH_POINTS=l2.points_constexpr(row_bytes))  # fmt: skip
+    (``kv_constants``'s data stride, which holds V4.1's interleaved scales; ``dim`` elements for dense KV), its
+    element size and the addresses a row takes (``fast.l2.constants``)."""
+    return l2.constants(prefetch, layout["DATA_STRIDE"] if layout["FP8_KV"] else dim * element_bytes, element_bytes)
 
 
 def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:

@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fast import fitting, l2
+from fast import config_checks, fitting, l2
 from fast.indexing import validate as v
 
 
@@ -70,14 +70,8 @@ class LogitsConfig:
     every dot (one product a key, query and head)."""
 
     def __post_init__(self) -> None:
-        for name in ("columns", "block_k", "num_warps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1 or value & (value - 1):
-                raise ValueError(f"{name}: must be a power of two >= 1 (a tile or warp count), got {value!r}")
-        for name, least in (("num_stages", 1), ("split", 0), ("prefetch", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < least:
-                raise ValueError(f"{name}: must be an int >= {least}, got {value!r}")
+        config_checks.powers_of_two(self, "columns", "block_k", "num_warps")
+        config_checks.at_least(self, num_stages=1, split=0, prefetch=0)
 
 
 COMPILED = LogitsConfig()
@@ -310,6 +304,17 @@ def _paged_row(table, j, seen, rows_per_block, num_blocks):
 
 
 @triton.jit
+def _paged_key_at(cache_ptr, block, within, rows_per_block, D, FP8: tl.constexpr):
+    """Where row ``within`` of ``block`` starts: FP8, its e4m3 codes (a block holds its rows' codes, then their
+    float32 scales: ``D + 4`` bytes a row); else its ``D`` elements."""
+    if FP8:
+        at = cache_ptr + block * rows_per_block * (D + 4) + within * D
+    else:
+        at = cache_ptr + (block * rows_per_block + within) * D
+    return at
+
+
+@triton.jit
 def _paged_scale_at(cache_ptr, block, within, rows_per_block, D):
     """Where row ``within`` of ``block`` keeps its float32 scale: after the block's rows of e4m3 codes."""
     base = block * rows_per_block * (D + 4)
@@ -318,17 +323,14 @@ def _paged_scale_at(cache_ptr, block, within, rows_per_block, D):
 
 @triton.jit
 def _prefetch_step(cache_ptr, table, j0, seen, D, rows_per_block, num_blocks, BK: tl.constexpr, FP8: tl.constexpr,
-                   ROW_BYTES: tl.constexpr, ELEMENT_BYTES: tl.constexpr, POINTS: tl.constexpr):  # fmt: skip
+                   ROW_BYTES: tl.constexpr, ELEMENT_BYTES: tl.constexpr, PREFETCH_POINTS: tl.constexpr):  # fmt: skip
     """L2 prefetch of logical rows ``j0 .. j0 + BK - 1`` (those below ``seen`` in a block inside the cache):
     each row's ``ROW_BYTES`` of keys and, for FP8 keys, its scale (``fast.l2``)."""
     block, found, within = _paged_row(table, j0 + tl.arange(0, BK), seen, rows_per_block, num_blocks)
+    rows = _paged_key_at(cache_ptr, block, within, rows_per_block, D, FP8)
+    l2.prefetch_row_lines(rows, ROW_BYTES, found, ELEMENT_BYTES, PREFETCH_POINTS)
     if FP8:
-        rows = cache_ptr + block * rows_per_block * (D + 4) + within * D
-        l2.prefetch_row_lines(rows, ROW_BYTES, found, 1, POINTS)
         l2.prefetch_l2(_paged_scale_at(cache_ptr, block, within, rows_per_block, D), found)
-    else:
-        rows = cache_ptr + (block * rows_per_block + within) * D
-        l2.prefetch_row_lines(rows, ROW_BYTES, found, ELEMENT_BYTES, POINTS)
 
 
 @triton.jit
@@ -336,26 +338,23 @@ def _paged_rows(cache_ptr, table, qt, w, lens, out_rows, query_ok, j_lo, seen, d
                 BQ: tl.constexpr, HP: tl.constexpr, BK: tl.constexpr, FP8: tl.constexpr, Q8: tl.constexpr,
                 F32: tl.constexpr, UPCAST: tl.constexpr, EVEN_D: tl.constexpr, NO_LICM: tl.constexpr,
                 FOLDED: tl.constexpr, RELU_MAX: tl.constexpr, PREFETCH: tl.constexpr, ROW_BYTES: tl.constexpr,
-                ELEMENT_BYTES: tl.constexpr, POINTS: tl.constexpr):  # fmt: skip
+                ELEMENT_BYTES: tl.constexpr, PREFETCH_POINTS: tl.constexpr):  # fmt: skip
     """The paged kernel's walk over logical rows ``j_lo .. seen - 1``, ``BK`` at a time through the block
     table; rows in a block outside the cache read as NaN."""
     for j0 in tl.range(j_lo, seen, BK, disable_licm=NO_LICM):
         if PREFETCH > 0:
             _prefetch_step(cache_ptr, table, j0 + PREFETCH * BK, seen, D, rows_per_block, num_blocks, BK, FP8,
-                           ROW_BYTES, ELEMENT_BYTES, POINTS)  # fmt: skip
+                           ROW_BYTES, ELEMENT_BYTES, PREFETCH_POINTS)  # fmt: skip
         j = j0 + tl.arange(0, BK)
         live = j < seen
         block, ok, within = _paged_row(table, j, seen, rows_per_block, num_blocks)
         kmask = ok[:, None] & ((d[None, :] < D) | EVEN_D)
+        rows = _paged_key_at(cache_ptr, block, within, rows_per_block, D, FP8)
         if FP8:
-            base = block * rows_per_block * (D + 4)
-            codes = tl.load(cache_ptr + (base + within * D)[:, None] + d[None, :], mask=kmask, other=0)
-            keys = _fp8_keys(codes, Q8, UPCAST)
+            keys = _fp8_keys(tl.load(rows[:, None] + d[None, :], mask=kmask, other=0), Q8, UPCAST)
             scale = tl.load(_paged_scale_at(cache_ptr, block, within, rows_per_block, D), mask=ok, other=0.0)
         else:
-            keys = tl.load(
-                cache_ptr + ((block * rows_per_block + within) * D)[:, None] + d[None, :], mask=kmask, other=0.0
-            )
+            keys = tl.load(rows[:, None] + d[None, :], mask=kmask, other=0.0)
         s = _dot(keys, qt, F32, UPCAST)
         if FP8:
             logit = _scaled_head_sum(s, scale, w, BK, BQ, HP, FOLDED, RELU_MAX)
@@ -399,7 +398,7 @@ def _paged_logits_kernel(
     PREFETCH: tl.constexpr,
     ROW_BYTES: tl.constexpr,
     ELEMENT_BYTES: tl.constexpr,
-    POINTS: tl.constexpr,
+    PREFETCH_POINTS: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     j_lo = tl.program_id(1) * split
@@ -427,11 +426,11 @@ def _paged_logits_kernel(
     if folded == 1:
         _paged_rows(cache_ptr, table, qt, w, lens, out_rows, tq < T, j_lo, seen, d, D, rows_per_block, num_blocks, BQ,
                     HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, True, RELU_MAX, PREFETCH, ROW_BYTES,
-                    ELEMENT_BYTES, POINTS)  # fmt: skip
+                    ELEMENT_BYTES, PREFETCH_POINTS)  # fmt: skip
     else:
         _paged_rows(cache_ptr, table, qt, w, lens, out_rows, tq < T, j_lo, seen, d, D, rows_per_block, num_blocks, BQ,
                     HP, BK, FP8, Q8, F32, UPCAST, EVEN_D, NO_LICM, False, RELU_MAX, PREFETCH, ROW_BYTES,
-                    ELEMENT_BYTES, POINTS)  # fmt: skip
+                    ELEMENT_BYTES, PREFETCH_POINTS)  # fmt: skip
     _hide_rest(out_rows, seen, j_lo, j_hi, tq < T, BK, BQ)
 
 
@@ -477,9 +476,7 @@ def _constants(
 def paged_prefetch_constants(prefetch: int, dim: int, element_bytes: int) -> dict[str, int]:
     """The paged kernel's prefetch constexprs: steps ahead (0 under the interpreter, which has no inline
     assembly), a key row's bytes, its element size and the addresses a row takes (``fast.l2``)."""
-    row_bytes = dim * element_bytes
-    return dict(PREFETCH=0 if v.interpreted() else prefetch, ROW_BYTES=row_bytes, ELEMENT_BYTES=element_bytes,
-                POINTS=l2.points_constexpr(row_bytes))  # fmt: skip
+    return l2.constants(0 if v.interpreted() else prefetch, dim * element_bytes, element_bytes)
 
 
 def _tile(heads: int, dim: int, queries: int, cfg: LogitsConfig, q8: bool = False) -> tuple[int, int, int]:
