@@ -670,26 +670,15 @@ def test_a_call_of_no_lanes_answers_every_row_as_empty(backend: str, empty_row: 
         assert bool(out.isnan().all()) and bool(lse.isnan().all())
 
 
-FP8_DECODES = {
-    "hardware-conversion": dict(native_fp8=True),
-    "integer-decode": dict(native_fp8=False),
-    "carried": dict(native_fp8=True, carry=True),
-}
-
-
-@pytest.mark.parametrize("decode", list(FP8_DECODES))
+@pytest.mark.parametrize("native_fp8", [True, False], ids=["hardware-conversion", "integer-decode"])
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("conv", ["v4_584", "v41_fp8_528"])
-def test_fp8_kv_is_dequantized_in_the_kernel(conv: str, backend: str, decode: str) -> None:
+def test_fp8_kv_is_dequantized_in_the_kernel(conv: str, backend: str, native_fp8: bool) -> None:
     """An FP8 cache (V4 584-byte or V4.1 528-byte rows) read by slot: equal to the same kernel on the dequantized
     rows (which bf16 holds exactly), and in f64 mode within 2 ulps of the exact attention over the reference's
-    decoded rows; every way the kernel reads the codes (``Config.native_fp8``, V4 only; ``Config.carry``, the
-    next tile's codes loaded a tile early, V4.1 only)."""
-    if decode != "hardware-conversion" and backend == "torch":
-        pytest.skip("the torch twin has one way of decoding")
-    if (decode, conv) in (("integer-decode", "v41_fp8_528"), ("carried", "v4_584")):
-        pytest.skip("the integer decode reads V4 caches, the carried codes V4.1 caches (test_fp8_read_forms_"
-                    "refuse_other_formats)")  # fmt: skip
+    decoded rows; both ways of decoding the e4m3 codes in the kernel (``Config.native_fp8``) for V4."""
+    if not native_fp8 and (backend == "torch" or conv != "v4_584"):
+        pytest.skip("the integer decode is the earlier V4 kernel path; the torch twin has one way of decoding")
     rows_per_block, blocks = 4, 5
     n = rows_per_block * blocks
     g = np.random.default_rng(4)
@@ -704,7 +693,7 @@ def test_fp8_kv_is_dequantized_in_the_kernel(conv: str, backend: str, decode: st
     lanes[1, :16] = -1
     sink = torch.tensor([0.5, -math.inf, 1.0], device=DEVICE)
     kw: dict[str, Any] = dict(scale=0.05, dv=512, backend=backend, precision="f64", config=SMALL)
-    fp8_config = dataclasses.replace(SMALL, **FP8_DECODES[decode])
+    fp8_config = dataclasses.replace(SMALL, native_fp8=native_fp8)
     out8, lse8 = sparse_attention(q, cache, lanes, sink, kv_format=conv, **{**kw, "config": fp8_config})
     out16, lse16 = sparse_attention(q, decoded.to(torch.bfloat16), lanes, sink, **kw)
     assert torch.equal(decoded.to(torch.bfloat16).float(), decoded), f"{conv} values are bf16 values"
@@ -762,19 +751,13 @@ def test_fp8_528_kv_reads_the_rows_in_every_mode(backend: str) -> None:
         assert out_err <= 4 * p_ulp * vmax + 1e-5 * vmax and lse_err <= 1e-5, (precision, out_err, lse_err)
 
 
-@pytest.mark.parametrize(
-    "conv, form, message",
-    [("v41_fp8_528", dict(native_fp8=False), r"^config: native_fp8=False"),
-     ("v4_584", dict(carry=True), r"^config: carry=True .* without a BF16 tail")],
-    ids=["integer decode of a 528 cache", "carried codes of a 584 cache"],
-)  # fmt: skip
-def test_fp8_read_forms_refuse_other_formats(conv: str, form: dict[str, Any], message: str) -> None:
-    cache = poisoned_cache(conv, 4, 1)
+def test_integer_decode_is_refused_for_528_caches() -> None:
+    cache = poisoned_cache("v41_fp8_528", 4, 1)
     q = torch.zeros(1, 2, 512, dtype=torch.bfloat16, device=DEVICE)
     lanes = torch.zeros(1, 4, dtype=torch.int32, device=DEVICE)
-    with pytest.raises(ValueError, match=message):
-        sparse_attention(q, cache, lanes, None, scale=1.0, dv=512, kv_format=conv,
-                         config=dataclasses.replace(SMALL, **form))  # fmt: skip
+    with pytest.raises(ValueError, match=r"^config: native_fp8=False"):
+        sparse_attention(q, cache, lanes, None, scale=1.0, dv=512, kv_format="v41_fp8_528",
+                         config=dataclasses.replace(SMALL, native_fp8=False))  # fmt: skip
 
 
 @pytest.mark.parametrize("lane", [-2, 40])

@@ -58,10 +58,6 @@ class Config:
     V4.1) by one multiply (``_fp8_tile``); False decodes every code with integer operations
     (``_fp8_v4_tile_int``, the earlier V4 path, kept for comparison in the benchmark; V4 584-byte caches
     only)."""
-    carry: bool = False
-    """FP8 KV with ``native_fp8``: load the next tile's codes and scales into registers at the start of each
-    tile, before its dots, so that the gathers of tile i + 1 wait while tile i is computed (Triton's own
-    pipelining issues them after the tile's score dot and softmax); other KV ignores it."""
     prefetch: int = 0
     """Compiled only: while a tile is computed, ask the L2 cache for the KV rows of the tile this many tiles
     ahead (``prefetch.global.L2``, a hint that changes no result; 0: none). The gathers then wait on L2, not on
@@ -128,69 +124,45 @@ def _fp8_row_offsets(row, rows_per_block: tl.constexpr, block_bytes, scale_base,
 
 
 @triton.jit
-def _fp8_tile_codes(kv_b_ptr, kv_h_ptr, row, valid, rows_per_block: tl.constexpr, block_bytes, scale_base, d,
-                    BLOCK_D: tl.constexpr, GROUP: tl.constexpr, NG: tl.constexpr, TAIL: tl.constexpr,
-                    DATA_STRIDE: tl.constexpr, SCALE_STRIDE: tl.constexpr):  # fmt: skip
-    """The stored parts of rows ``row`` of an FP8 cache, not yet converted (``_fp8_tile_value`` converts them):
-    u8 ``[BLOCK_N, BLOCK_D]`` e4m3 codes (0 past ``NG * GROUP``), u8 ``[BLOCK_N, BLOCK_D // GROUP]`` UE8M0 scale
-    codes (127, a scale of 1, past ``NG``) and, with a ``TAIL``, i16 ``[BLOCK_N, BLOCK_D]`` BF16 bits (0 before
-    the tail); every part 0 where not ``valid``."""
+def _fp8_tile(
+    kv_f8_ptr,
+    kv_b_ptr,
+    kv_h_ptr,
+    row,
+    valid,
+    rows_per_block: tl.constexpr,
+    block_bytes,
+    scale_base,
+    d,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    GROUP: tl.constexpr,
+    NG: tl.constexpr,
+    TAIL: tl.constexpr,
+    DATA_STRIDE: tl.constexpr,
+    SCALE_STRIDE: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+):
+    """Rows ``row`` of an FP8 cache as f32 ``[BLOCK_N, BLOCK_D]`` (0 where not ``valid``; BLOCK_D = 512): the
+    ``NG * GROUP`` e4m3 codes converted by the hardware, then each row's ``GROUP``-dim groups multiplied by their
+    UE8M0 scale (a power of two, so the product is exact, as the integer decode's is), then the ``TAIL`` BF16
+    dims (V4's RoPE part) after the codes. V4: 7 groups of 64 and a 64-dim tail; V4.1 528: 16 groups of 32."""
     QDIMS: tl.constexpr = NG * GROUP
     data_b, scale_b = _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE, SCALE_STRIDE)
     v2 = valid[:, None]
-    codes = tl.load(kv_b_ptr + data_b[:, None] + d[None, :], mask=v2 & (d[None, :] < QDIMS), other=0)
+    codes_mask = v2 & (d[None, :] < QDIMS)
+    x = tl.load(kv_f8_ptr + data_b[:, None] + d[None, :], mask=codes_mask, other=0.0).to(tl.float32)
+    if INTERPRETED:  # the interpreter reads the codes 0x7F / 0xFF as +-480; in e4m3fn they are NaN
+        code = tl.load(kv_b_ptr + data_b[:, None] + d[None, :], mask=codes_mask, other=0)
+        x = tl.where((code & 0x7F) == 0x7F, float("nan"), x)
     g = tl.arange(0, BLOCK_D // GROUP)  # the tail, if any, is the last group(s): scale 1 (code 127)
     scale_codes = tl.load(kv_b_ptr + scale_b[:, None] + g[None, :], mask=v2 & (g[None, :] < NG), other=127)
-    if TAIL > 0:
-        tail_at = (data_b + QDIMS) // 2  # the row's BF16 dims after its e4m3 bytes (rows start at even bytes)
-        tail = tl.load(kv_h_ptr + tail_at[:, None] + (d[None, :] - QDIMS), mask=v2 & (d[None, :] >= QDIMS), other=0)
-    else:
-        tail = scale_codes
-    return codes, scale_codes, tail
-
-
-@triton.jit
-def _fp8_tile_words(kv_w_ptr, kv_b_ptr, row, valid, rows_per_block: tl.constexpr, block_bytes, scale_base,
-                    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, GROUP: tl.constexpr, NG: tl.constexpr,
-                    DATA_STRIDE: tl.constexpr, SCALE_STRIDE: tl.constexpr):  # fmt: skip
-    """``_fp8_tile_codes`` of a cache without a BF16 tail (V4.1), its e4m3 codes as i32 ``[BLOCK_N, BLOCK_D //
-    4]`` words, four codes a word (a register holds four codes while the tile is carried to the next iteration;
-    as u8 elements each would take one); ``_fp8_words_codes`` takes them apart."""
-    data_b, scale_b = _fp8_row_offsets(row, rows_per_block, block_bytes, scale_base, DATA_STRIDE, SCALE_STRIDE)
-    v2 = valid[:, None]
-    w = tl.arange(0, BLOCK_D // 4)
-    words = tl.load(kv_w_ptr + data_b[:, None] // 4 + w[None, :], mask=v2 & (w[None, :] < NG * GROUP // 4), other=0)
-    g = tl.arange(0, BLOCK_D // GROUP)
-    scale_codes = tl.load(kv_b_ptr + scale_b[:, None] + g[None, :], mask=v2 & (g[None, :] < NG), other=127)
-    return words, scale_codes
-
-
-@triton.jit
-def _fp8_words_codes(words, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-    """i32 ``[BLOCK_N, BLOCK_D // 4]`` words -> their u8 ``[BLOCK_N, BLOCK_D]`` bytes, lowest byte first (the
-    bytes' order in memory). Interleaving, not a reshape of ``[..., 4]``, keeps each word's bytes in the thread
-    that loaded it."""
-    b0 = words & 0xFF
-    b1 = (words >> 8) & 0xFF
-    b2 = (words >> 16) & 0xFF
-    b3 = (words >> 24) & 0xFF
-    return tl.interleave(tl.interleave(b0, b2), tl.interleave(b1, b3)).to(tl.uint8)
-
-
-@triton.jit
-def _fp8_tile_value(codes, scale_codes, tail, d, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, GROUP: tl.constexpr,
-                    NG: tl.constexpr, TAIL: tl.constexpr, INTERPRETED: tl.constexpr):  # fmt: skip
-    """``_fp8_tile_codes``'s parts as f32 ``[BLOCK_N, BLOCK_D]``: the e4m3 codes converted by the hardware, each
-    row's ``GROUP``-dim groups multiplied by their UE8M0 scale (a power of two, so the product is exact, as the
-    integer decode's is), then the ``TAIL`` BF16 dims (V4's RoPE part) after the codes."""
-    QDIMS: tl.constexpr = NG * GROUP
-    x = codes.to(tl.float8e4nv, bitcast=True).to(tl.float32)
-    if INTERPRETED:  # the interpreter reads the codes 0x7F / 0xFF as +-480; in e4m3fn they are NaN
-        x = tl.where((codes & 0x7F) == 0x7F, float("nan"), x)
     scale = rd.ue8m0_value(scale_codes.to(tl.int32))
     grouped = tl.reshape(x, [BLOCK_N, BLOCK_D // GROUP, GROUP]) * scale[:, :, None]
     x = tl.reshape(grouped, [BLOCK_N, BLOCK_D])
     if TAIL > 0:
+        tail_at = (data_b + QDIMS) // 2  # the row's BF16 dims after its e4m3 bytes (rows start at even bytes)
+        tail = tl.load(kv_h_ptr + tail_at[:, None] + (d[None, :] - QDIMS), mask=v2 & (d[None, :] >= QDIMS), other=0)
         tail_f = ((tail.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
         x = tl.where(d[None, :] >= QDIMS, tail_f, x)
     return x
@@ -220,7 +192,7 @@ def _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, rows_per_block: t
 def _sparse_attention_kernel(
     q_ptr,
     kv_ptr,
-    kv_w_ptr,
+    kv_f8_ptr,
     kv_b_ptr,
     kv_h_ptr,
     kv_q_ptr,
@@ -262,7 +234,6 @@ def _sparse_attention_kernel(
     ROW_BYTES: tl.constexpr,
     ELEMENT_BYTES: tl.constexpr,
     PREFETCH_POINTS: tl.constexpr,
-    CARRY: tl.constexpr,
 ):
     hb = tl.program_id(0)
     m = tl.program_id(1).to(tl.int64)
@@ -285,38 +256,18 @@ def _sparse_attention_kernel(
     m_i = tl.full([BLOCK_H], float("-inf"), ACC)
     l_i = tl.zeros([BLOCK_H], ACC)
     acc = tl.zeros([BLOCK_H, BLOCK_DV], ACC)
-    if CARRY:
-        valid_c, row_c = _tile_lanes(idx_ptr, m, K, N, 0, BLOCK_N)
-        words_c, scale_codes_c = _fp8_tile_words(kv_w_ptr, kv_b_ptr, row_c, valid_c, RPB, block_bytes, scale_base,
-                                                 BLOCK_N, BLOCK_D, GROUP, NG, DATA_STRIDE,
-                                                 SCALE_STRIDE)  # fmt: skip
-        valid_cc, row_cc = _tile_lanes(idx_ptr, m, K, N, BLOCK_N, BLOCK_N)
     # Loop-invariant code stays in the loop: hoisted, the wgmma shared-memory descriptors of q and of the converted
     # FP8 tile (one a k-step) stay live across it and spill at D = 512 (compile_check: 216-600 B of stack).
     for start in tl.range(0, K, BLOCK_N, disable_licm=True):
-        if CARRY:  # this tile's codes came in the last iteration; the next tile's are asked for now, and the
-            # lane indices of the one after it (so that the next iteration's gathers need not wait for them)
-            valid, row, words, scale_codes = valid_c, row_c, words_c, scale_codes_c
-            valid_c, row_c = valid_cc, row_cc
-            valid_cc, row_cc = _tile_lanes(idx_ptr, m, K, N, start + 2 * BLOCK_N, BLOCK_N)
-            words_c, scale_codes_c = _fp8_tile_words(kv_w_ptr, kv_b_ptr, row_c, valid_c, RPB, block_bytes,
-                                                     scale_base, BLOCK_N, BLOCK_D, GROUP, NG, DATA_STRIDE,
-                                                     SCALE_STRIDE)  # fmt: skip
-            codes = _fp8_words_codes(words, BLOCK_N, BLOCK_D)
-            tail = scale_codes
-        else:
-            valid, row = _tile_lanes(idx_ptr, m, K, N, start, BLOCK_N)
         if PREFETCH > 0:
             _prefetch_rows(kv_ptr, kv_b_ptr, idx_ptr, m, K, N, start + PREFETCH * BLOCK_N, RPB, block_bytes,
                            scale_base, D, BLOCK_N, FP8_KV, DATA_STRIDE, SCALE_STRIDE, DATA_STRIDE != SCALE_STRIDE,
                            ROW_BYTES, ELEMENT_BYTES, PREFETCH_POINTS)  # fmt: skip
+        valid, row = _tile_lanes(idx_ptr, m, K, N, start, BLOCK_N)
         if FP8_KV:
             if NATIVE_FP8:
-                if not CARRY:
-                    codes, scale_codes, tail = _fp8_tile_codes(kv_b_ptr, kv_h_ptr, row, valid, RPB, block_bytes,
-                                                               scale_base, d, BLOCK_D, GROUP, NG, TAIL, DATA_STRIDE,
-                                                               SCALE_STRIDE)  # fmt: skip
-                k = _fp8_tile_value(codes, scale_codes, tail, d, BLOCK_N, BLOCK_D, GROUP, NG, TAIL, INTERPRETED)
+                k = _fp8_tile(kv_f8_ptr, kv_b_ptr, kv_h_ptr, row, valid, RPB, block_bytes, scale_base, d,
+                              BLOCK_N, BLOCK_D, GROUP, NG, TAIL, DATA_STRIDE, SCALE_STRIDE, INTERPRETED)  # fmt: skip
             else:
                 k = _fp8_v4_tile_int(kv_b_ptr, kv_h_ptr, kv_q_ptr, row, valid, RPB, block_bytes,
                                      scale_base, d, GROUP, NG, DATA_STRIDE, SCALE_STRIDE)  # fmt: skip
@@ -484,9 +435,6 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
         if kv_cache[0].convention != "v4_584":
             raise ValueError(f"config: native_fp8=False (the integer decode) reads v4_584 caches only, got "
                              f"{kv_cache[0].convention}")  # fmt: skip
-    if kv_cache is not None and call.config is not None and call.config.carry and kv_cache[0].tail_dims:
-        raise ValueError(f"config: carry=True reads caches without a BF16 tail (v41_fp8_528), got "
-                         f"{kv_cache[0].convention}")  # fmt: skip
     if M == 0 or H == 0:
         return out, lse
     mode = MODES[call.precision]
@@ -498,7 +446,7 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
         layout = kv_constants(fmt, rows_per_block)
         scale_base = fmt.offsets(rows_per_block)[1]
         N = call.kv.shape[0] * rows_per_block
-        views = (kv, kv.view(torch.int32), kv, kv.view(torch.int16), kv.view(torch.int64))
+        views = (kv, kv.view(torch.float8_e4m3fn), kv, kv.view(torch.int16), kv.view(torch.int64))
         block_bytes = kv.shape[-1]
     else:
         layout = kv_constants(None)
@@ -544,7 +492,6 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
             LIBDEVICE=not interpreted and (mode < 2 or q.dtype == torch.float32),
             COUNT_LANES=min(COUNT_LANES, max(16, triton.next_power_of_2(K))),
             **prefetch_constants(layout, D, kv.element_size(), 0 if interpreted else cfg.prefetch),
-            CARRY=cfg.carry and kv_cache is not None and cfg.native_fp8,
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )

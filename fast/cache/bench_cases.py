@@ -188,30 +188,19 @@ SWEEP = (
     attention.Config(64, 128, 8, 1),
     attention.Config(64, 64, 8, 1),
     attention.Config(64, 32, 8, 4),
-    attention.Config(64, 64, 16, 1, prefetch=1),
-    attention.Config(64, 32, 16, 2, prefetch=1),
 )
 """Decode tiles the sweep tries (b 128, h 64) besides the default's prefetch variants (``PREFETCH_SWEEP``): 8
-warps without the prefetch, as the runs before it measured them, and two 16-warp tiles (a thread then holds at
-most 128 registers, the accumulator 64 of them; lowered for sm_90 they spill 216-256 bytes, ``python -m
-fast.cache.compile_check --only "16 warps"``), not yet timed on the H200."""
+warps without the prefetch, as the runs before it measured them. Tried and dropped: 16 warps a program (at most
+128 registers a thread, the accumulator 64 of them; 0.65-1.2 ms against 0.31-0.50 for the defaults,
+results/sweeps/run7_6e20deb)."""
 
 
 PREFETCH_SWEEP = (0, 2)
 """Tiles ahead of the L2 prefetch (``Config.prefetch``) tried on the default tile besides its own."""
 
-CARRY_SWEEP = (
-    attention.Config(64, 64, 8, 1, carry=True),
-    attention.Config(64, 64, 8, 1, carry=True, prefetch=2),
-    attention.Config(64, 32, 8, 1, carry=True, prefetch=2),
-    attention.Config(64, 128, 8, 1, carry=True, prefetch=2),
-)
-"""V4.1 tiles with the next tile's codes loaded a tile early (``Config.carry``; lowered for sm_90 the 32-lane
-tile holds them without a spill, the 64-lane one spills 152 bytes, the 128-lane one 952)."""
-
 
 def sweep_label(c: attention.Config) -> str:
-    return f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages},pf{c.prefetch}{',carry' * c.carry}]"
+    return f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages},pf{c.prefetch}]"
 
 
 def decode_case(
@@ -268,8 +257,6 @@ def decode_case(
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
             impls["torch_compile"] = lambda: compiled(compiled_call)
         tiles = [*SWEEP, *(dataclasses.replace(default, prefetch=n) for n in PREFETCH_SWEEP)] if sweep else []
-        if sweep and kv_format == "v41_fp8_528":
-            tiles += CARRY_SWEEP
         sweep_impls = {sweep_label(c): triton_fn("bf16", c) for c in tiles}
         flops, moved = attention_model(M, h, topk, x["row_bytes"])
 

@@ -49,7 +49,7 @@ def _quantize_cases() -> list[Case]:
     return out
 
 
-ATTENTION_ARGS = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_w_ptr="*i32", kv_b_ptr="*u8", kv_h_ptr="*i16",
+ATTENTION_ARGS = dict(q_ptr="*bf16", kv_ptr="*bf16", kv_f8_ptr="*fp8e4nv", kv_b_ptr="*u8", kv_h_ptr="*i16",
                       kv_q_ptr="*i64", idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32", H="i32",
                       N="i64", K="i32", scale_hi="fp32", scale_lo="fp32", block_bytes="i32",
                       scale_base="i32")  # fmt: skip
@@ -66,7 +66,7 @@ def _attention_base() -> dict[str, Any]:
     from fast.cache import attention
 
     return dict(D=512, DV=512, BLOCK_D=512, BLOCK_DV=512, NATIVE_FP8=True, SEPARATE_V=False, HAS_SINK=True,
-                EMPTY_NAN=False, CARRY=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
+                EMPTY_NAN=False, ACC=tl.float32, IS_F32=False, INTERPRETED=False,
                 COUNT_LANES=attention.COUNT_LANES, **_kv(None))  # fmt: skip
 
 
@@ -83,7 +83,7 @@ def _kv(conv: str | None, prefetch: int = 0) -> dict[str, Any]:
 def _attention_cases() -> list[Case]:
     import triton.language as tl
 
-    from fast.cache import attention, bench_cases
+    from fast.cache import attention
 
     base = _attention_base()
     out = []
@@ -109,19 +109,12 @@ def _attention_cases() -> list[Case]:
         ):
             out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, ATTENTION_ARGS,
                         base | tiles | extra, cfg.num_warps, cfg.num_stages))  # fmt: skip
-    for conv in (None, "v4_584", "v41_fp8_528"):  # the default tiles, then 16 warps; prefetching into L2
+    for conv in (None, "v4_584", "v41_fp8_528"):  # the default tiles, prefetching into L2
         default = attention.default_config(64, 512, conv)
-        variants: list[tuple[attention.Config, str]] = [
-            (default, "prefetch 1"),
-            (attention.Config(64, 64, 16, 1, prefetch=1), "16 warps"),
-        ]
-        if conv == "v41_fp8_528":
-            variants += [(c, "carried codes") for c in bench_cases.CARRY_SWEEP]
-        for cfg, what in variants:
-            label = (f"{conv or 'bf16'} kv, bf16 p h{cfg.block_h} n{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}"
-                     f" pf{cfg.prefetch}")  # fmt: skip
+        for cfg, what in ((default, "prefetch 1"),):
+            label = f"{conv or 'bf16'} kv, bf16 p h{cfg.block_h} n{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}"
             constants = base | _kv(conv, prefetch=cfg.prefetch) | dict(MODE=2, LIBDEVICE=False, BLOCK_H=cfg.block_h,
-                                                                     BLOCK_N=cfg.block_n, CARRY=cfg.carry)  # fmt: skip
+                                                                     BLOCK_N=cfg.block_n)  # fmt: skip
             out.append((f"attention {what}, {label}", attention._sparse_attention_kernel, ATTENTION_ARGS, constants,
                         cfg.num_warps, cfg.num_stages))  # fmt: skip
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)

@@ -101,8 +101,8 @@ PAGED_LOGITS_ARGS = dict(q_ptr="*u8", qs_ptr=F32, w_ptr=F32, cache_ptr="*u8", ta
 
 def logits_cases(heads: int = 64, dim: int = 128) -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]]:
     """The FP8-query index-logits kernels at their default tiles (flat and paged), with loop-invariant code
-    hoisted and kept in the loop (``LogitsConfig.hoist``), and the paged one prefetching a step ahead
-    (``LogitsConfig.prefetch``): (name, kernel, argument types, constexprs, warps, stages)."""
+    hoisted and kept in the loop (``LogitsConfig.hoist``), the paged one with and without its prefetch a step
+    ahead (``LogitsConfig.prefetch``): (name, kernel, argument types, constexprs, warps, stages)."""
     import dataclasses
 
     import torch
@@ -113,11 +113,12 @@ def logits_cases(heads: int = 64, dim: int = 128) -> list[tuple[str, Any, dict[s
     for paged, kernel, sig in ((False, logits._logits_kernel, LOGITS_ARGS),
                                (True, logits._paged_logits_kernel, PAGED_LOGITS_ARGS)):  # fmt: skip
         default = logits.default_config(fp8=True, q8=True, paged=paged)
-        variants = [(dataclasses.replace(default, hoist=hoist), "hoisted" if hoist else "kept in the loop")
-                    for hoist in (True, False)]  # fmt: skip
+        variants = [dataclasses.replace(default, hoist=hoist) for hoist in (True, False)]
         if paged:
-            variants.append((dataclasses.replace(default, prefetch=1), "prefetching a step ahead"))
-        for cfg, what in variants:
+            variants += [dataclasses.replace(c, prefetch=1 - default.prefetch) for c in variants]
+        for cfg in variants:
+            what = (f"{'hoisted' if cfg.hoist else 'kept in the loop'}{', prefetching a step ahead' * cfg.prefetch}"
+                    f"{' (the default)' * (cfg == default)}")  # fmt: skip
             tile = logits._tile(heads, dim, 2 if paged else 64, cfg, q8=True)
             constants = logits._constants(cfg, tile, True, torch.uint8, dim, q8=True) | dict(UPCAST=False)
             if paged:

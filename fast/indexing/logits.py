@@ -62,8 +62,8 @@ class LogitsConfig:
     32K (0.594 against 0.495 ms; docs/targets.md)."""
     prefetch: int = 0
     """Paged kernels, compiled only: each step asks the L2 cache for the key rows (and FP8 scales) of the step
-    this many steps ahead, through the block table (``fast.l2``; a hint that changes no result); 0: none. Not yet
-    timed on the H200: the benchmark's paged sweeps try 1."""
+    this many steps ahead, through the block table (``fast.l2``; a hint that changes no result); 0: none. On in
+    the FP8-query default (``PAGED_Q8``); the bf16 and FP8-key paged kernels gain 1% or lose with it."""
     fold: bool = True
     """FP8 keys: where every key row a program reads has a finite scale >= 0 (one read of its rows' scales
     first), multiply the head sums by the scales (one product a key and query); False, or another scale: scale
@@ -86,10 +86,11 @@ H200 sweep on 4096 x 16384)."""
 COMPILED_Q8 = LogitsConfig(columns=256, block_k=64, num_warps=4, num_stages=3)
 """FP8 queries and keys: an e4m3 dot (no decode), 4 queries x 64 heads per tile, one warp group (236 registers):
 the fastest of the benchmark's sweep on the H200 (results/bench.md, "Triton tile variants")."""
-PAGED_Q8 = LogitsConfig(block_k=128, num_warps=4, num_stages=2, fold=False)
-"""Paged decode with FP8 queries: 128 rows (two 64-row blocks) a step, one warp group, every dot scaled: the
-sweep's fastest (0.364 ms; the fold's first read of the scales through the block table costs more than it
-saves here, 0.407)."""
+PAGED_Q8 = LogitsConfig(block_k=128, num_warps=4, num_stages=2, fold=False, prefetch=1, hoist=False)
+"""Paged decode with FP8 queries: 128 rows (two 64-row blocks) a step, one warp group, every dot scaled (the
+fold's first read of the scales through the block table costs more than it saves here: 0.407 against 0.364 ms),
+the next step's rows asked of L2 with the loop-invariant code kept in the loop: 0.322 ms against 0.368 without the
+prefetch and 0.328 with it hoisted, at B 128, next_n 2, 32K on the H200 (results/sweeps/run7_6e20deb)."""
 SCALES_A_STEP = 1024
 """Key scales a step of the check that decides a program's fold (``LogitsConfig.fold``)."""
 INTERPRETED = LogitsConfig(columns=32, block_k=16, split=32, num_warps=1, num_stages=1)
