@@ -126,3 +126,5 @@ def test_decode_sweep_checks_every_tile() -> None:
     worst = re.search(r"swept tiles, bf16 p: max \|out - f64\| (\d\.\d\de[-+]\d+) \((triton\[[^]]+\])\)", text)
     assert worst is not None and worst.group(2) in built.sweep, text
     assert math.isfinite(float(worst.group(1))) and float(worst.group(1)) < 0.05, text
+    built.sweep.clear()  # what the benchmark does under --no-sweep: the check then runs no tile
+    assert "swept tiles" not in built.check()

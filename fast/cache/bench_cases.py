@@ -274,11 +274,11 @@ def decode_case(
             o, s = torch.empty_like(ref_o), torch.empty_like(ref_l)
             attention_naive.sparse_attention(call(o, s, "bf16", rows))
             parts.append(f"torch bf16: {(o - ref_o).abs().max().item():.2e}")
-            if tiles:  # a swept tile is timed only; its result is checked here, once
+            if sweep_impls:  # a swept tile is timed only; its result is checked here, once (none under --no-sweep)
                 errors = {}
-                for c in tiles:
-                    sweep_impls[sweep_label(c)]()
-                    errors[sweep_label(c)] = (out[rows] - ref_o).abs().max().item()
+                for label, fn in sweep_impls.items():
+                    fn()
+                    errors[label] = (out[rows] - ref_o).abs().max().item()
                 worst = max(errors, key=lambda k: errors[k])
                 parts.append(f"swept tiles, bf16 p: max |out - f64| {errors[worst]:.2e} ({worst})")
             return "; ".join(parts)
