@@ -8,7 +8,9 @@ reported. Bytes moved follow each case's model (docs/compression-kernels.md); ef
 time, and the fraction is taken against a device-to-device copy of 1 GiB measured in the same run (read +
 write counted). Results: ``bench.json`` (with the command and the machine), ``bench.md`` (table), and
 ``roofline.png`` (``python -m fast.plot bench.json`` where matplotlib is missing); the targets and tables come
-from ``fast.bench_report``.
+from ``fast.bench_report``. A case that fails to build or whose check raises is recorded with its error
+(``bench.md`` names it) and the run goes on to the next case; the run then exits 1. A baseline that fails to run
+is reported in its cell and fails nothing.
 
 Adding kernels: write a module that calls ``register(Case(...))`` and add it to ``CASE_MODULES``.
 """
@@ -242,7 +244,10 @@ def run_case(case: Case, with_compile: bool, copy_gbs: float, sweep: bool = True
         "notes": list(built.notes),
     }
     if built.check is not None:
-        entry["check"] = built.check()
+        try:
+            entry["check"] = built.check()
+        except Exception as err:  # reported with the case; the run goes on and exits 1 (``case_failed``)
+            entry["check"] = f"check failed: {type(err).__name__}: {str(err)[:300]}"
     graphed = {f"{name} (graph)": fn for name, fn in built.impls.items() if name in built.graphs}
     for key, impls, graph in (
         ("results", built.impls, False),
@@ -305,11 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and not any(o in case.name for o in args.only):
             continue
         with_compile = wants_compile(case.name, time.perf_counter() - start, args.budget_s, args.no_compile)
-        entry = run_case(case, with_compile, report["copy"]["gbs"], sweep=not args.no_sweep)
+        entry = run_case_or_error(case, with_compile, report["copy"]["gbs"], sweep=not args.no_sweep)
         if not with_compile and not args.no_compile:
             entry["notes"].append("torch.compile skipped: time budget spent")
         report["cases"].append(entry)
         summary = ", ".join(f"{k} {v['ms']:.4g} ms" for k, v in entry["results"].items() if "ms" in v)
+        if "error" in entry:
+            summary = f"FAILED: {entry['error']}"
         print(f"{case.name}: {summary} [{entry.get('check', '')}] ({entry['seconds']} s)", flush=True)
         args.out.mkdir(parents=True, exist_ok=True)  # the cases so far, in case the run is cut short
         (args.out / "bench.partial.json").write_text(json.dumps(report, indent=1, default=_json_default))
@@ -318,7 +325,32 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.partial.json").unlink(missing_ok=True)
     (args.out / "bench.json").write_text(json.dumps(report, indent=1, default=_json_default))
-    return render(report, args.out)
+    status = render(report, args.out)
+    failed = [c["name"] for c in report["cases"] if case_failed(c)]
+    if failed:
+        print(f"fast.bench: {len(failed)} case(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return status
+
+
+def run_case_or_error(case: Case, with_compile: bool, copy_gbs: float, sweep: bool = True) -> dict[str, Any]:
+    """``run_case``, or, where building the case raises, an entry that names the error and holds no result: one
+    broken case does not cost a run its other cases (the run then exits 1)."""
+    t0 = time.perf_counter()
+    try:
+        return run_case(case, with_compile, copy_gbs, sweep)
+    except Exception as err:
+        torch.cuda.empty_cache()
+        return {"name": case.name, "group": case.group, "description": case.description, "bytes": 0, "flops": 0,
+                "compute": "bf16", "notes": [], "results": {}, "sweep": {},
+                "error": f"{type(err).__name__}: {str(err)[:300]}",
+                "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+
+
+def case_failed(entry: dict[str, Any]) -> bool:
+    """Whether a case's entry records a failure of the case itself (its build or its check; a baseline that
+    fails to run is reported in its cell and fails nothing)."""
+    return "error" in entry or str(entry.get("check", "")).startswith("check failed")
 
 
 def wants_compile(case: str, elapsed_s: float, budget_s: float, no_compile: bool) -> bool:

@@ -256,6 +256,9 @@ def markdown(report: dict[str, Any]) -> str:
                 "error | | " if "error" in r else f"{r['ms']:.4g} | {r['gbs']:.0f} | {100 * r['fraction_of_copy']:.0f}%"
             )
             lines.append(f"| {case['name']} | {impl} | {cells} |")
+    failed = [f"- {c['name']}: {c['error']}" for c in report["cases"] if "error" in c]
+    if failed:
+        lines += ["", "Cases that failed to build (no result):", "", *failed]
     checks = [f"- {c['name']}: {c['check']}" for c in report["cases"] if c.get("check")]
     if checks:
         lines += ["", "Checks of each case's output against torch:", "", *checks]

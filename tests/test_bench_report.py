@@ -219,3 +219,32 @@ def test_host_time_is_the_cpu_time_of_one_call() -> None:
     assert "time.sleep" in text, text
     with pytest.raises(ValueError, match=r"^calls: must be a positive int, got 0"):
         profile.host_time(call, 0, busy=lambda: None, sync=lambda: None)
+
+
+def _broken_build(with_compile: bool) -> bench.Built:
+    raise RuntimeError("the kernel failed to compile")
+
+
+def _check_raises() -> str:
+    raise KeyError("a swept tile")
+
+
+def test_a_broken_case_is_recorded_and_the_run_goes_on(report: dict, tmp_path: pathlib.Path) -> None:  # type: ignore[type-arg]
+    """A case whose build raises becomes an entry naming the error, with no result; a check that raises is
+    reported as failed; both count as failures (the run exits 1), and the report still renders, naming them."""
+    broken = bench.run_case_or_error(bench.Case("x/broken", "x", "a case that cannot build", _broken_build), False, 1.0)
+    assert broken["error"] == "RuntimeError: the kernel failed to compile" and broken["results"] == {}
+    unchecked = bench.run_case_or_error(
+        bench.Case("x/unchecked", "x", "a check that raises", lambda _: bench.Built({}, 1, 1, check=_check_raises)),
+        False,
+        1.0,
+    )
+    assert unchecked["check"] == "check failed: KeyError: 'a swept tile'" and "error" not in unchecked
+    assert bench.case_failed(broken) and bench.case_failed(unchecked)
+    assert not any(bench.case_failed(c) for c in report["cases"])
+    with_failures = dict(report, cases=[*report["cases"], broken, unchecked])
+    text = bench_report.markdown(dict(with_failures, targets=bench_report.targets(with_failures)))
+    assert "- x/broken: RuntimeError: the kernel failed to compile" in text
+    assert "- x/unchecked: check failed: KeyError" in text
+    bench_report.render(with_failures, tmp_path)
+    assert (tmp_path / "bench.md").read_text() == text
