@@ -200,6 +200,7 @@ PREFETCH_SWEEP = (0, 2)
 
 
 def sweep_label(c: attention.Config) -> str:
+    """A swept tile's name in the report: heads, lanes, warps, stages, prefetch distance."""
     return f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages},pf{c.prefetch}]"
 
 

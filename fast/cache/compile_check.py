@@ -110,13 +110,12 @@ def _attention_cases() -> list[Case]:
             out.append((f"attention {kind} {label}", attention._sparse_attention_kernel, ATTENTION_ARGS,
                         base | tiles | extra, cfg.num_warps, cfg.num_stages))  # fmt: skip
     for conv in (None, "v4_584", "v41_fp8_528"):  # the default tiles, prefetching into L2
-        default = attention.default_config(64, 512, conv)
-        for cfg, what in ((default, "prefetch 1"),):
-            label = f"{conv or 'bf16'} kv, bf16 p h{cfg.block_h} n{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}"
-            constants = base | _kv(conv, prefetch=cfg.prefetch) | dict(MODE=2, LIBDEVICE=False, BLOCK_H=cfg.block_h,
-                                                                     BLOCK_N=cfg.block_n)  # fmt: skip
-            out.append((f"attention {what}, {label}", attention._sparse_attention_kernel, ATTENTION_ARGS, constants,
-                        cfg.num_warps, cfg.num_stages))  # fmt: skip
+        cfg = attention.default_config(64, 512, conv)
+        label = f"{conv or 'bf16'} kv, bf16 p h{cfg.block_h} n{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}"
+        constants = base | _kv(conv, prefetch=cfg.prefetch) | dict(MODE=2, LIBDEVICE=False, BLOCK_H=cfg.block_h,
+                                                                 BLOCK_N=cfg.block_n)  # fmt: skip
+        out.append((f"attention prefetch {cfg.prefetch}, {label}", attention._sparse_attention_kernel, ATTENTION_ARGS,
+                    constants, cfg.num_warps, cfg.num_stages))  # fmt: skip
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
     for name, extra in (
         ("f64 (the contract's form)", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True)),

@@ -300,9 +300,10 @@ def paged_case(requests: int, next_n: int, context: int, fp8: bool, compile_it: 
             for relu_max in (True, False):
                 cfg = dataclasses.replace(default, relu_max=relu_max)
                 variants[f"default_relu_{'max' if relu_max else 'select'}"] = functools.partial(run, cfg)
-        for hoist in (True, False):  # the default tile asking L2 for the next step's rows
-            cfg = dataclasses.replace(default, prefetch=1, hoist=hoist)
-            variants[f"default_prefetch1{'' if hoist else '_nolicm'}"] = functools.partial(run, cfg)
+        for prefetch, hoist in itertools.product((0, 1), (True, False)):  # the L2 prefetch and hoisting, each way
+            cfg = dataclasses.replace(default, prefetch=prefetch, hoist=hoist)
+            if cfg != default:  # the default itself is timed as "triton"
+                variants[f"default_prefetch{prefetch}{'' if hoist else '_nolicm'}"] = functools.partial(run, cfg)
         note = "bytes: each request's rows read once (its longest query)"
         if q8:
             note += f"; default tile {logits.default_config(True, True, paged=True)}"
