@@ -69,7 +69,12 @@ def compile_for_sm90(
     options: dict[str, Any] = {"num_warps": num_warps}
     if num_stages is not None:
         options["num_stages"] = num_stages
-    kernel = triton_compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options)
+    source = ASTSource(fn, signature, constexprs, attrs)
+    if type(fn).__name__ == "GluonJITFunction":  # a Gluon kernel: its own front end
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        source = GluonASTSource(fn, signature, constexprs, attrs)
+    kernel = triton_compile(source, target=target, options=options)
     ptx = kernel.asm["ptx"]
     registers = stack = None
     tool = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"

@@ -253,6 +253,11 @@ def decode_case(
             # one stage at every head count: two overflow sm_90's shared memory at D = 512 (246,528 bytes under
             # Triton 3.6 in the 16-head tile), and an explicit tile is launched as given (fast.fitting)
             impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False, num_stages=1))
+        if kv_format == "v41_fp8_528" and torch.device(device).type == "cuda":  # the warp-specialized Gluon kernel
+            from fast.cache import attention_ws
+
+            ws_call = call(out, lse, "bf16")
+            impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(ws_call)
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
@@ -275,6 +280,11 @@ def decode_case(
             o, s = torch.empty_like(ref_o), torch.empty_like(ref_l)
             attention_naive.sparse_attention(call(o, s, "bf16", rows))
             parts.append(f"torch bf16: {(o - ref_o).abs().max().item():.2e}")
+            if "triton_ws" in impls:
+                impls["triton_ws"]()
+                err = (out[rows] - ref_o).abs().max().item()
+                lerr = (lse[rows] - ref_l).abs().max().item()
+                parts.append(f"warp-specialized, bf16 p: max |out - f64| {err:.2e}, |lse - f64| {lerr:.2e}")
             if sweep_impls:  # a swept tile is timed only; its result is checked here, once (none under --no-sweep)
                 errors = {}
                 for label, fn in sweep_impls.items():

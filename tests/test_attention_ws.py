@@ -1,0 +1,73 @@
+"""The warp-specialized V4.1 FP8 decode (``fast.cache.attention_ws``, a Gluon kernel, compiled sm_90 only):
+against the float64 mode of the ``tl`` kernel on the same call, within twice the error of the ``tl`` kernel's
+own bf16-probability mode (the flash-attention rule) plus one f32 ulp of the output's scale; lse and the empty
+rows' conventions as the ``tl`` kernel gives them. Skipped without a Hopper GPU."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from fast.cache import attention, bench_cases
+from fast.cache.checks import AttentionArgs
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 GPU"
+)
+
+
+def _call(x: dict[str, Any], precision: str) -> AttentionArgs:
+    M, h = x["q"].shape[:2]
+    out = torch.full((M, h, 512), float("nan"), device="cuda")
+    lse = torch.full((M, h), float("nan"), device="cuda")
+    return AttentionArgs(x["q"], x["kv"], x["indices"], x["sink"], 512**-0.5, 512, False, out, lse, x["kv_cache"],
+                         precision)  # fmt: skip
+
+
+CASES = {
+    "b 2, h 64, top-k 256": (2, 64, 256, None),
+    "h 80 (a partial head block), top-k 200 (a partial tile)": (2, 80, 200, None),
+    "invalid lanes and an empty row": (2, 64, 128, "invalid"),
+    "no sink": (1, 64, 128, "no sink"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_warp_specialized_decode_matches_the_f64_mode(case: str) -> None:
+    from fast.cache import attention_ws
+
+    b, h, topk, variant = CASES[case]
+    x = bench_cases.decode_inputs(b, h, "v41_fp8_528", "cuda", context_rows=1024, topk=topk)
+    if variant == "invalid":
+        x["indices"][0, ::3] = -1
+        x["indices"][1, 5] = x["N"] + 7  # past the end
+        x["indices"][2] = -1  # an empty row
+    if variant == "no sink":
+        x["sink"] = None
+    exact = _call(x, "f64")
+    attention.sparse_attention(exact)
+    tl_call = _call(x, "bf16")
+    attention.sparse_attention(tl_call)
+    ws_call = _call(x, "bf16")
+    attention_ws.sparse_attention_ws(ws_call)
+    live = torch.isfinite(exact.lse)
+    assert torch.equal(torch.isfinite(ws_call.lse), live) and torch.equal(ws_call.lse[~live], exact.lse[~live])
+    assert torch.equal(ws_call.out[~live], exact.out[~live])
+    ulp = torch.finfo(torch.float32).eps * exact.out[live].abs().max().item()
+    tl_err = (tl_call.out - exact.out)[live].abs().max().item()
+    ws_err = (ws_call.out - exact.out)[live].abs().max().item()
+    assert math.isfinite(ws_err) and ws_err <= 2 * tl_err + ulp, (ws_err, tl_err)
+    tl_lse = (tl_call.lse - exact.lse)[live].abs().max().item()
+    ws_lse = (ws_call.lse - exact.lse)[live].abs().max().item()
+    assert ws_lse <= 2 * tl_lse + torch.finfo(torch.float32).eps * exact.lse[live].abs().max().item(), (ws_lse, tl_lse)
+
+
+def test_other_calls_are_refused() -> None:
+    from fast.cache import attention_ws
+
+    x = bench_cases.decode_inputs(1, 64, "v4_584", "cuda", context_rows=256, topk=64)
+    with pytest.raises(ValueError, match=r"^call: the warp-specialized kernel serves V4.1"):
+        attention_ws.sparse_attention_ws(_call(x, "bf16"))
