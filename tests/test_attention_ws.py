@@ -1,7 +1,7 @@
-"""The warp-specialized V4.1 FP8 decode (``fast.cache.attention_ws``, a Gluon kernel, compiled sm_90 only):
-against the float64 mode of the ``tl`` kernel on the same call, within twice the error of the ``tl`` kernel's
-own bf16-probability mode (the flash-attention rule) plus one f32 ulp of the output's scale; lse and the empty
-rows' conventions as the ``tl`` kernel gives them. Skipped without a Hopper GPU."""
+"""The warp-specialized sparse decode (``fast.cache.attention_ws``, a Gluon kernel, compiled sm_90 only; BF16 KV
+rows and V4.1 FP8 caches): against the float64 mode of the ``tl`` kernel on the same call, within twice the error
+of the ``tl`` kernel's own bf16-probability mode (the flash-attention rule) plus one f32 ulp of the output's
+scale; lse and the empty rows' conventions as the ``tl`` kernel gives them. Skipped without a Hopper GPU."""
 
 from __future__ import annotations
 
@@ -35,12 +35,13 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("kv_format", ["v41_fp8_528", None], ids=["v41 fp8 cache", "bf16 rows"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_warp_specialized_decode_matches_the_f64_mode(case: str) -> None:
+def test_warp_specialized_decode_matches_the_f64_mode(case: str, kv_format: str | None) -> None:
     from fast.cache import attention_ws
 
     b, h, topk, variant = CASES[case]
-    x = bench_cases.decode_inputs(b, h, "v41_fp8_528", "cuda", context_rows=1024, topk=topk)
+    x = bench_cases.decode_inputs(b, h, kv_format, "cuda", context_rows=1024, topk=topk)
     if variant == "invalid":
         x["indices"][0, ::3] = -1
         x["indices"][1, 5] = x["N"] + 7  # past the end
@@ -69,5 +70,5 @@ def test_other_calls_are_refused() -> None:
     from fast.cache import attention_ws
 
     x = bench_cases.decode_inputs(1, 64, "v4_584", "cuda", context_rows=256, topk=64)
-    with pytest.raises(ValueError, match=r"^call: the warp-specialized kernel serves V4.1"):
+    with pytest.raises(ValueError, match=r"^call: the warp-specialized kernel serves bf16 q"):
         attention_ws.sparse_attention_ws(_call(x, "bf16"))

@@ -253,11 +253,12 @@ def decode_case(
             # one stage at every head count: two overflow sm_90's shared memory at D = 512 (246,528 bytes under
             # Triton 3.6 in the 16-head tile), and an explicit tile is launched as given (fast.fitting)
             impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False, num_stages=1))
-        if kv_format == "v41_fp8_528" and torch.device(device).type == "cuda":  # the warp-specialized Gluon kernel
+        if torch.device(device).type == "cuda":  # the warp-specialized Gluon kernel, where it serves the call
             from fast.cache import attention_ws
 
             ws_call = call(out, lse, "bf16")
-            impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(ws_call)
+            if attention_ws.supports(ws_call):
+                impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(ws_call)
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")

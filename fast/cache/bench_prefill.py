@@ -144,6 +144,11 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             "triton": lambda: attention.sparse_attention(launch),
             "torch_eager": over_slices(attention_naive.sparse_attention),
         }
+        if torch.device(device).type == "cuda":  # the warp-specialized Gluon kernel, where it serves the call
+            from fast.cache import attention_ws
+
+            if attention_ws.supports(launch):
+                impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(launch)
         if with_compile:
             impls["torch_compile"] = over_slices(torch.compile(attention_naive.sparse_attention, dynamic=False))
         flops, moved = attention_model(p.s_q, p.h, p.lanes, x["row_bytes"])
@@ -162,6 +167,12 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
                 errors[who] = (o[rows] - ref_o).abs().max().item(), (s[rows] - ref_l).abs().max().item()
             ours, theirs = errors["triton"][0], errors["torch"][0]
             verdict = "ok" if ours <= 2 * theirs + 1e-6 else "triton's error exceeds twice torch's"
+            if "triton_ws" in impls:  # after the others: it writes the same out and lse as triton
+                impls["triton_ws"]()
+                ws_err = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()
+                errors["warp-specialized"] = ws_err
+                if errors["warp-specialized"][0] > 2 * theirs + 1e-6:
+                    verdict = "the warp-specialized kernel's error exceeds twice torch's"
             parts = [f"{who}: max |out - f64| {e[0]:.2e}, |lse - f64| {e[1]:.2e}" for who, e in errors.items()]
             return f"{verdict}: first {n} query rows, " + "; ".join(parts)
 

@@ -119,11 +119,13 @@ def _attention_cases() -> list[Case]:
     from fast.cache import attention_ws as ws
     from fast.cache.formats import FORMATS
 
-    ws_args = dict(q_ptr="*bf16", kv_b_ptr="*u8", idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32", lse_ptr="*fp32",
-                   H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32", scale_base="i32")  # fmt: skip
-    ws_constants = ws.constants(FORMATS["v41_fp8_528"], ROWS_PER_BLOCK) | ws.tile_constants(True, False)
-    out.append(("attention warp specialized (Gluon), v41_fp8_528 kv, bf16 p", ws._sparse_attention_ws_kernel,
-                ws_args, ws_constants, ws.CONSUMER_WARPS, 1))  # fmt: skip
+    for conv, kv_type in (("v41_fp8_528", "*u8"), (None, "*bf16")):
+        ws_args = dict(q_ptr="*bf16", kv_ptr=kv_type, idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
+                       lse_ptr="*fp32", H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32",
+                       scale_base="i32")  # fmt: skip
+        ws_constants = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK) | ws.tile_constants(True, False)
+        out.append((f"attention warp specialized (Gluon), {conv or 'bf16'} kv, bf16 p", ws._sparse_attention_ws_kernel,
+                    ws_args, ws_constants, ws.CONSUMER_WARPS, 1))  # fmt: skip
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
     for name, extra in (
         ("f64 (the contract's form)", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True)),
