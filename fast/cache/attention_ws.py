@@ -131,8 +131,8 @@ def _consumer(q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, 
         idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         n_valid += gl.sum(((idx >= 0) & (idx < N)).to(gl.int32), axis=0)
     m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(1, s_l))
-    l_i = gl.zeros([BLOCK_H], gl.float32, gl.SliceLayout(1, s_l))
-    acc = gl.zeros([BLOCK_H, DIM], gl.float32, o_l)
+    l_i = gl.full([BLOCK_H], 0.0, gl.float32, gl.SliceLayout(1, s_l))
+    acc = gl.full([BLOCK_H, DIM], 0.0, gl.float32, o_l)
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
     for t in range(n_tiles):
         stage = t % STAGES
@@ -141,7 +141,7 @@ def _consumer(q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, 
         valid = (idx >= 0) & (idx < N)
         mbarrier.wait(ready.index(stage), (t // STAGES) & 1)
         tile = k_smem.index(stage)
-        s = warpgroup_mma(q_smem, tile.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_N], gl.float32, s_l),
+        s = warpgroup_mma(q_smem, tile.permute((1, 0)), gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l),
                           use_acc=False, is_async=True)  # fmt: skip
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         s = gl.where(valid[None, :], s * scale, float("-inf"))
