@@ -1,7 +1,8 @@
 """The warp-specialized sparse decode (``fast.cache.attention_ws``, a Gluon kernel, compiled sm_90 only; BF16 KV
 rows and V4.1 FP8 caches): against the float64 mode of the ``tl`` kernel on the same call, within twice the error
 of the ``tl`` kernel's own bf16-probability mode (the flash-attention rule) plus one f32 ulp of the output's
-scale; lse and the empty rows' conventions as the ``tl`` kernel gives them. Skipped without a Hopper GPU."""
+scale; lse and the empty rows' conventions as the ``tl`` kernel gives them; the default and every swept tile.
+Skipped without a Hopper GPU, except the host's tile checks."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 from fast.cache import attention, bench_cases
 from fast.cache.checks import AttentionArgs
 
-pytestmark = pytest.mark.skipif(
+needs_sm90 = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 GPU"
 )
 
@@ -35,9 +36,26 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("kv_format", ["v41_fp8_528", None], ids=["v41 fp8 cache", "bf16 rows"])
-@pytest.mark.parametrize("case", list(CASES))
-def test_warp_specialized_decode_matches_the_f64_mode(case: str, kv_format: str | None) -> None:
+def _tiles() -> list[Any]:
+    """(case, KV format, tile or None for the default): every case in the default tiles, and the partial-tile
+    case (a partial head block, a partial last tile) in every swept tile."""
+    from fast.cache import attention_ws
+
+    out: list[Any] = []
+    for kv_format, fp8 in (("v41_fp8_528", True), (None, False)):
+        kv = "v41 fp8 cache" if fp8 else "bf16 rows"
+        out += [pytest.param(case, kv_format, None, id=f"{case}-{kv}") for case in CASES]
+        out += [pytest.param(PARTIAL, kv_format, t, id=f"{PARTIAL}-{kv}-{attention_ws.label(t, fp8)}")
+                for t in attention_ws.SWEEP[fp8]]  # fmt: skip
+    return out
+
+
+PARTIAL = "h 80 (a partial head block), top-k 200 (a partial tile)"
+
+
+@needs_sm90
+@pytest.mark.parametrize(("case", "kv_format", "tile"), _tiles())
+def test_warp_specialized_decode_matches_the_f64_mode(case: str, kv_format: str | None, tile: Any) -> None:
     from fast.cache import attention_ws
 
     b, h, topk, variant = CASES[case]
@@ -53,7 +71,7 @@ def test_warp_specialized_decode_matches_the_f64_mode(case: str, kv_format: str 
     tl_call = _call(x, "bf16")
     attention.sparse_attention(tl_call)
     ws_call = _call(x, "bf16")
-    attention_ws.sparse_attention_ws(ws_call)
+    attention_ws.sparse_attention_ws(ws_call, tile)
     live = torch.isfinite(exact.lse)
     assert torch.equal(torch.isfinite(ws_call.lse), live) and torch.equal(ws_call.lse[~live], exact.lse[~live])
     assert torch.equal(ws_call.out[~live], exact.out[~live])
@@ -66,9 +84,35 @@ def test_warp_specialized_decode_matches_the_f64_mode(case: str, kv_format: str 
     assert ws_lse <= 2 * tl_lse + torch.finfo(torch.float32).eps * exact.lse[live].abs().max().item(), (ws_lse, tl_lse)
 
 
+@needs_sm90
 def test_other_calls_are_refused() -> None:
     from fast.cache import attention_ws
 
     x = bench_cases.decode_inputs(1, 64, "v4_584", "cuda", context_rows=256, topk=64)
     with pytest.raises(ValueError, match=r"^call: the warp-specialized kernel serves bf16 q"):
         attention_ws.sparse_attention_ws(_call(x, "bf16"))
+
+
+@pytest.mark.parametrize(
+    ("tile", "fp8", "rule"),
+    [
+        ((48, 2, 1), False, "needs block_n 32 or 64"),
+        ((32, 0, 1), False, "needs block_n 32 or 64"),
+        ((32, 2, 1), True, "code_stages >= 2"),
+        ((64, 3, 1), False, "bytes of shared memory, over"),
+        ((32, 4, 4), True, "bytes of shared memory, over"),
+    ],
+)
+def test_a_tile_that_breaks_a_rule_is_refused_before_launch(tile: tuple[int, int, int], fp8: bool, rule: str) -> None:
+    from fast.cache import attention_ws
+
+    with pytest.raises(ValueError, match=rf"^tile: .*{rule}"):
+        attention_ws.check_tile(attention_ws.Tile(*tile), fp8)
+
+
+def test_every_shipped_tile_passes_its_own_check() -> None:
+    from fast.cache import attention_ws
+
+    for fp8 in (False, True):
+        for tile in (attention_ws.DEFAULT_TILES[fp8], *attention_ws.SWEEP[fp8]):
+            attention_ws.check_tile(tile, fp8)

@@ -27,12 +27,14 @@ the benchmark's decode and prefill cases time it as ``triton_ws`` and check it a
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -44,9 +46,7 @@ from fast.cache.checks import AttentionArgs
 from fast.cache.formats import CacheFormat
 
 BLOCK_H = 64
-BLOCK_N = 64
 DIM = 512
-STAGES = 2
 CHUNK = 64
 """Columns of a tile the producer converts at a time (one 128-byte swizzle row of bf16)."""
 PRODUCER_WARPS = 4
@@ -59,69 +59,106 @@ WS_API = gl.constexpr(
 """How this Triton's ``gl.warp_specialize`` takes its partitions: 0, (function, arguments) pairs (3.9); 1, the
 default partition's arguments and function, then the workers' arguments and functions; 2, one argument tuple for
 every partition, the default function, the workers' functions."""
+ASYNC_LOAD = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
+"""``cp.async`` of a tensor of pointers into shared memory (renamed between releases)."""
 BARRIER = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
 """A barrier of the threads that run it (of a partition, inside one): the name differs between releases."""
 
 
 @gluon.jit
-def _producer(q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale,
-              block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr,
-              GROUP: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-              STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
-              FP8_KV: gl.constexpr):  # fmt: skip
-    # FP8: [lanes, 16-byte pieces of a chunk, 16 bytes]: a thread's 16 codes share one group, hence one scale
-    codes_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, CHUNK // 16, 1], [4, 1, 1], [2, 1, 0])
-    piece_l: gl.constexpr = gl.SliceLayout(2, codes_l)
-    pieces_l: gl.constexpr = gl.SliceLayout(0, piece_l)
-    byte_l: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, codes_l))
-    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [4, 1], [1, 0])  # BF16: 16 B
-    n_tiles = (K + BLOCK_N - 1) // BLOCK_N
-    for t in range(n_tiles):
-        stage = t % STAGES
-        tile = k_smem.index(stage)
-        if FP8_KV:
-            lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, piece_l))
-            idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
-            valid = (idx >= 0) & (idx < N)
-            row = gl.where(valid, idx, 0).to(gl.int64)
-            block = row // RPB
-            r = row - block * RPB
-            data_b = block * block_bytes + r * DATA_STRIDE
-            scale_b = block * block_bytes + scale_base + r * SCALE_STRIDE
-            mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
-            for c in gl.static_range(DIM // CHUNK):
-                piece = c * (CHUNK // 16) + gl.arange(0, CHUNK // 16, pieces_l)
-                byte = gl.arange(0, 16, byte_l)
-                at = data_b[:, None, None] + (piece * 16)[None, :, None] + byte[None, None, :]
-                codes = gl.load(kv_ptr + at, mask=valid[:, None, None], other=0)
-                scale_code = gl.load(kv_ptr + scale_b[:, None] + (piece * 16 // GROUP)[None, :], mask=valid[:, None],
-                                     other=127).to(gl.int32)  # fmt: skip
-                group_scale = gl.where(scale_code == 0, 0x00400000, scale_code << 23).to(gl.float32, bitcast=True)
-                group_scale = gl.where(scale_code == 0xFF, float("nan"), group_scale)
-                x = codes.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
-                tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(x.to(gl.bfloat16), [BLOCK_N, CHUNK]))
-        else:
-            lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, rows_l))
-            idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
-            valid = (idx >= 0) & (idx < N)
-            row = gl.where(valid, idx, 0).to(gl.int64)
-            mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)
-            for c in gl.static_range(DIM // CHUNK):
-                col = c * CHUNK + gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
-                x = gl.load(kv_ptr + row[:, None] * DIM + col[None, :], mask=valid[:, None], other=0.0)
-                tile.slice(c * CHUNK, CHUNK, dim=1).store(x)
-        fence_async_shared()
-        BARRIER()
-        mbarrier.arrive(ready.index(stage), count=1)
+def _issue_rows(tile, kv_ptr, idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+                PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """BF16 rows: ``cp.async`` the lanes of tile ``t`` into ``tile`` (an invalid lane's row is zero-filled)."""
+    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
+    lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, rows_l))
+    idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+    valid = (idx >= 0) & (idx < N)
+    row = gl.where(valid, idx, 0).to(gl.int64)
+    for c in gl.static_range(DIM // CHUNK):
+        col = c * CHUNK + gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
+        ASYNC_LOAD(tile.slice(c * CHUNK, CHUNK, dim=1), kv_ptr + row[:, None] * DIM + col[None, :], mask=valid[:, None])
 
 
 @gluon.jit
-def _consumer(q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale,
-              block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr,
-              GROUP: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-              STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
-              FP8_KV: gl.constexpr):  # fmt: skip
-    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, 32, 16])
+def _issue_codes(codes, scales, kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB: gl.constexpr,
+                 DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, BLOCK_N: gl.constexpr,
+                 PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """FP8: ``cp.async`` the e4m3 codes ([lanes, 16 groups, 32]) and UE8M0 scales ([lanes, 16]) of tile ``t``
+    (an invalid lane's are zero-filled: code 0 under the smallest scale is 0)."""
+    copy_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [1, 16, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
+    scale_l: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [PRODUCER_WARPS, 1], [1, 0])
+    lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, copy_l)))
+    idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+    valid = (idx >= 0) & (idx < N)
+    row = gl.where(valid, idx, 0).to(gl.int64)
+    block = row // RPB
+    data_b = block * block_bytes + (row - block * RPB) * DATA_STRIDE
+    group = gl.arange(0, 16, gl.SliceLayout(0, gl.SliceLayout(2, copy_l)))
+    byte = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, copy_l)))
+    at = data_b[:, None, None] + (group * 32)[None, :, None] + byte[None, None, :]
+    ASYNC_LOAD(codes, kv_ptr + at, mask=valid[:, None, None])
+    s_valid = gl.convert_layout(valid, gl.SliceLayout(1, scale_l))
+    s_row = gl.convert_layout(row, gl.SliceLayout(1, scale_l))
+    s_block = s_row // RPB
+    scale_b = s_block * block_bytes + scale_base + (s_row - s_block * RPB) * SCALE_STRIDE
+    g = gl.arange(0, 16, gl.SliceLayout(0, scale_l))
+    ASYNC_LOAD(scales, kv_ptr + scale_b[:, None] + g[None, :], mask=s_valid[:, None])
+
+
+@gluon.jit
+def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H,
+              N, K, scale, block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+              SCALE_STRIDE: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+              STAGES: gl.constexpr, CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
+              EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+    if FP8_KV:
+        # [lanes, the chunk's 2 groups, 32 codes]: a thread's 16 codes share one group, hence one scale
+        code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, 2, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
+        for t in gl.static_range(CODE_STAGES - 1):  # the codes run CODE_STAGES - 1 tiles ahead of the conversion
+            _issue_codes(codes.index(t), scales.index(t), kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB,
+                         DATA_STRIDE, SCALE_STRIDE, BLOCK_N, PRODUCER_WARPS)  # fmt: skip
+            async_copy.commit_group()
+        for t in range(n_tiles):
+            ahead = t + CODE_STAGES - 1
+            _issue_codes(codes.index(ahead % CODE_STAGES), scales.index(ahead % CODE_STAGES), kv_ptr, idx_ptr, m,
+                         ahead, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, BLOCK_N,
+                         PRODUCER_WARPS)  # fmt: skip
+            async_copy.commit_group()
+            async_copy.wait_group(CODE_STAGES - 1)  # this thread's copies of tile t have landed
+            BARRIER()  # and every producer thread's
+            stage = t % STAGES
+            tile = k_smem.index(stage)
+            tile_codes = codes.index(t % CODE_STAGES)
+            tile_scales = scales.index(t % CODE_STAGES)
+            mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
+            for c in gl.static_range(DIM // CHUNK):
+                x = tile_codes.slice(c * (CHUNK // 32), CHUNK // 32, dim=1).load(code_l)
+                scale_code = tile_scales.slice(c * (CHUNK // 32), CHUNK // 32, dim=1).load(gl.SliceLayout(2, code_l))
+                scale_code = scale_code.to(gl.int32)
+                group_scale = gl.where(scale_code == 0, 0x00400000, scale_code << 23).to(gl.float32, bitcast=True)
+                group_scale = gl.where(scale_code == 0xFF, float("nan"), group_scale)
+                x = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
+                tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(x.to(gl.bfloat16), [BLOCK_N, CHUNK]))
+            fence_async_shared()
+            BARRIER()  # every thread's stores are in, and its reads of this code stage done before it is refilled
+            mbarrier.arrive(ready.index(stage), count=1)
+    else:
+        for t in range(n_tiles):
+            stage = t % STAGES
+            mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)
+            _issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS)
+            async_copy.mbarrier_arrive(ready.index(stage), increment_count=False)  # when this thread's copies land
+
+
+@gluon.jit
+def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H,
+              N, K, scale, block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+              SCALE_STRIDE: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+              STAGES: gl.constexpr, CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
+              EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                  instr_shape=[16, BLOCK_N // 2, 16])  # fmt: skip
     o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, 256, 16])
     p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2)
     count_l: gl.constexpr = gl.BlockedLayout([4], [32], [8], [0])
@@ -140,6 +177,7 @@ def _consumer(q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, 
         idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)
         mbarrier.wait(ready.index(stage), (t // STAGES) & 1)
+        fence_async_shared()  # the tile's cp.async writes, seen through the barrier, before wgmma reads them
         tile = k_smem.index(stage)
         s = warpgroup_mma(q_smem, tile.permute((1, 0)), gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l),
                           use_acc=False, is_async=True)  # fmt: skip
@@ -181,20 +219,31 @@ def _consumer(q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, 
 @gluon.jit
 def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, H, N, K, scale, block_bytes,
                                 scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-                                SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, BLOCK_H: gl.constexpr,
-                                BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
+                                SCALE_STRIDE: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
+                                DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
                                 CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
                                 FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
                                 PRODUCER_REGS: gl.constexpr):  # fmt: skip
     h0 = gl.program_id(0) * BLOCK_H
     m = gl.program_id(1).to(gl.int64)
     smem_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    plain_3d: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
+    plain_2d: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
     q_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_H, DIM], smem_l)
     k_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, DIM], smem_l)
+    if FP8_KV:  # the codes' ring (BF16 rows are copied into k_smem directly and leave it one lane)
+        codes = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32, 32], plain_3d)
+        scales = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32], plain_2d)
+    else:
+        codes = gl.allocate_shared_memory(gl.uint8, [1, 1, DIM // 32, 32], plain_3d)
+        scales = gl.allocate_shared_memory(gl.uint8, [1, 1, DIM // 32], plain_2d)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
+        if FP8_KV:  # one arrival after the conversion; BF16: one per producer thread, when its copies land
+            mbarrier.init(ready.index(i), count=1)
+        else:
+            mbarrier.init(ready.index(i), count=PRODUCER_WARPS * 32)
         mbarrier.init(empty.index(i), count=1)
     q_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [_CONSUMER_WARPS, 1], [1, 0])
     h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, q_l))
@@ -207,39 +256,71 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
     if WS_API == 0:
         gl.warp_specialize(
             [
-                (_consumer, (q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H,
-                             N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, BLOCK_H,
-                             BLOCK_N, DIM, STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV)),
-                (_producer, (q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H,
-                             N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, BLOCK_H,
-                             BLOCK_N, DIM, STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV)),
+                (_consumer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
+                             lse_ptr, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE,
+                             SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN,
+                             FP8_KV, PRODUCER_WARPS)),
+                (_producer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
+                             lse_ptr, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE,
+                             SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN,
+                             FP8_KV, PRODUCER_WARPS)),
             ],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
         )  # fmt: skip
     elif WS_API == 1:
         gl.warp_specialize(
-            (q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale,
-             block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, BLOCK_H, BLOCK_N, DIM, STAGES, CHUNK,
-             HAS_SINK, EMPTY_NAN, FP8_KV),
+            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
+             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES,
+             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
             _consumer,
-            (q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale,
-             block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, BLOCK_H, BLOCK_N, DIM, STAGES, CHUNK,
-             HAS_SINK, EMPTY_NAN, FP8_KV),
+            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
+             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES,
+             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
             [_producer],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
         )  # fmt: skip
     else:
         gl.warp_specialize(
-            (q_smem, k_smem, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale,
-             block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, BLOCK_H, BLOCK_N, DIM, STAGES, CHUNK,
-             HAS_SINK, EMPTY_NAN, FP8_KV),
+            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
+             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES,
+             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
             _consumer,
             [_producer],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
         )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """A launch's tile: ``block_n`` lanes a tile, ``stages`` bf16 tiles in the ring the consumer reads, and for an
+    FP8 cache ``code_stages`` tiles of codes (the copies run ``code_stages - 1`` tiles ahead of the conversion).
+    Shared memory: q (64 KB) + ``stages`` x ``block_n`` x 1 KB + ``code_stages`` x ``block_n`` x 528 B."""
+
+    block_n: int
+    stages: int
+    code_stages: int = 1
+
+    def smem_bytes(self, fp8_kv: bool) -> int:
+        """The ring's and q's shared memory, in bytes."""
+        codes = self.code_stages * self.block_n * (DIM + DIM // 32) if fp8_kv else DIM + DIM // 32
+        return BLOCK_H * DIM * 2 + self.stages * self.block_n * DIM * 2 + codes
+
+
+def label(tile: Tile, fp8_kv: bool) -> str:
+    """A tile's name in the benchmark's report."""
+    return f"triton_ws[n{tile.block_n},s{tile.stages}" + (f",c{tile.code_stages}]" if fp8_kv else "]")
+
+
+DEFAULT_TILES = {False: Tile(64, 2), True: Tile(32, 2, 4)}
+"""The tile for BF16 rows (False) and for an FP8 cache (True)."""
+SWEEP = {False: (Tile(32, 4), Tile(32, 3)), True: (Tile(32, 3, 3), Tile(32, 2, 5), Tile(32, 2, 3))}
+"""Tiles the benchmark's sweep times besides the defaults."""
+SMEM_LIMIT = 232_448 - 4096
+"""sm_90's shared memory a block may hold, less 4 KB for the barriers and the compiler's layout-conversion
+scratch (3.6 KB at most in the tiles of SWEEP under Triton 3.6)."""
 
 
 def supports(call: AttentionArgs) -> bool:
@@ -253,23 +334,37 @@ def supports(call: AttentionArgs) -> bool:
 def kv_constants(fmt: CacheFormat | None, rows_per_block: int) -> dict[str, int | bool]:
     """The kernel's KV constexprs: BF16 rows (``fmt`` None) or cache format ``fmt`` (``CacheFormat.offsets``)."""
     if fmt is None:
-        return dict(FP8_KV=False, RPB=1, DATA_STRIDE=0, SCALE_STRIDE=0, GROUP=1)
+        return dict(FP8_KV=False, RPB=1, DATA_STRIDE=0, SCALE_STRIDE=0)
+    if fmt.group_size != 32:
+        raise ValueError(f"kv_cache: the warp-specialized kernel reads groups of 32 codes, not {fmt.group_size}")
     data_stride, _, scale_stride = fmt.offsets(rows_per_block)
-    return dict(FP8_KV=True, RPB=rows_per_block, DATA_STRIDE=data_stride, SCALE_STRIDE=scale_stride,
-                GROUP=fmt.group_size)  # fmt: skip
+    return dict(FP8_KV=True, RPB=rows_per_block, DATA_STRIDE=data_stride, SCALE_STRIDE=scale_stride)
 
 
-def tile_constants(has_sink: bool, empty_nan: bool) -> dict[str, int | bool]:
+def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool) -> dict[str, int | bool]:
     """The kernel's tile and partition constexprs."""
-    return dict(BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, DIM=DIM, STAGES=STAGES, CHUNK=CHUNK, HAS_SINK=has_sink,
-                EMPTY_NAN=empty_nan, PRODUCER_WARPS=PRODUCER_WARPS, PRODUCER_REGS=PRODUCER_REGS)  # fmt: skip
+    return dict(BLOCK_H=BLOCK_H, BLOCK_N=tile.block_n, DIM=DIM, STAGES=tile.stages, CODE_STAGES=tile.code_stages,
+                CHUNK=CHUNK, HAS_SINK=has_sink, EMPTY_NAN=empty_nan, PRODUCER_WARPS=PRODUCER_WARPS,
+                PRODUCER_REGS=PRODUCER_REGS)  # fmt: skip
 
 
-def sparse_attention_ws(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch on a checked call that ``supports`` accepts (ValueError otherwise)."""
+def check_tile(tile: Tile, fp8_kv: bool) -> None:
+    """ValueError naming ``tile`` and the rule it breaks."""
+    if tile.block_n not in (32, 64) or tile.stages < 1 or tile.code_stages < (2 if fp8_kv else 1):
+        raise ValueError(f"tile: {tile} needs block_n 32 or 64, stages >= 1 and, for an FP8 cache, code_stages >= 2")
+    if tile.smem_bytes(fp8_kv) > SMEM_LIMIT:
+        raise ValueError(f"tile: {tile} needs {tile.smem_bytes(fp8_kv)} bytes of shared memory, over {SMEM_LIMIT}")
+
+
+def sparse_attention_ws(call: AttentionArgs, tile: Tile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch on a checked call that ``supports`` accepts (ValueError otherwise), in ``tile`` (default: the
+    ``DEFAULT_TILES`` entry of the call's KV)."""
     if not supports(call):
         raise ValueError("call: the warp-specialized kernel serves bf16 q at D = dv = 512 with bf16 probabilities, "
                          "KV as BF16 rows or in a V4.1 FP8 cache")  # fmt: skip
+    fp8_kv = call.kv_cache is not None
+    tile = DEFAULT_TILES[fp8_kv] if tile is None else tile
+    check_tile(tile, fp8_kv)
     q, out, lse, kv = call.q, call.out, call.lse, call.kv
     M, H, _ = q.shape
     K = call.indices.shape[1]
@@ -285,7 +380,7 @@ def sparse_attention_ws(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor
     grid = (triton.cdiv(H, BLOCK_H), M)
     _sparse_attention_ws_kernel[grid](
         q, kv, call.indices, call.sink if call.sink is not None else out, out, lse, H, n, K, float(call.scale),
-        block_bytes, scale_base, **layout, **tile_constants(call.sink is not None, call.empty_nan),
+        block_bytes, scale_base, **layout, **tile_constants(tile, call.sink is not None, call.empty_nan),
         num_warps=CONSUMER_WARPS,
     )  # fmt: skip
     return out, lse

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import pathlib
 import sys
@@ -241,6 +242,7 @@ def decode_case(
             twin = call(torch.empty_like(out), torch.empty_like(lse), precision)
             return lambda: attention_naive.sparse_attention(twin)
 
+        ws_tiles: dict[str, Callable[[], object]] = {}
         impls = {
             "triton": triton_fn("bf16"),
             "triton_f32p": triton_fn("f32"),
@@ -259,12 +261,15 @@ def decode_case(
             ws_call = call(out, lse, "bf16")
             if attention_ws.supports(ws_call):
                 impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(ws_call)
+                fp8 = kv_cache is not None
+                ws_tiles = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, ws_call, t)
+                            for t in attention_ws.SWEEP[fp8]} if sweep else {}  # fmt: skip
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
             impls["torch_compile"] = lambda: compiled(compiled_call)
         tiles = [*SWEEP, *(dataclasses.replace(default, prefetch=n) for n in PREFETCH_SWEEP)] if sweep else []
-        sweep_impls = {sweep_label(c): triton_fn("bf16", c) for c in tiles}
+        sweep_impls = {sweep_label(c): triton_fn("bf16", c) for c in tiles} | ws_tiles
         flops, moved = attention_model(M, h, topk, x["row_bytes"])
 
         def check() -> str:
