@@ -59,6 +59,10 @@ WS_API = gl.constexpr(
 """How this Triton's ``gl.warp_specialize`` takes its partitions: 0, (function, arguments) pairs (3.9); 1, the
 default partition's arguments and function, then the workers' arguments and functions; 2, one argument tuple for
 every partition, the default function, the workers' functions."""
+_COPY_L = gl.constexpr(gl.BlockedLayout([1, 1, 16], [1, 16, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0]))
+"""The FP8 copies' layout of the codes, [lanes, 16 groups, 32]: 16 bytes a thread."""
+_SCALE_L = gl.constexpr(gl.BlockedLayout([1, 4], [8, 4], [PRODUCER_WARPS, 1], [1, 0]))
+"""The FP8 copies' layout of the scales, [lanes, 16]: 4 bytes a thread."""
 ASYNC_LOAD = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 """``cp.async`` of a tensor of pointers into shared memory (renamed between releases)."""
 BARRIER = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
@@ -80,28 +84,38 @@ def _issue_rows(tile, kv_ptr, idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, DIM: g
 
 
 @gluon.jit
-def _issue_codes(codes, scales, kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB: gl.constexpr,
-                 DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, BLOCK_N: gl.constexpr,
-                 PRODUCER_WARPS: gl.constexpr):  # fmt: skip
-    """FP8: ``cp.async`` the e4m3 codes ([lanes, 16 groups, 32]) and UE8M0 scales ([lanes, 16]) of tile ``t``
-    (an invalid lane's are zero-filled: code 0 under the smallest scale is 0)."""
-    copy_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [1, 16, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
-    scale_l: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [PRODUCER_WARPS, 1], [1, 0])
-    lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, copy_l)))
-    idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
-    valid = (idx >= 0) & (idx < N)
-    row = gl.where(valid, idx, 0).to(gl.int64)
+def _tile_indices(idx_ptr, m, t, K, BLOCK_N: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
+    """Tile ``t``'s lane indices (-1 past ``K``), once in each copy's layout: loading them twice costs less than
+    converting one (a round trip through shared memory with barriers)."""
+    copy_l: gl.constexpr = _COPY_L
+    scale_l: gl.constexpr = _SCALE_L
+    lane_c = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, copy_l)))
+    lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, scale_l))
+    idx_c = gl.load(idx_ptr + m * K + lane_c, mask=lane_c < K, other=-1)
+    idx_s = gl.load(idx_ptr + m * K + lane_s, mask=lane_s < K, other=-1)
+    return idx_c, idx_s
+
+
+@gluon.jit
+def _issue_codes(codes, scales, kv_ptr, idx_c, idx_s, N, block_bytes, scale_base, RPB: gl.constexpr,
+                 DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """FP8: ``cp.async`` the e4m3 codes ([lanes, 16 groups, 32]) and UE8M0 scales ([lanes, 16]) of the lanes
+    ``idx_c`` / ``idx_s`` (``_tile_indices``; an invalid lane's are zero-filled: code 0 under the smallest scale
+    is 0)."""
+    copy_l: gl.constexpr = _COPY_L
+    valid = (idx_c >= 0) & (idx_c < N)
+    row = gl.where(valid, idx_c, 0).to(gl.int64)
     block = row // RPB
     data_b = block * block_bytes + (row - block * RPB) * DATA_STRIDE
     group = gl.arange(0, 16, gl.SliceLayout(0, gl.SliceLayout(2, copy_l)))
     byte = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, copy_l)))
     at = data_b[:, None, None] + (group * 32)[None, :, None] + byte[None, None, :]
     ASYNC_LOAD(codes, kv_ptr + at, mask=valid[:, None, None])
-    s_valid = gl.convert_layout(valid, gl.SliceLayout(1, scale_l))
-    s_row = gl.convert_layout(row, gl.SliceLayout(1, scale_l))
+    s_valid = (idx_s >= 0) & (idx_s < N)
+    s_row = gl.where(s_valid, idx_s, 0).to(gl.int64)
     s_block = s_row // RPB
     scale_b = s_block * block_bytes + scale_base + (s_row - s_block * RPB) * SCALE_STRIDE
-    g = gl.arange(0, 16, gl.SliceLayout(0, scale_l))
+    g = gl.arange(0, 16, gl.SliceLayout(0, _SCALE_L))
     ASYNC_LOAD(scales, kv_ptr + scale_b[:, None] + g[None, :], mask=s_valid[:, None])
 
 
@@ -116,15 +130,18 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
         # [lanes, the chunk's 2 groups, 32 codes]: a thread's 16 codes share one group, hence one scale
         code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, 2, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
         for t in gl.static_range(CODE_STAGES - 1):  # the codes run CODE_STAGES - 1 tiles ahead of the conversion
-            _issue_codes(codes.index(t), scales.index(t), kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB,
-                         DATA_STRIDE, SCALE_STRIDE, BLOCK_N, PRODUCER_WARPS)  # fmt: skip
+            idx_c, idx_s = _tile_indices(idx_ptr, m, t, K, BLOCK_N, PRODUCER_WARPS)
+            _issue_codes(codes.index(t), scales.index(t), kv_ptr, idx_c, idx_s, N, block_bytes, scale_base, RPB,
+                         DATA_STRIDE, SCALE_STRIDE, PRODUCER_WARPS)  # fmt: skip
             async_copy.commit_group()
+        idx_c, idx_s = _tile_indices(idx_ptr, m, CODE_STAGES - 1, K, BLOCK_N, PRODUCER_WARPS)
         for t in range(n_tiles):
             ahead = t + CODE_STAGES - 1
-            _issue_codes(codes.index(ahead % CODE_STAGES), scales.index(ahead % CODE_STAGES), kv_ptr, idx_ptr, m,
-                         ahead, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, BLOCK_N,
-                         PRODUCER_WARPS)  # fmt: skip
+            _issue_codes(codes.index(ahead % CODE_STAGES), scales.index(ahead % CODE_STAGES), kv_ptr, idx_c, idx_s,
+                         N, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, PRODUCER_WARPS)  # fmt: skip
             async_copy.commit_group()
+            # the next tile's indices: their load runs while this tile converts
+            idx_c, idx_s = _tile_indices(idx_ptr, m, ahead + 1, K, BLOCK_N, PRODUCER_WARPS)
             async_copy.wait_group(CODE_STAGES - 1)  # this thread's copies of tile t have landed
             BARRIER()  # and every producer thread's
             stage = t % STAGES
@@ -316,7 +333,7 @@ def label(tile: Tile, fp8_kv: bool) -> str:
 
 DEFAULT_TILES = {False: Tile(64, 2), True: Tile(32, 2, 4)}
 """The tile for BF16 rows (False) and for an FP8 cache (True)."""
-SWEEP = {False: (Tile(32, 4), Tile(32, 3)), True: (Tile(32, 3, 3), Tile(32, 2, 5), Tile(32, 2, 3))}
+SWEEP = {False: (Tile(32, 4),), True: (Tile(32, 3, 3), Tile(32, 2, 3), Tile(64, 1, 2))}
 """Tiles the benchmark's sweep times besides the defaults."""
 SMEM_LIMIT = 232_448 - 4096
 """sm_90's shared memory a block may hold, less 4 KB for the barriers and the compiler's layout-conversion
