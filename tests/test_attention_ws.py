@@ -38,15 +38,15 @@ CASES = {
 
 def _tiles() -> list[Any]:
     """(case, KV format, tile or None for the default): every case in the default tiles, and the partial-tile
-    case (a partial head block, a partial last tile) in every swept tile."""
+    case (a partial head block, a partial last tile) in every swept tile that serves the format."""
     from fast.cache import attention_ws
 
     out: list[Any] = []
-    for kv_format, fp8 in (("v41_fp8_528", True), (None, False)):
-        kv = "v41 fp8 cache" if fp8 else "bf16 rows"
+    for kv_format in ("v41_fp8_528", "v4_584", None):
+        kv = kv_format or "bf16 rows"
         out += [pytest.param(case, kv_format, None, id=f"{case}-{kv}") for case in CASES]
-        out += [pytest.param(PARTIAL, kv_format, t, id=f"{PARTIAL}-{kv}-{attention_ws.label(t, fp8)}")
-                for t in attention_ws.SWEEP[fp8]]  # fmt: skip
+        out += [pytest.param(PARTIAL, kv_format, t, id=f"{PARTIAL}-{kv}-{attention_ws.label(t, kv_format is not None)}")
+                for t in attention_ws.sweep_tiles(kv_format)]  # fmt: skip
     return out
 
 
@@ -88,31 +88,35 @@ def test_warp_specialized_decode_matches_the_f64_mode(case: str, kv_format: str 
 def test_other_calls_are_refused() -> None:
     from fast.cache import attention_ws
 
-    x = bench_cases.decode_inputs(1, 64, "v4_584", "cuda", context_rows=256, topk=64)
+    x = bench_cases.decode_inputs(1, 64, "v41_fp8_528", "cuda", context_rows=256, topk=64)
     with pytest.raises(ValueError, match=r"^call: the warp-specialized kernel serves bf16 q"):
-        attention_ws.sparse_attention_ws(_call(x, "bf16"))
+        attention_ws.sparse_attention_ws(_call(x, "f32"))
 
 
 @pytest.mark.parametrize(
-    ("tile", "fp8", "rule"),
+    ("tile", "kv_format", "rule"),
     [
-        ((48, 2, 1), False, "needs block_n 32 or 64"),
-        ((32, 0, 1), False, "needs block_n 32 or 64"),
-        ((32, 2, 1), True, "code_stages >= 2"),
-        ((64, 3, 1), False, "bytes of shared memory, over"),
-        ((32, 4, 4), True, "bytes of shared memory, over"),
+        ((48, 2, 0), None, "needs block_n 32 or 64"),
+        ((32, 0, 0), None, "needs block_n 32 or 64"),
+        ((32, 2, 1), "v41_fp8_528", "code_stages 0 or >= 2"),
+        ((32, 2, 4), "v4_584", "reads v41_fp8_528 caches only"),
+        ((64, 2, 0, 100), "v4_584", "producer_regs a multiple of 8"),
+        ((64, 3, 0), None, "bytes of shared memory, over"),
+        ((32, 4, 4), "v41_fp8_528", "bytes of shared memory, over"),
     ],
 )
-def test_a_tile_that_breaks_a_rule_is_refused_before_launch(tile: tuple[int, int, int], fp8: bool, rule: str) -> None:
+def test_a_tile_that_breaks_a_rule_is_refused_before_launch(
+    tile: tuple[int, ...], kv_format: str | None, rule: str
+) -> None:
     from fast.cache import attention_ws
 
     with pytest.raises(ValueError, match=rf"^tile: .*{rule}"):
-        attention_ws.check_tile(attention_ws.Tile(*tile), fp8)
+        attention_ws.check_tile(attention_ws.Tile(*tile), kv_format)
 
 
 def test_every_shipped_tile_passes_its_own_check() -> None:
     from fast.cache import attention_ws
 
-    for fp8 in (False, True):
-        for tile in (attention_ws.DEFAULT_TILES[fp8], *attention_ws.SWEEP[fp8]):
-            attention_ws.check_tile(tile, fp8)
+    for kv_format in (None, "v41_fp8_528", "v4_584"):
+        attention_ws.check_tile(attention_ws.DEFAULT_TILES[kv_format is not None], kv_format)
+    assert len(attention_ws.sweep_tiles("v41_fp8_528")) == len(attention_ws.SWEEP[True])

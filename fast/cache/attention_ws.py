@@ -120,13 +120,97 @@ def _issue_codes(codes, scales, kv_ptr, idx_c, idx_s, N, block_bytes, scale_base
 
 
 @gluon.jit
+def _load_chunk(kv_ptr, data_b, scale_b, valid, c: gl.constexpr, CHUNK: gl.constexpr, GROUP: gl.constexpr,
+                QDIMS: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """Columns ``c * CHUNK`` on of the lanes at ``data_b``: e4m3 codes [lanes, groups, GROUP] and their UE8M0
+    scale codes [lanes, groups], or past ``QDIMS`` (V4's RoPE values) bf16 [lanes, 1, CHUNK] and a dummy."""
+    code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, CHUNK // GROUP, GROUP // 16], [PRODUCER_WARPS, 1, 1],
+                                            [2, 1, 0])  # fmt: skip
+    if c * CHUNK < QDIMS:
+        g = gl.arange(0, CHUNK // GROUP, gl.SliceLayout(0, gl.SliceLayout(2, code_l)))
+        b = gl.arange(0, GROUP, gl.SliceLayout(0, gl.SliceLayout(1, code_l)))
+        at = data_b[:, None, None] + (c * CHUNK + g * GROUP)[None, :, None] + b[None, None, :]
+        x = gl.load(kv_ptr + at, mask=valid[:, None, None], other=0)
+        s = gl.load(kv_ptr + scale_b[:, None] + (c * CHUNK // GROUP + g)[None, :], mask=valid[:, None], other=0)
+        return x, s
+    else:
+        rope_l: gl.constexpr = gl.BlockedLayout([1, 1, 8], [8, 1, 4], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
+        rows = gl.convert_layout(data_b, gl.SliceLayout(1, gl.SliceLayout(2, rope_l)))
+        ok = gl.convert_layout(valid, gl.SliceLayout(1, gl.SliceLayout(2, rope_l)))
+        e = gl.arange(0, CHUNK, gl.SliceLayout(0, gl.SliceLayout(1, rope_l)))
+        at = rows[:, None, None] + QDIMS + (c * CHUNK - QDIMS + e)[None, None, :] * 2
+        x = gl.load((kv_ptr + at).to(gl.pointer_type(gl.bfloat16), bitcast=True), mask=ok[:, None, None], other=0.0)
+        return x, ok
+
+
+@gluon.jit
+def _store_chunk(tile, x, s, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr, QDIMS: gl.constexpr):
+    """``_load_chunk``'s columns, scaled to bf16 (powers of two: exact), into ``tile``."""
+    if c * CHUNK < QDIMS:
+        code = s.to(gl.int32)
+        group_scale = gl.where(code == 0, 0x00400000, code << 23).to(gl.float32, bitcast=True)
+        group_scale = gl.where(code == 0xFF, float("nan"), group_scale)
+        y = (x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]).to(gl.bfloat16)
+    else:
+        y = x
+    tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(y, [BLOCK_N, CHUNK]))
+
+
+@gluon.jit
+def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB: gl.constexpr,
+                    DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
+                    QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
+                    PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """FP8, staged in registers: a tile's eight chunks are loaded before the stage is awaited, so the whole
+    tile's bytes are in flight at once, then converted and stored."""
+    code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, CHUNK // GROUP, GROUP // 16], [PRODUCER_WARPS, 1, 1],
+                                            [2, 1, 0])  # fmt: skip
+    n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+    for t in range(n_tiles):
+        lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
+        idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+        valid = (idx >= 0) & (idx < N)
+        row = gl.where(valid, idx, 0).to(gl.int64)
+        block = row // RPB
+        r = row - block * RPB
+        data_b = block * block_bytes + r * DATA_STRIDE
+        scale_b = block * block_bytes + scale_base + r * SCALE_STRIDE
+        x0, s0 = _load_chunk(kv_ptr, data_b, scale_b, valid, 0, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        x1, s1 = _load_chunk(kv_ptr, data_b, scale_b, valid, 1, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        x2, s2 = _load_chunk(kv_ptr, data_b, scale_b, valid, 2, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        x3, s3 = _load_chunk(kv_ptr, data_b, scale_b, valid, 3, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        x4, s4 = _load_chunk(kv_ptr, data_b, scale_b, valid, 4, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        x5, s5 = _load_chunk(kv_ptr, data_b, scale_b, valid, 5, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        x6, s6 = _load_chunk(kv_ptr, data_b, scale_b, valid, 6, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        x7, s7 = _load_chunk(kv_ptr, data_b, scale_b, valid, 7, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        stage = t % STAGES
+        tile = k_smem.index(stage)
+        mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
+        _store_chunk(tile, x0, s0, 0, BLOCK_N, CHUNK, QDIMS)
+        _store_chunk(tile, x1, s1, 1, BLOCK_N, CHUNK, QDIMS)
+        _store_chunk(tile, x2, s2, 2, BLOCK_N, CHUNK, QDIMS)
+        _store_chunk(tile, x3, s3, 3, BLOCK_N, CHUNK, QDIMS)
+        _store_chunk(tile, x4, s4, 4, BLOCK_N, CHUNK, QDIMS)
+        _store_chunk(tile, x5, s5, 5, BLOCK_N, CHUNK, QDIMS)
+        _store_chunk(tile, x6, s6, 6, BLOCK_N, CHUNK, QDIMS)
+        _store_chunk(tile, x7, s7, 7, BLOCK_N, CHUNK, QDIMS)
+        fence_async_shared()
+        BARRIER()
+        mbarrier.arrive(ready.index(stage), count=1)
+
+
+@gluon.jit
 def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H,
               N, K, scale, block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-              SCALE_STRIDE: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-              STAGES: gl.constexpr, CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
+              SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_H: gl.constexpr,
+              BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
+              CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
               EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
-    if FP8_KV:
+    if FP8_KV and CODE_STAGES == 0:
+        _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
+                        SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CHUNK, PRODUCER_WARPS)  # fmt: skip
+    elif FP8_KV:
         # [lanes, the chunk's 2 groups, 32 codes]: a thread's 16 codes share one group, hence one scale
         code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, 2, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
         for t in gl.static_range(CODE_STAGES - 1):  # the codes run CODE_STAGES - 1 tiles ahead of the conversion
@@ -171,8 +255,9 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
 @gluon.jit
 def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H,
               N, K, scale, block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-              SCALE_STRIDE: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-              STAGES: gl.constexpr, CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
+              SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_H: gl.constexpr,
+              BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
+              CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
               EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
                                                   instr_shape=[16, BLOCK_N // 2, 16])  # fmt: skip
@@ -236,7 +321,8 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
 @gluon.jit
 def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, H, N, K, scale, block_bytes,
                                 scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-                                SCALE_STRIDE: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
+                                SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
+                                BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
                                 DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
                                 CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
                                 FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
@@ -248,7 +334,9 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
     plain_2d: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
     q_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_H, DIM], smem_l)
     k_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, DIM], smem_l)
-    if FP8_KV:  # the codes' ring (BF16 rows are copied into k_smem directly and leave it one lane)
+    if (
+        FP8_KV and CODE_STAGES > 0
+    ):  # the codes' ring (BF16 rows are copied into k_smem, staged codes loaded into registers)
         codes = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32, 32], plain_3d)
         scales = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32], plain_2d)
     else:
@@ -275,12 +363,12 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
             [
                 (_consumer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE,
-                             SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN,
-                             FP8_KV, PRODUCER_WARPS)),
+                             SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK,
+                             HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS)),
                 (_producer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE,
-                             SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN,
-                             FP8_KV, PRODUCER_WARPS)),
+                             SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK,
+                             HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS)),
             ],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
@@ -288,12 +376,12 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
     elif WS_API == 1:
         gl.warp_specialize(
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
-             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES,
-             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
+             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
+             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
             _consumer,
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
-             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES,
-             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
+             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
+             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
             [_producer],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
@@ -301,8 +389,8 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
     else:
         gl.warp_specialize(
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
-             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, BLOCK_H, BLOCK_N, DIM, STAGES,
-             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
+             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
+             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
             _consumer,
             [_producer],
             [PRODUCER_WARPS],
@@ -313,37 +401,56 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
 @dataclasses.dataclass(frozen=True)
 class Tile:
     """A launch's tile: ``block_n`` lanes a tile, ``stages`` bf16 tiles in the ring the consumer reads, and for an
-    FP8 cache ``code_stages`` tiles of codes (the copies run ``code_stages - 1`` tiles ahead of the conversion).
-    Shared memory: q (64 KB) + ``stages`` x ``block_n`` x 1 KB + ``code_stages`` x ``block_n`` x 528 B."""
+    FP8 cache either ``code_stages`` tiles of codes copied ahead of the conversion (V4.1 only; the copies run
+    ``code_stages - 1`` tiles ahead) or, with ``code_stages`` 0, the codes staged in the producer's registers
+    (``producer_regs`` a thread). Shared memory: q (64 KB) + ``stages`` x ``block_n`` x 1 KB (+ ``code_stages``
+    x ``block_n`` x 528 B)."""
 
     block_n: int
     stages: int
-    code_stages: int = 1
+    code_stages: int = 0
+    producer_regs: int = PRODUCER_REGS
 
     def smem_bytes(self, fp8_kv: bool) -> int:
         """The ring's and q's shared memory, in bytes."""
-        codes = self.code_stages * self.block_n * (DIM + DIM // 32) if fp8_kv else DIM + DIM // 32
-        return BLOCK_H * DIM * 2 + self.stages * self.block_n * DIM * 2 + codes
+        ring = self.code_stages if fp8_kv and self.code_stages else 1
+        lanes = self.block_n if fp8_kv and self.code_stages else 1
+        return BLOCK_H * DIM * 2 + self.stages * self.block_n * DIM * 2 + ring * lanes * (DIM + DIM // 32)
 
 
 def label(tile: Tile, fp8_kv: bool) -> str:
     """A tile's name in the benchmark's report."""
-    return f"triton_ws[n{tile.block_n},s{tile.stages}" + (f",c{tile.code_stages}]" if fp8_kv else "]")
+    codes = (f",c{tile.code_stages}" if tile.code_stages else f",r{tile.producer_regs}") if fp8_kv else ""
+    return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}]"
 
 
-DEFAULT_TILES = {False: Tile(64, 2), True: Tile(32, 2, 4)}
+DEFAULT_TILES = {False: Tile(64, 2), True: Tile(64, 2, 0, 128)}
 """The tile for BF16 rows (False) and for an FP8 cache (True)."""
-SWEEP = {False: (Tile(32, 4),), True: (Tile(32, 3, 3), Tile(32, 2, 3), Tile(64, 1, 2))}
+SWEEP = {False: (Tile(32, 4),), True: (Tile(64, 2, 0, 152), Tile(64, 2, 0, 112), Tile(32, 2, 4), Tile(32, 2, 5))}
 """Tiles the benchmark's sweep times besides the defaults."""
 SMEM_LIMIT = 232_448 - 4096
 """sm_90's shared memory a block may hold, less 4 KB for the barriers and the compiler's layout-conversion
 scratch (3.6 KB at most in the tiles of SWEEP under Triton 3.6)."""
+KV_FORMATS = ("v41_fp8_528", "v4_584")
+"""The FP8 caches it reads (V4's only with the codes staged in registers)."""
+
+
+def sweep_tiles(kv_format: str | None) -> list[Tile]:
+    """The tiles of ``SWEEP`` that serve KV in ``kv_format`` (None: BF16 rows)."""
+    out = []
+    for tile in SWEEP[kv_format is not None]:
+        try:
+            check_tile(tile, kv_format)
+        except ValueError:
+            continue
+        out.append(tile)
+    return out
 
 
 def supports(call: AttentionArgs) -> bool:
     """Whether ``call`` is a case this kernel serves: bf16 q, D = dv = 512, bf16 probabilities, KV as BF16 rows
-    or in a V4.1 FP8 cache."""
-    kv_ok = call.kv_cache is None or call.kv_cache[0].convention == "v41_fp8_528"
+    or in a V4.1 or V4 FP8 cache."""
+    kv_ok = call.kv_cache is None or call.kv_cache[0].convention in KV_FORMATS
     return (kv_ok and call.q.dtype == torch.bfloat16 and call.q.shape[-1] == DIM and call.dv == DIM
             and call.precision == "bf16")  # fmt: skip
 
@@ -351,26 +458,30 @@ def supports(call: AttentionArgs) -> bool:
 def kv_constants(fmt: CacheFormat | None, rows_per_block: int) -> dict[str, int | bool]:
     """The kernel's KV constexprs: BF16 rows (``fmt`` None) or cache format ``fmt`` (``CacheFormat.offsets``)."""
     if fmt is None:
-        return dict(FP8_KV=False, RPB=1, DATA_STRIDE=0, SCALE_STRIDE=0)
-    if fmt.group_size != 32:
-        raise ValueError(f"kv_cache: the warp-specialized kernel reads groups of 32 codes, not {fmt.group_size}")
+        return dict(FP8_KV=False, RPB=1, DATA_STRIDE=0, SCALE_STRIDE=0, GROUP=32, QDIMS=DIM)
     data_stride, _, scale_stride = fmt.offsets(rows_per_block)
-    return dict(FP8_KV=True, RPB=rows_per_block, DATA_STRIDE=data_stride, SCALE_STRIDE=scale_stride)
+    return dict(FP8_KV=True, RPB=rows_per_block, DATA_STRIDE=data_stride, SCALE_STRIDE=scale_stride,
+                GROUP=fmt.group_size, QDIMS=fmt.row.quantized_dims)  # fmt: skip
 
 
 def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool) -> dict[str, int | bool]:
     """The kernel's tile and partition constexprs."""
     return dict(BLOCK_H=BLOCK_H, BLOCK_N=tile.block_n, DIM=DIM, STAGES=tile.stages, CODE_STAGES=tile.code_stages,
                 CHUNK=CHUNK, HAS_SINK=has_sink, EMPTY_NAN=empty_nan, PRODUCER_WARPS=PRODUCER_WARPS,
-                PRODUCER_REGS=PRODUCER_REGS)  # fmt: skip
+                PRODUCER_REGS=tile.producer_regs)  # fmt: skip
 
 
-def check_tile(tile: Tile, fp8_kv: bool) -> None:
-    """ValueError naming ``tile`` and the rule it breaks."""
-    if tile.block_n not in (32, 64) or tile.stages < 1 or tile.code_stages < (2 if fp8_kv else 1):
-        raise ValueError(f"tile: {tile} needs block_n 32 or 64, stages >= 1 and, for an FP8 cache, code_stages >= 2")
-    if tile.smem_bytes(fp8_kv) > SMEM_LIMIT:
-        raise ValueError(f"tile: {tile} needs {tile.smem_bytes(fp8_kv)} bytes of shared memory, over {SMEM_LIMIT}")
+def check_tile(tile: Tile, kv_format: str | None) -> None:
+    """ValueError naming ``tile`` and the rule it breaks, for KV in ``kv_format`` (None: BF16 rows)."""
+    fp8 = kv_format is not None
+    if tile.block_n not in (32, 64) or tile.stages < 1 or tile.code_stages == 1 or tile.code_stages < 0:
+        raise ValueError(f"tile: {tile} needs block_n 32 or 64, stages >= 1 and code_stages 0 or >= 2")
+    if fp8 and tile.code_stages and kv_format != "v41_fp8_528":
+        raise ValueError(f"tile: {tile} copies codes ahead, which reads v41_fp8_528 caches only, not {kv_format}")
+    if tile.producer_regs % 8 or not 24 <= tile.producer_regs <= 160:
+        raise ValueError(f"tile: {tile} needs producer_regs a multiple of 8 in [24, 160]")
+    if tile.smem_bytes(fp8) > SMEM_LIMIT:
+        raise ValueError(f"tile: {tile} needs {tile.smem_bytes(fp8)} bytes of shared memory, over {SMEM_LIMIT}")
 
 
 def sparse_attention_ws(call: AttentionArgs, tile: Tile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -378,10 +489,10 @@ def sparse_attention_ws(call: AttentionArgs, tile: Tile | None = None) -> tuple[
     ``DEFAULT_TILES`` entry of the call's KV)."""
     if not supports(call):
         raise ValueError("call: the warp-specialized kernel serves bf16 q at D = dv = 512 with bf16 probabilities, "
-                         "KV as BF16 rows or in a V4.1 FP8 cache")  # fmt: skip
+                         "KV as BF16 rows or in a V4.1 or V4 FP8 cache")  # fmt: skip
     fp8_kv = call.kv_cache is not None
     tile = DEFAULT_TILES[fp8_kv] if tile is None else tile
-    check_tile(tile, fp8_kv)
+    check_tile(tile, call.kv_cache[0].convention if call.kv_cache else None)
     q, out, lse, kv = call.q, call.out, call.lse, call.kv
     M, H, _ = q.shape
     K = call.indices.shape[1]

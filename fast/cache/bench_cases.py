@@ -262,8 +262,9 @@ def decode_case(
             if attention_ws.supports(ws_call):
                 impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(ws_call)
                 fp8 = kv_cache is not None
+                tiles_ws = attention_ws.sweep_tiles(kv_format) if sweep else []
                 ws_tiles = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, ws_call, t)
-                            for t in attention_ws.SWEEP[fp8]} if sweep else {}  # fmt: skip
+                            for t in tiles_ws}  # fmt: skip
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")

@@ -153,7 +153,7 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
                 impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(launch)
                 fp8 = kv_cache is not None
                 ws_tiles = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, launch, t)
-                            for t in attention_ws.SWEEP[fp8]}  # fmt: skip
+                            for t in attention_ws.sweep_tiles(p.kv_format)}  # fmt: skip
         if with_compile:
             impls["torch_compile"] = over_slices(torch.compile(attention_naive.sparse_attention, dynamic=False))
         flops, moved = attention_model(p.s_q, p.h, p.lanes, x["row_bytes"])

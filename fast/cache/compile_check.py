@@ -119,15 +119,17 @@ def _attention_cases() -> list[Case]:
     from fast.cache import attention_ws as ws
     from fast.cache.formats import FORMATS
 
-    for conv, kv_type in (("v41_fp8_528", "*u8"), (None, "*bf16")):
+    for conv, kv_type in (("v41_fp8_528", "*u8"), ("v4_584", "*u8"), (None, "*bf16")):
         ws_args = dict(q_ptr="*bf16", kv_ptr=kv_type, idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
                        lse_ptr="*fp32", H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32",
                        scale_base="i32")  # fmt: skip
         for tile in (ws.DEFAULT_TILES[conv is not None], *ws.SWEEP[conv is not None]):
+            if conv == "v4_584" and tile.code_stages:
+                continue
             ws_constants = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK) | ws.tile_constants(
                 tile, True, False
             )
-            label = f"n{tile.block_n} s{tile.stages}" + (f" c{tile.code_stages}" if conv else "")
+            label = ws.label(tile, conv is not None)
             out.append((f"attention warp specialized (Gluon), {conv or 'bf16'} kv, bf16 p, {label}",
                         ws._sparse_attention_ws_kernel, ws_args, ws_constants, ws.CONSUMER_WARPS, 1))  # fmt: skip
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
