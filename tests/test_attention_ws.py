@@ -118,5 +118,5 @@ def test_every_shipped_tile_passes_its_own_check() -> None:
     from fast.cache import attention_ws
 
     for kv_format in (None, "v41_fp8_528", "v4_584"):
-        attention_ws.check_tile(attention_ws.DEFAULT_TILES[kv_format is not None], kv_format)
-    assert len(attention_ws.sweep_tiles("v41_fp8_528")) == len(attention_ws.SWEEP[True])
+        attention_ws.check_tile(attention_ws.DEFAULT_TILES[kv_format], kv_format)
+    assert len(attention_ws.sweep_tiles("v41_fp8_528")) == len(attention_ws.SWEEP[True]) - 1  # less the default

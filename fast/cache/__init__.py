@@ -17,7 +17,6 @@ and rounding: docs/cache-kernels.md.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import types
 
@@ -243,6 +242,9 @@ def sparse_attention(
     ``precision``: "f32" (f32 accumulators; bf16 probabilities kept at f32 precision in ``p @ v``), "bf16"
     (probabilities rounded to bf16 once, as bf16 production kernels do; torch backend: bf16 matmuls), "f64"
     (float64 throughout from the inputs' values, rounded once to f32: what the property suite checks).
+    ``config`` (Triton): None for the default kernel (``fast.cache.dispatch``: the warp-specialized one for bf16 q,
+    D = dv = 512, precision "bf16" on an sm_90 GPU), a ``fast.cache.attention.Config`` for the ``tl`` kernel in
+    that tile, a ``fast.cache.attention_ws.Tile`` for the warp-specialized one.
     """
     qt = checks.tensor(q, "q", (torch.float32, torch.bfloat16), 3)
     checks.contiguous(qt, "q")
@@ -301,8 +303,6 @@ def sparse_attention(
         from fast.cache import attention_naive
 
         return attention_naive.sparse_attention(call)
-    from fast.cache import attention
+    from fast.cache import dispatch
 
-    if config is not None and not isinstance(config, attention.Config):
-        raise TypeError(f"config: must be a fast.cache.attention.Config, got {type(config).__name__}")
-    return attention.sparse_attention(dataclasses.replace(call, config=config))
+    return dispatch.run(call, config)  # type: ignore[arg-type]

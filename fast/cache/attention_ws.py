@@ -424,9 +424,9 @@ def label(tile: Tile, fp8_kv: bool) -> str:
     return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}]"
 
 
-DEFAULT_TILES = {False: Tile(64, 2), True: Tile(64, 2, 0, 128)}
-"""The tile for BF16 rows (False) and for an FP8 cache (True)."""
-SWEEP = {False: (Tile(32, 4),), True: (Tile(64, 2, 0, 152), Tile(64, 2, 0, 112), Tile(32, 2, 4), Tile(32, 2, 5))}
+DEFAULT_TILES = {None: Tile(64, 2), "v41_fp8_528": Tile(64, 2, 0, 112), "v4_584": Tile(64, 2, 0, 128)}
+"""The tile for each KV format (None: BF16 rows), the fastest of the sweep on the H200 (results/sweeps/)."""
+SWEEP = {False: (Tile(32, 4),), True: (Tile(64, 2, 0, 152), Tile(64, 2, 0, 128), Tile(64, 2, 0, 112), Tile(32, 2, 4))}
 """Tiles the benchmark's sweep times besides the defaults."""
 SMEM_LIMIT = 232_448 - 4096
 """sm_90's shared memory a block may hold, less 4 KB for the barriers and the compiler's layout-conversion
@@ -439,12 +439,19 @@ def sweep_tiles(kv_format: str | None) -> list[Tile]:
     """The tiles of ``SWEEP`` that serve KV in ``kv_format`` (None: BF16 rows)."""
     out = []
     for tile in SWEEP[kv_format is not None]:
+        if tile == DEFAULT_TILES[kv_format]:
+            continue
         try:
             check_tile(tile, kv_format)
         except ValueError:
             continue
         out.append(tile)
     return out
+
+
+def available(call: AttentionArgs) -> bool:
+    """Whether the default path runs this kernel on ``call``: ``supports`` it, on an sm_90 GPU."""
+    return call.q.is_cuda and torch.cuda.get_device_capability(call.q.device)[0] == 9 and supports(call)
 
 
 def supports(call: AttentionArgs) -> bool:
@@ -486,13 +493,13 @@ def check_tile(tile: Tile, kv_format: str | None) -> None:
 
 def sparse_attention_ws(call: AttentionArgs, tile: Tile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch on a checked call that ``supports`` accepts (ValueError otherwise), in ``tile`` (default: the
-    ``DEFAULT_TILES`` entry of the call's KV)."""
+    ``DEFAULT_TILES`` entry of the call's KV format)."""
     if not supports(call):
         raise ValueError("call: the warp-specialized kernel serves bf16 q at D = dv = 512 with bf16 probabilities, "
                          "KV as BF16 rows or in a V4.1 or V4 FP8 cache")  # fmt: skip
-    fp8_kv = call.kv_cache is not None
-    tile = DEFAULT_TILES[fp8_kv] if tile is None else tile
-    check_tile(tile, call.kv_cache[0].convention if call.kv_cache else None)
+    kv_format = call.kv_cache[0].convention if call.kv_cache else None
+    tile = DEFAULT_TILES[kv_format] if tile is None else tile
+    check_tile(tile, kv_format)
     q, out, lse, kv = call.q, call.out, call.lse, call.kv
     M, H, _ = q.shape
     K = call.indices.shape[1]

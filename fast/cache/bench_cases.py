@@ -29,7 +29,7 @@ import torch
 
 from fast import bench, bench_report
 from fast.bench import Built, Case
-from fast.cache import FORMATS, attention, attention_naive, quantize, quantize_naive
+from fast.cache import FORMATS, attention, attention_naive, attention_ws, dispatch, quantize, quantize_naive
 from fast.cache import gather_dequantize as gather_api
 from fast.cache import quantize_store as store_api
 from fast.cache import sparse_attention as attention_api
@@ -235,8 +235,11 @@ def decode_case(
             return AttentionArgs(q[rows], kv, idx[rows], sink, scale, DIM, False, o, s, kv_cache, precision, cfg)
 
         def triton_fn(precision: str, cfg: attention.Config | None = None) -> Callable[[], object]:
+            """The ``tl`` kernel (in tile ``cfg``, default: its own)."""
             launch = call(out, lse, precision, cfg=cfg)
             return lambda: attention.sparse_attention(launch)
+
+        default_call = call(out, lse, "bf16")
 
         def eager(precision: str) -> Callable[[], object]:
             twin = call(torch.empty_like(out), torch.empty_like(lse), precision)
@@ -244,7 +247,8 @@ def decode_case(
 
         ws_tiles: dict[str, Callable[[], object]] = {}
         impls = {
-            "triton": triton_fn("bf16"),
+            "triton": lambda: dispatch.run(default_call),  # the default path (fast.cache.dispatch)
+            "triton_tl": triton_fn("bf16"),
             "triton_f32p": triton_fn("f32"),
             "triton+checks": lambda: attention_api(q, kv, idx, sink, scale=scale, dv=DIM, precision="bf16",
                                                    kv_format=kv_format, out=out, lse=lse),
@@ -255,16 +259,10 @@ def decode_case(
             # one stage at every head count: two overflow sm_90's shared memory at D = 512 (246,528 bytes under
             # Triton 3.6 in the 16-head tile), and an explicit tile is launched as given (fast.fitting)
             impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False, num_stages=1))
-        if torch.device(device).type == "cuda":  # the warp-specialized Gluon kernel, where it serves the call
-            from fast.cache import attention_ws
-
-            ws_call = call(out, lse, "bf16")
-            if attention_ws.supports(ws_call):
-                impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(ws_call)
-                fp8 = kv_cache is not None
-                tiles_ws = attention_ws.sweep_tiles(kv_format) if sweep else []
-                ws_tiles = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, ws_call, t)
-                            for t in tiles_ws}  # fmt: skip
+        if attention_ws.available(default_call):  # the warp-specialized kernel's other tiles
+            tiles_ws = attention_ws.sweep_tiles(kv_format) if sweep else []
+            ws_tiles = {attention_ws.label(t, kv_format is not None): functools.partial(
+                attention_ws.sparse_attention_ws, default_call, t) for t in tiles_ws}  # fmt: skip
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
@@ -279,19 +277,15 @@ def decode_case(
             ref_o, ref_l = torch.empty(n, h, DIM, device=device), torch.empty(n, h, device=device)
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             parts = []
-            for precision in ("bf16", "f32"):
-                triton_fn(precision)()
+            for label, fn in (("bf16 p", impls["triton"]), ("tl kernel, bf16 p", impls["triton_tl"]),
+                              ("f32 p", impls["triton_f32p"])):  # fmt: skip
+                fn()
                 err = (out[rows] - ref_o).abs().max().item()
                 lerr = (lse[rows] - ref_l).abs().max().item()
-                parts.append(f"{precision} p: max |out - f64| {err:.2e}, |lse - f64| {lerr:.2e}")
+                parts.append(f"{label}: max |out - f64| {err:.2e}, |lse - f64| {lerr:.2e}")
             o, s = torch.empty_like(ref_o), torch.empty_like(ref_l)
             attention_naive.sparse_attention(call(o, s, "bf16", rows))
             parts.append(f"torch bf16: {(o - ref_o).abs().max().item():.2e}")
-            if "triton_ws" in impls:
-                impls["triton_ws"]()
-                err = (out[rows] - ref_o).abs().max().item()
-                lerr = (lse[rows] - ref_l).abs().max().item()
-                parts.append(f"warp-specialized, bf16 p: max |out - f64| {err:.2e}, |lse - f64| {lerr:.2e}")
             if sweep_impls:  # a swept tile is timed only; its result is checked here, once (none under --no-sweep)
                 errors = {}
                 for label, fn in sweep_impls.items():
@@ -303,8 +297,10 @@ def decode_case(
 
         notes = [f"M = {M} query rows ({b} requests x {QUERIES_PER_REQUEST}), {h} heads, top-k {topk} distinct rows "
                  f"of {context_rows} per request, D = dv = {DIM}, {KV_WORDS[kv_format]} KV; "
-                 "triton: probabilities rounded to bf16 (FlashMLA style), triton_f32p: kept at f32 precision; "
-                 "torch: bf16 matmuls on gathered rows"]  # fmt: skip
+                 "triton: the default path (fast.cache.dispatch: the warp-specialized kernel on sm_90 where it serves "
+                 "the call, else the tl kernel), probabilities rounded to bf16 (FlashMLA style); triton_tl: the tl "
+                 "kernel, bf16 p; triton_f32p: the tl kernel, p kept at f32 precision; torch: bf16 matmuls on "
+                 "gathered rows"]  # fmt: skip
         return Built(impls, moved, flops, check, sweep=sweep_impls, notes=notes)
 
     return build

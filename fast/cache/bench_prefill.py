@@ -32,7 +32,7 @@ import torch
 
 from fast import bench
 from fast.bench import Built, Case
-from fast.cache import attention, attention_naive
+from fast.cache import attention, attention_naive, attention_ws, dispatch
 from fast.cache.bench_cases import DEVICE, DIM, KV_KINDS, KV_WORDS, attention_model, kv_inputs
 from fast.cache.checks import AttentionArgs
 
@@ -143,17 +143,14 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
 
         ws_tiles: dict[str, Callable[[], object]] = {}  # timed as the sweep (none under --no-sweep)
         impls: dict[str, Callable[[], object]] = {
-            "triton": lambda: attention.sparse_attention(launch),
+            "triton": lambda: dispatch.run(launch),  # the default path (fast.cache.dispatch)
+            "triton_tl": lambda: attention.sparse_attention(launch),
             "torch_eager": over_slices(attention_naive.sparse_attention),
         }
-        if torch.device(device).type == "cuda":  # the warp-specialized Gluon kernel, where it serves the call
-            from fast.cache import attention_ws
-
-            if attention_ws.supports(launch):
-                impls["triton_ws"] = lambda: attention_ws.sparse_attention_ws(launch)
-                fp8 = kv_cache is not None
-                ws_tiles = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, launch, t)
-                            for t in attention_ws.sweep_tiles(p.kv_format)}  # fmt: skip
+        if attention_ws.available(launch):  # the warp-specialized kernel's other tiles
+            tiles = attention_ws.sweep_tiles(p.kv_format)
+            ws_tiles = {attention_ws.label(t, p.kv_format is not None): functools.partial(
+                attention_ws.sparse_attention_ws, launch, t) for t in tiles}  # fmt: skip
         if with_compile:
             impls["torch_compile"] = over_slices(torch.compile(attention_naive.sparse_attention, dynamic=False))
         flops, moved = attention_model(p.s_q, p.h, p.lanes, x["row_bytes"])
@@ -165,30 +162,23 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             rows = slice(0, n)
             ref_o, ref_l = torch.empty(n, p.h, DIM, device=device), torch.empty(n, p.h, device=device)
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
-            attention.sparse_attention(launch)
             impls["torch_eager"]()
             errors = {}
-            for who, o, s in (("triton", out, lse), ("torch", twin_out, twin_lse)):
-                errors[who] = (o[rows] - ref_o).abs().max().item(), (s[rows] - ref_l).abs().max().item()
-            ours, theirs = errors["triton"][0], errors["torch"][0]
-            verdict = "ok" if ours <= 2 * theirs + 1e-6 else "triton's error exceeds twice torch's"
-            if "triton_ws" in impls:  # after the others: it writes the same out and lse as triton
-                impls["triton_ws"]()
-                ws_err = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()
-                errors["warp-specialized"] = ws_err
-                for name, fn in ws_tiles.items():
-                    fn()
-                    errors[name] = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()
-                worst = max(e[0] for who, e in errors.items() if who not in ("triton", "torch"))
-                if worst > 2 * theirs + 1e-6:
-                    verdict = "a warp-specialized tile's error exceeds twice torch's"
+            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *ws_tiles.items()):
+                fn()
+                errors[who] = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()
+            errors["torch"] = (twin_out[rows] - ref_o).abs().max().item(), (twin_lse[rows] - ref_l).abs().max().item()
+            theirs = errors["torch"][0]
+            worst = max(errors, key=lambda k: errors[k][0] if k != "torch" else -1.0)
+            verdict = "ok" if errors[worst][0] <= 2 * theirs + 1e-6 else f"{worst}'s error exceeds twice torch's"
             parts = [f"{who}: max |out - f64| {e[0]:.2e}, |lse - f64| {e[1]:.2e}" for who, e in errors.items()]
             return f"{verdict}: first {n} query rows, " + "; ".join(parts)
 
         lanes = f"top-k {p.topk} distinct rows of {p.s_kv}" + (f" + a window of {p.window} rows" if p.window else "")
         notes = [f"one request of {p.s_q} query rows (the last of {p.s_kv} positions), {p.h} heads, {lanes} "
-                 f"= {p.lanes} lanes, D = dv = {DIM}, {KV_WORDS[p.kv_format]} KV; triton: probabilities rounded to "
-                 "bf16 (FlashMLA style); torch: bf16 matmuls on gathered rows"]  # fmt: skip
+                 f"= {p.lanes} lanes, D = dv = {DIM}, {KV_WORDS[p.kv_format]} KV; triton: the default path "
+                 "(fast.cache.dispatch), triton_tl: the tl kernel, both with probabilities rounded to bf16 (FlashMLA "
+                 "style); torch: bf16 matmuls on gathered rows"]  # fmt: skip
         if per < p.s_q:
             notes.append(f"torch_eager and torch_compile run the {p.s_q} query rows as {p.s_q // per} calls of {per} "
                          f"(the whole call would need about {twin_bytes(p, p.s_q) / 1e9:.0f} GB, over "
