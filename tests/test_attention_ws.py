@@ -6,6 +6,7 @@ Skipped without a Hopper GPU, except the host's tile checks."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -120,3 +121,40 @@ def test_every_shipped_tile_passes_its_own_check() -> None:
     for kv_format in (None, "v41_fp8_528", "v4_584"):
         attention_ws.check_tile(attention_ws.DEFAULT_TILES[kv_format], kv_format)
     assert len(attention_ws.sweep_tiles("v41_fp8_528")) == len(attention_ws.SWEEP[True]) - 1  # less the default
+
+
+def test_the_default_path_refuses_a_config_of_another_kind() -> None:
+    from fast.cache import sparse_attention
+
+    x = bench_cases.decode_inputs(1, 4, None, "cpu", context_rows=64, topk=8)
+    with pytest.raises(TypeError, match=r"^config: must be a fast.cache.attention.Config or attention_ws.Tile"):
+        sparse_attention(x["q"], x["kv"], x["indices"], x["sink"], scale=0.05, dv=512, config=(64, 2))
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9, reason="off sm_90")
+def test_a_warp_specialized_tile_off_sm90_is_refused() -> None:
+    from fast.cache import attention_ws, sparse_attention
+
+    x = bench_cases.decode_inputs(1, 4, None, "cpu", context_rows=64, topk=8)
+    with pytest.raises(ValueError, match=r"^config: a warp-specialized Tile needs an sm_90 GPU"):
+        sparse_attention(x["q"], x["kv"], x["indices"], x["sink"], scale=0.05, dv=512, precision="bf16",
+                         config=attention_ws.Tile(64, 2))  # fmt: skip
+
+
+@needs_sm90
+@pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584", None])
+def test_the_default_path_is_the_warp_specialized_kernel_where_it_serves(kv_format: str | None) -> None:
+    """On sm_90 the public entry's default equals the warp-specialized kernel bit for bit (bf16 p); f32 p and a
+    tl Config equal the tl kernel."""
+    from fast.cache import attention, attention_ws, sparse_attention
+
+    x = bench_cases.decode_inputs(2, 64, kv_format, "cuda", context_rows=1024, topk=256)
+    for precision, config in (("bf16", None), ("f32", None), ("bf16", attention.default_config(64, 512, kv_format))):
+        out, lse = sparse_attention(x["q"], x["kv"], x["indices"], x["sink"], scale=512**-0.5, dv=512,
+                                    precision=precision, config=config, kv_format=kv_format)  # fmt: skip
+        twin = _call(x, precision)
+        if precision == "bf16" and config is None:
+            attention_ws.sparse_attention_ws(twin)
+        else:
+            attention.sparse_attention(dataclasses.replace(twin, config=config))
+        assert torch.equal(out, twin.out) and torch.equal(lse, twin.lse), (precision, config)
