@@ -126,7 +126,7 @@ def test_every_shipped_tile_passes_its_own_check() -> None:
 def test_the_default_path_refuses_a_config_of_another_kind() -> None:
     from fast.cache import sparse_attention
 
-    x = bench_cases.decode_inputs(1, 4, None, "cpu", context_rows=64, topk=8)
+    x = bench_cases.decode_inputs(1, 4, None, "cuda" if torch.cuda.is_available() else "cpu", context_rows=64, topk=8)
     with pytest.raises(TypeError, match=r"^config: must be a fast.cache.attention.Config or attention_ws.Tile"):
         sparse_attention(x["q"], x["kv"], x["indices"], x["sink"], scale=0.05, dv=512, config=(64, 2))
 
