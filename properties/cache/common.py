@@ -195,19 +195,25 @@ class AttentionCall:
 def exact_attention(call: AttentionCall) -> list[tuple[HeadResult, ...]]:
     """Every query row's exact result per head; values are the first ``dv`` entries of each cache row.
 
-    The memo is keyed on a row's valid lanes, sorted, as the reference's own ``valid_lanes`` finds them: the
-    reference skips invalid lanes and sums valid ones in ascending order, so a row's result depends on nothing
-    else (bit for bit), and calls that differ only in lane order or in how they mark invalid lanes share it.
+    The memo is keyed on a row's valid lanes, sorted, as the reference's own ``valid_lanes`` finds them, and on
+    the cache rows they read, renumbered in ascending order: the reference skips invalid lanes and sums valid
+    ones in ascending order, which the renumbering keeps, so a row's result depends on nothing else (bit for
+    bit), and calls that differ only in lane order, in how they mark invalid lanes or in rows no lane reads
+    share it.
     """
     invalid, empty_row = attention_convention(call.convention)
-    keys = tuple(tuple(float(x) for x in row) for row in call.kv.to(torch.float32).tolist())
+    keys = call.kv.to(torch.float32).tolist()
     sinks = tuple(call.sink.to(torch.float32).tolist())
     results = []
     for heads, lanes in zip(call.q.to(torch.float32).tolist(), call.indices.tolist(), strict=True):
         valid = valid_lanes(lanes, len(keys), invalid)
+        read = sorted(set(valid))
+        renumbered = {j: i for i, j in enumerate(read)}
+        rows = tuple(tuple(keys[j]) for j in read)
         query = tuple(tuple(h) for h in heads)
         empty = empty_row if not valid else "zero"
-        results.append(_attention_row(query, keys, valid, float(call.scale), sinks, call.dv, empty))
+        lanes_read = tuple(renumbered[j] for j in valid)
+        results.append(_attention_row(query, rows, lanes_read, float(call.scale), sinks, call.dv, empty))
     return results
 
 
