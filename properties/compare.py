@@ -156,12 +156,15 @@ def assert_within_twice_baseline(
     mantissa_bits: int,
     what: str,
     scale: Sequence[float] | None = None,
+    floor: Sequence[float] | None = None,
 ) -> None:
     """Each lane's error is at most 2 x the same-precision baseline's error on that lane, or ULP_FLOOR ulps.
 
     The bound is per lane, so a single wrong row cannot hide behind a large error elsewhere. ``scale`` (per
     lane, optional) is the magnitude the formula's rounding is proportional to where it exceeds the result's
     own, as for a sum whose terms cancel (``sum |terms|``); the ulp floor is taken at ``max(|exact|, scale)``.
+    ``floor`` (per lane, optional) is an absolute error always allowed besides, such as what flushing float32
+    subnormals to zero can move the lane by.
     """
     import math
 
@@ -175,4 +178,6 @@ def assert_within_twice_baseline(
         max(2 * be if math.isfinite(be) else 0.0, ULP_FLOOR * ulp(size, mantissa_bits))
         for be, size in zip(base_err, sizes, strict=True)
     ]
+    if floor is not None:
+        allowed = [max(a, f) for a, f in zip(allowed, floor, strict=True)]
     _within(exact, got, got_err, allowed, what, "2 x the same-precision torch error")

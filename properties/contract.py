@@ -362,6 +362,21 @@ OPERATIONS: dict[str, Operation] = {
             "within twice the error of same-precision (f32) torch implementations on the decoded rows, lane by lane",
             contiguous=("cache",),
         ),
+        _op(
+            "sparse_attention_bf16",
+            "sparse_attention of bf16 q and kv with bf16 probabilities, as FlashMLA-style kernels run it",
+            "q, kv, indices, sink; scale, dv",
+            """fn(q: bf16[M, H, 512], kv: bf16[N, 512], indices: i32[M, K], sink: f32[H], *, scale: float,
+            dv: int) -> (out: f32[M, H, 512], lse: f32[M, H]); dv = 512: the value of cache row j is the whole
+            row kv[j]; the formula, lanes, sink and conventions ("INVALID+EMPTY") of sparse_attention; the
+            implementation may round each probability e^{s_j - m} (m: the row's maximum, or a running maximum at
+            or above s_j) to bf16 once before p @ v, with scores, sums and the accumulator in f32; q, kv or dv
+            off this signature: ValueError (TypeError for a dv that is no int) naming it""",
+            "within twice the error of same-precision torch implementations that round the probabilities to bf16 "
+            "once before p @ v (f32 accumulation), lane by lane; out's floors: 2^-7 to 2^-6 of the lane's magnitude "
+            "sum_j p_j |v_j| / (e^{sink} + sum_j p_j), and 2^-126 (1 + sum_j |v_j|) over that denominator "
+            "(subnormals flushed); lse's: float32's",
+        ),
     )
 }
 

@@ -125,6 +125,11 @@ def _fp8_kv_attention(m: ModelPreset) -> list[Example]:
     return [_example("sparse_attention_fp8_kv", rows=1, heads=2, lanes=lanes, blocks=2, rows_per_block=64)]
 
 
+def _bf16_attention(m: ModelPreset) -> list[Example]:
+    """The model's top-k and window lanes, bf16 with bf16 probabilities (D = 512)."""
+    return [_example("sparse_attention_bf16", rows=1, heads=2, lanes=m.index_topk + m.window_size)]
+
+
 def _formats(op: str, m: ModelPreset) -> list[Example]:
     return [_example(op, rows=17, blocks=2, rows_per_block=64)]
 
@@ -151,6 +156,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "paged_index_scores_fp8_shape_ladder": _for_each(_paged_index_scores_fp8),
     "attention_shape_ladder": _for_each(_attention),
     "fp8_kv_shape_ladder": _for_each(_fp8_kv_attention),
+    "bf16_shape_ladder": _for_each(_bf16_attention),
     "quant_store_shape_ladder": _for_each(lambda m: _formats("quantize_store", m)),
     "gather_shape_ladder": _for_each(lambda m: _formats("gather_dequantize", m)),
     "norm_rope_shape_ladder": _for_each(lambda m: _formats("norm_rope_store", m)),

@@ -97,6 +97,8 @@ SPARSE_ATTENTION = _table(
 
 FP8_KV_ATTENTION = {name: FORMATS[name] for name in (formats.V4_MAIN_FP8.name, formats.V41_MAIN_FP8.name)}
 """The paged FP8 caches sparse attention reads in place (D = dv = 512), as FlashMLA's FP8 sparse decode does."""
+BF16_ATTENTION = SPARSE_ATTENTION
+"""sparse_attention_bf16 skips lanes and answers empty rows as sparse_attention does: the same conventions."""
 
 PADDING_ROWS = _table(
     Convention(
@@ -131,6 +133,7 @@ CONVENTIONS: dict[str, Mapping[str, Convention[Any]]] = {
     "norm_rope_store": FORMATS,
     "sparse_attention": SPARSE_ATTENTION,
     "sparse_attention_fp8_kv": FP8_KV_ATTENTION,
+    "sparse_attention_bf16": BF16_ATTENTION,
 }
 """Operation name -> its conventions, by name (an operation the public code agrees on has none)."""
 

@@ -19,7 +19,7 @@ import torch
 from reference.attention import EmptyRow, HeadResult, InvalidLanes, Sink, valid_lanes
 from reference.attention import sparse_attention as reference_attention
 from reference.cache_blocks import BlockLayout, public_layout, slot_byte_offsets
-from reference.conventions import FORMATS, FP8_KV_ATTENTION, SPARSE_ATTENTION, lookup, parse
+from reference.conventions import BF16_ATTENTION, FORMATS, FP8_KV_ATTENTION, SPARSE_ATTENTION, lookup, parse
 from reference.formats import QuantizedRow, RowDtype, RowFormat, dequantize_row, quantize_row
 from reference.grids import FP32, encode
 from reference.scales import Arithmetic
@@ -28,6 +28,7 @@ from reference.score_values import NAN, NEG_INF, POS_INF
 FORMAT_CONVENTIONS: tuple[str, ...] = tuple(FORMATS)
 ATTENTION_CONVENTIONS: tuple[str, ...] = tuple(SPARSE_ATTENTION)
 FP8_KV_CONVENTIONS: tuple[str, ...] = tuple(FP8_KV_ATTENTION)
+BF16_CONVENTIONS: tuple[str, ...] = tuple(BF16_ATTENTION)
 
 
 def row_format_of(fmt: str) -> RowFormat:
@@ -131,6 +132,28 @@ def pad_offsets(layout: BlockLayout) -> range:
     """Offsets, within a row's scale part, of the pad bytes a writer may leave unwritten or write as 0."""
     fmt = layout.fmt
     return range(fmt.scale_bytes - fmt.scale_pad_bytes, fmt.scale_bytes)
+
+
+BF16_DIMS = 512
+"""sparse_attention_bf16's D and dv."""
+
+
+def check_bf16_attention(q: object, kv: object, dv: object) -> None:
+    """sparse_attention_bf16's own arguments: q bf16[M, H, 512], kv bf16[N, 512], dv 512; a ValueError (a
+    TypeError for a dv that is no int) naming the first that is not."""
+    for name, tensor, dims in (("q", q, 3), ("kv", kv, 2)):
+        if (
+            not isinstance(tensor, torch.Tensor)
+            or tensor.dtype != torch.bfloat16
+            or tensor.dim() != dims
+            or tensor.shape[-1] != BF16_DIMS
+        ):
+            shape = "[M, H, 512]" if dims == 3 else "[N, 512]"
+            raise ValueError(f"{name}: must be bf16{shape}, got {_described(tensor)}")
+    if isinstance(dv, bool) or not isinstance(dv, int):
+        raise TypeError(f"dv: must be an int, got {type(dv).__name__}")
+    if dv != BF16_DIMS:
+        raise ValueError(f"dv: must be {BF16_DIMS} (the whole row is the value), got {dv}")
 
 
 def attention_convention(convention: str) -> tuple[InvalidLanes, EmptyRow]:

@@ -1,5 +1,6 @@
 """Sparse MQA attention with a sink in torch eager, float32: a tiled online-softmax implementation with switches
-that each plant one realistic bug (the mutants' base), and the same-precision baselines the comparison rule uses.
+that each plant one realistic bug (the mutants' base), and the same-precision baselines the comparison rule uses;
+sparse_attention_bf16's twin (bf16 probabilities, ``tiled_bf16_attention``) and baselines beside them.
 
 The tiled version walks the lanes ``TILE`` at a time (in at most ``MAX_TILES`` tiles: a long row takes wider
 tiles, as a kernel's tiles of a 1024-lane row are), keeping a running maximum, sum and output as flash kernels
@@ -15,7 +16,7 @@ from typing import Literal
 
 import torch
 
-from properties.cache.common import AttentionCall, attention_convention
+from properties.cache.common import AttentionCall, attention_convention, check_bf16_attention
 from properties.ladder import ladder
 
 TILE = 4
@@ -168,11 +169,18 @@ def tiled_attention(
 
 
 def dense_attention(
-    call: AttentionCall, *, reverse: bool = False, stepwise: bool = False, dtype: torch.dtype = torch.float32
+    call: AttentionCall,
+    *,
+    reverse: bool = False,
+    stepwise: bool = False,
+    dtype: torch.dtype = torch.float32,
+    probabilities: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One softmax over all lanes at once, in ``dtype`` (float32: a same-precision baseline; float64: the
     oracle of large shapes); lanes reversed first if ``reverse``. ``stepwise`` forms each weight as an online
-    kernel does, ``e^{s_j - m_j} * e^{m_j - m}`` with ``m_j`` the running maximum."""
+    kernel does, ``e^{s_j - m_j} * e^{m_j - m}`` with ``m_j`` the running maximum. ``probabilities`` (bf16: the
+    baseline of sparse_attention_bf16): ``e^{s_j - m}`` (stepwise: ``e^{s_j - m_j}``) rounded to it once before
+    ``p @ v``; the sum, hence the denominator and lse, keeps the unrounded weights."""
     q, kv, indices, sink, scale, dv = call.q, call.kv, call.indices, call.sink, call.scale, call.dv
     invalid, empty_row = attention_convention(call.convention)
     _validate(q, kv, indices, sink, dv, invalid)
@@ -189,10 +197,12 @@ def dense_attention(
     if stepwise and scores.shape[2]:
         running = torch.cummax(scores, dim=-1).values
         running = torch.where(torch.isinf(running), 0.0, running)
-        weights = torch.exp(scores - running) * torch.exp(running - safe_top[..., None])
+        local, carry = torch.exp(scores - running), torch.exp(running - safe_top[..., None])
     else:
-        weights = torch.exp(scores - safe_top[..., None])
-    acc = torch.einsum("mhk,mkd->mhd", weights, gathered[..., :dv])
+        local, carry = torch.exp(scores - safe_top[..., None]), torch.ones((), dtype=dtype, device=q.device)
+    weights = local * carry
+    rounded = local if probabilities is None else local.to(probabilities).to(dtype)
+    acc = torch.einsum("mhk,mkd->mhd", rounded * carry, gathered[..., :dv])
     return _finish(acc, weights.sum(-1), top, sink, ~valid.any(dim=1), empty_row, NO_BUGS)
 
 
@@ -202,6 +212,15 @@ def baselines(call: AttentionCall) -> list[tuple[torch.Tensor, torch.Tensor]]:
     The comparison rule takes, lane by lane, the worst of their errors as what float32 torch can be off by.
     """
     return [dense_attention(call), dense_attention(call, reverse=True, stepwise=True)]
+
+
+def bf16_baselines(call: AttentionCall) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``baselines`` with each probability rounded to bf16 once before ``p @ v`` (f32 scores, sums and
+    accumulation): sparse_attention_bf16's same-precision evaluations."""
+    return [
+        dense_attention(call, probabilities=torch.bfloat16),
+        dense_attention(call, reverse=True, stepwise=True, probabilities=torch.bfloat16),
+    ]
 
 
 def term_scales(call: AttentionCall) -> tuple[list[float], list[float]]:
@@ -234,6 +253,29 @@ def term_scales(call: AttentionCall) -> tuple[list[float], list[float]]:
     return finite(magnitude), finite(lse)
 
 
+def flush_scales(call: AttentionCall) -> list[float]:
+    """Per out lane, in float64, ``(1 + sum_j |v_j|) / (e^{sink - m} + sum_j e^{s_j - m})``: times float32's
+    smallest normal 2^-126, a bound on what flushing subnormal probabilities, and a subnormal ``p @ v``, to zero
+    (as approximate exponentials and bf16 products do) moves the lane by."""
+    q, kv, indices, sink, scale, dv = call.q, call.kv, call.indices, call.sink, call.scale, call.dv
+    invalid, _ = attention_convention(call.convention)
+    rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
+    scores, gathered = _scores(q, kv, rows, scale, torch.float64)
+    scores = scores.masked_fill(~valid[:, None, :], NEG_INF)
+    top = (
+        scores.amax(-1)
+        if scores.shape[2]
+        else torch.full(scores.shape[:2], NEG_INF, dtype=torch.float64, device=scores.device)
+    )
+    safe_top = torch.where(torch.isinf(top), 0.0, top)
+    denominator = torch.exp(scores - safe_top[..., None]).sum(-1) + torch.exp(
+        sink.to(torch.float64)[None, :] - safe_top
+    )
+    values = (gathered[..., :dv].abs() * valid[..., None]).sum(1)
+    flushed = (1 + values[:, None, :]) / denominator[..., None]
+    return torch.where(torch.isfinite(flushed), flushed, 0.0).reshape(-1).tolist()  # type: ignore[no-any-return]
+
+
 def attention_with(bugs: AttentionBugs, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """The tiled implementation with ``bugs`` planted, as a contract-shaped callable for ``convention``."""
     return functools.partial(tiled_attention, convention=convention, bugs=bugs)
@@ -251,3 +293,75 @@ def float64_attention(convention: str) -> Callable[..., tuple[torch.Tensor, torc
         return out.to(torch.float32), lse.to(torch.float32)
 
     return attention
+
+
+BF16_TILE = 32
+"""Lanes a tile of the bf16 twin: a warp-specialized kernel's smaller tile, so rows past 32 lanes cross tiles."""
+
+
+@dataclass(frozen=True)
+class Bf16Bugs:
+    """One planted bug per switch of ``tiled_bf16_attention``; the default is the correct implementation."""
+
+    sink_in_lse: bool = False  # the sink folded into lse as well as into the denominator
+    max_not_subtracted: bool = False  # p = e^s in float32: no running maximum subtracted (e^s overflows past 88)
+    stale_tile: bool = False  # p @ v reads the previous tile's rows: a ring stage refilled before its reader ran
+    unscaled_accumulator: bool = False  # the accumulator not rescaled by e^{m_old - m_new} when the maximum grows
+    fp8_probabilities: bool = False  # probabilities rounded to e4m3 instead of bf16
+
+
+NO_BF16_BUGS = Bf16Bugs()
+
+
+def tiled_bf16_attention(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sink: torch.Tensor,
+    *,
+    scale: float,
+    dv: int,
+    convention: str,
+    bugs: Bf16Bugs = NO_BF16_BUGS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """sparse_attention_bf16 as a FlashMLA-style kernel runs it: ``BF16_TILE`` lanes at a time, a running
+    maximum ``m``, each tile's ``e^{s - m}`` rounded to bf16 once before ``p @ v``, the running sum of the
+    unrounded ones. Scores, sums and the accumulator are float64, rounded once to f32 at the end, so that the
+    probabilities' rounding (and a planted bug) is all that moves it off the exact result."""
+    check_bf16_attention(q, kv, dv)
+    invalid, empty_row = attention_convention(convention)
+    _validate(q, kv, indices, sink, dv, invalid)
+    rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
+    f64 = torch.float64
+    scores, gathered = _scores(q, kv, rows, scale, f64)
+    scores = scores.masked_fill(~valid[:, None, :], NEG_INF)
+    m, h = scores.shape[:2]
+    top = torch.full((m, h), NEG_INF, dtype=f64, device=q.device)
+    shift = torch.zeros((m, h), dtype=f64, device=q.device)
+    total = torch.zeros((m, h), dtype=f64, device=q.device)
+    acc = torch.zeros((m, h, dv), dtype=f64, device=q.device)
+    rounding = torch.float8_e4m3fn if bugs.fp8_probabilities else torch.bfloat16
+    for start in range(0, scores.shape[2], BF16_TILE):
+        block = scores[..., start : start + BF16_TILE]
+        top = torch.maximum(top, block.amax(-1))
+        new_shift = shift if bugs.max_not_subtracted else torch.where(torch.isinf(top), 0.0, top)
+        rescale = torch.exp(shift - new_shift)
+        if bugs.max_not_subtracted:
+            local = torch.exp(block.float()).to(f64)
+        else:
+            local = torch.exp(block - new_shift[..., None])
+        rounded = local.float().to(rounding).to(f64)
+        first = max(0, start - BF16_TILE) if bugs.stale_tile else start
+        values = gathered[:, first : first + block.shape[2], :dv]
+        total = total * rescale + local.sum(-1)
+        kept = acc if bugs.unscaled_accumulator else acc * rescale[..., None]
+        acc = kept + torch.einsum("mhk,mkd->mhd", rounded, values)
+        shift = new_shift
+    sink_rule = AttentionBugs(sink="in_lse" if bugs.sink_in_lse else "once")
+    out, lse = _finish(acc, total, shift, sink, ~valid.any(dim=1), empty_row, sink_rule)
+    return out.float(), lse.float()
+
+
+def bf16_attention_with(bugs: Bf16Bugs, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The bf16 twin with ``bugs`` planted, as a contract-shaped callable for ``convention``."""
+    return functools.partial(tiled_bf16_attention, convention=convention, bugs=bugs)

@@ -48,3 +48,15 @@ LSE_NEAR_ONE = {
 }
 """lse = -0.0625 + ln 1.27: a sum a few ulps off, which ln turns into an absolute error of ~1e-7 on a result of
 0.18, so the rule measures lse's ulps at no less than 1."""
+BF16_SUBNORMAL_PROBABILITY = {
+    "n": 2,
+    "kv_seed": 3,
+    "scale": 8.0,
+    "q": [[[[0, 3.25]], [[0, 3.25]]]],
+    "lanes": [[["valid", 0], ["valid", 1]] + [["minus_one", 0]] * 6],
+    "sinks": [0.0, 0.0],
+    "empty": [],
+}
+"""sparse_attention_bf16: scores 52 and -39 (rows 0 and 1 of seed 3 hold 2 and -1.5 at dim 0), so the second
+probability, e^-91, is a bf16 subnormal: the torch bf16 matmul flushed its products to zero (out's absolute floor,
+``props_bf16.FLOAT32_SMALLEST_NORMAL``)."""

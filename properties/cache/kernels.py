@@ -6,7 +6,10 @@ at ``precision="f64"``: the kernels' lane handling, online softmax, sink and emp
 arithmetic, rounded once to f32. The suite's rule (twice the worst of four float32 torch evaluations, lane by
 lane) cannot be met by float32 arithmetic summed in another order on lanes where the output cancels; the f32
 and bf16 modes are checked against their own stated tolerances in tests/test_fast_cache.py
-(docs/cache-kernels.md). The Triton ones exist only where Triton is installed; where they run is
+(docs/cache-kernels.md). ``sparse_attention_bf16``: both backends at ``precision="bf16"`` (probabilities
+rounded to bf16 once), the operation's own precision; its Triton one only where Triton compiles (CUDA: on an
+sm_90 GPU the default path runs the warp-specialized kernel for these shapes), since the interpreter's bf16
+casts are not the GPU's. The Triton ones exist only where Triton is installed; where they run is
 ``properties.devices``'s policy (they declare that device, so the property suite builds its tensors there).
 """
 
@@ -19,9 +22,16 @@ from typing import Any
 import torch
 
 from fast.cache import cache_format, gather_dequantize, norm_rope_store, quantize_store, sparse_attention
-from properties.cache.common import ATTENTION_CONVENTIONS, FORMAT_CONVENTIONS, FP8_KV_CONVENTIONS, attention_convention
+from properties.cache.common import (
+    ATTENTION_CONVENTIONS,
+    BF16_CONVENTIONS,
+    FORMAT_CONVENTIONS,
+    FP8_KV_CONVENTIONS,
+    attention_convention,
+    check_bf16_attention,
+)
 from properties.cache.faulty_fp8_kv import LANE_RULES
-from properties.devices import device_name
+from properties.devices import device_name, kernel_device
 from properties.registry import Implementation
 
 
@@ -99,6 +109,29 @@ def fp8_kv_adapter(backend: str, fmt: str) -> Callable[..., tuple[torch.Tensor, 
     return sparse_attention_fp8_kv_impl
 
 
+def bf16_adapter(backend: str, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    invalid, empty = attention_convention(convention)
+
+    def sparse_attention_bf16_impl(
+        q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        check_bf16_attention(q, kv, dv)
+        return sparse_attention(
+            q, kv, indices, sink, scale=scale, dv=dv, empty_row=empty, invalid=invalid, precision="bf16",
+            backend=backend,
+        )  # fmt: skip
+
+    sparse_attention_bf16_impl.__name__ = f"sparse_attention_bf16_{backend}_{invalid}_{empty}"
+    return sparse_attention_bf16_impl
+
+
+def bf16_backends() -> list[str]:
+    """torch; Triton only where it compiles (on the CPU it would run the ``tl`` kernel interpreted, not the
+    kernels this operation exists for)."""
+    compiled = importlib.util.find_spec("triton") is not None and kernel_device("triton") is not None
+    return ["torch", *(["triton"] if compiled else [])]
+
+
 def _kernel(op: str, backend: str, fn: Callable[..., Any], convention: str) -> Implementation:
     return Implementation(
         op,
@@ -124,4 +157,4 @@ IMPLEMENTATIONS = [
         ),
         *(_kernel("sparse_attention_fp8_kv", backend, fp8_kv_adapter(backend, f), f) for f in FP8_KV_CONVENTIONS),
     )
-]
+] + [_kernel("sparse_attention_bf16", b, bf16_adapter(b, c), c) for b in bf16_backends() for c in BF16_CONVENTIONS]

@@ -148,22 +148,33 @@ def call_unchanged(
     return result
 
 
-def compare_with_exact(call: AttentionCall, out: torch.Tensor, lse: torch.Tensor, context: str) -> None:
-    """out and lse against the exact attention of ``call`` under the twice-torch rule of this module."""
+def compare_with_exact(
+    call: AttentionCall,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    context: str,
+    *,
+    runs: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+    out_mantissa: int = FLOAT32_MANTISSA,
+    out_floor: list[float] | None = None,
+) -> None:
+    """out and lse against the exact attention of ``call`` under the twice-torch rule of this module: the
+    baselines ``runs`` (default ``baselines(call)``), out's ulp floor at ``out_mantissa`` fraction bits and its
+    absolute ``out_floor`` per lane, if any."""
     exact_out: list[Fraction | float] = []
     exact_lse: list[Fraction | float] = []
     for heads_result in exact_attention(call):
         for head in heads_result:
             exact_out.extend(v if isinstance(v, Fraction) else to_float(v) for v in head.out)
             exact_lse.append(head.lse if isinstance(head.lse, Fraction) else to_float(head.lse))
-    runs = baselines(call)
+    runs = baselines(call) if runs is None else runs
     out_scale, lse_scale = term_scales(call)
-    for name, exact, got, baseline, scale in (
-        ("out", exact_out, out, [o for o, _ in runs], out_scale),
-        ("lse", exact_lse, lse, [s for _, s in runs], lse_scale),
+    for name, exact, got, baseline, scale, mantissa, floor in (
+        ("out", exact_out, out, [o for o, _ in runs], out_scale, out_mantissa, out_floor),
+        ("lse", exact_lse, lse, [s for _, s in runs], lse_scale, FLOAT32_MANTISSA, None),
     ):
         worst = _worst(exact, [_flat(b) for b in baseline])
-        assert_within_twice_baseline(exact, _flat(got), worst, FLOAT32_MANTISSA, name + context, scale=scale)
+        assert_within_twice_baseline(exact, _flat(got), worst, mantissa, name + context, scale=scale, floor=floor)
 
 
 def check_matches_reference(impl: Implementation, example: dict[str, Any]) -> None:

@@ -14,7 +14,10 @@ An example is a few sizes and a ``seed`` the check expands into tensors. The jud
 - ``sparse_attention``: out and lse within twice the error of the same-precision float32 baselines (or
   ``ULP_FLOOR`` ulps of the terms' magnitude) of a float64 evaluation of the same formula, itself checked
   against the exact reference on small shapes (``test_support.py``), on up to 8 sampled query rows;
-- ``sparse_attention_fp8_kv``: the same, over the rows the torch gather reads back at the slots.
+- ``sparse_attention_fp8_kv``: the same, over the rows the torch gather reads back at the slots;
+- ``sparse_attention_bf16``: out and lse of the float64 evaluation under the operation's own rule
+  (``props_bf16``: baselines rounding the probabilities to bf16, out's floors), sparse queries keeping every score
+  a bf16 value.
 """
 
 from __future__ import annotations
@@ -25,15 +28,16 @@ from typing import Any
 import torch
 
 from properties.cache.checks import describe
-from properties.cache.common import AttentionCall, attention_convention, cache_layout, row_format_of
-from properties.cache.faulty_attention import baselines, dense_attention, term_scales
+from properties.cache.common import BF16_DIMS, AttentionCall, attention_convention, cache_layout, row_format_of
+from properties.cache.faulty_attention import baselines, bf16_baselines, dense_attention, flush_scales, term_scales
 from properties.cache.faulty_formats import gather_dequantize, quantize_store
 from properties.cache.faulty_fp8_kv import LANE_RULES as FP8_KV_LANES
 from properties.cache.faulty_fp8_kv import paged_rows
 from properties.cache.faulty_norm_rope import norm_rope_store
 from properties.cache.props_attention import attention_results
+from properties.cache.props_bf16 import BF16_OUT_MANTISSA, FLOAT32_SMALLEST_NORMAL
 from properties.cache.props_norm_rope import ROPE_DIM, exact_row
-from properties.cache.strategies import NORM_EPS
+from properties.cache.strategies import BF16_QUERY_NONZEROS, BF16_SCALES, NORM_EPS
 from properties.compare import ULP_FLOOR, Mismatch
 from properties.contract import operation
 from properties.ladder import base_conventions, choice, generator, sample, shapes
@@ -177,22 +181,35 @@ def check_norm_rope(impl: Implementation, case: Example) -> None:
             )
 
 
-def _ulp(x: torch.Tensor) -> torch.Tensor:
-    """One float32 ulp of each |x| (of the smallest subnormal's exponent at 0)."""
+def _ulp(x: torch.Tensor, mantissa: int = 23) -> torch.Tensor:
+    """One ulp of each |x| at ``mantissa`` fraction bits (float32's by default; of the smallest normal's exponent
+    below it and at 0)."""
     exponent = torch.frexp(x.abs().clamp_min(2.0**-126)).exponent
-    return torch.pow(2.0, (exponent - 24).to(torch.float64))
+    return torch.pow(2.0, (exponent - 1 - mantissa).to(torch.float64))
 
 
-def _within(expected: torch.Tensor, got: Any, base: list[torch.Tensor], scale: torch.Tensor, what: str) -> None:
+def _within(
+    expected: torch.Tensor,
+    got: Any,
+    base: list[torch.Tensor],
+    scale: torch.Tensor,
+    what: str,
+    mantissa: int = 23,
+    floor: torch.Tensor | None = None,
+) -> None:
     """Every lane of ``got`` within twice the worst baseline's error of ``expected`` (float64), or ``ULP_FLOOR``
-    ulps of ``max(|expected|, scale)``; non-finite lanes must be the same value."""
+    ulps at ``mantissa`` fraction bits of ``max(|expected|, scale)``, or ``floor``; non-finite lanes must be the
+    same value."""
     got64 = got.detach().cpu().double()
     finite = torch.isfinite(expected)
     error = (got64 - expected).abs()
     worst = torch.stack([(b.double() - expected).abs() for b in base]).amax(0)
     allowed = torch.maximum(
-        2 * torch.where(torch.isfinite(worst), worst, 0.0), ULP_FLOOR * _ulp(torch.maximum(expected.abs(), scale))
+        2 * torch.where(torch.isfinite(worst), worst, 0.0),
+        ULP_FLOOR * _ulp(torch.maximum(expected.abs(), scale), mantissa),
     )
+    if floor is not None:
+        allowed = torch.maximum(allowed, floor)
     same = (got64 == expected) | (got64.isnan() & expected.isnan())
     bad = torch.where(finite, ~(error <= allowed), ~same)
     if bool(bad.any()):
@@ -229,15 +246,21 @@ def check_attention(impl: Implementation, case: Example) -> None:
 
 
 def _judge_attention(
-    call: AttentionCall, got: tuple[torch.Tensor, ...], judged: torch.Tensor, m: int, context: str
+    call: AttentionCall, got: tuple[torch.Tensor, ...], judged: torch.Tensor, m: int, context: str, bf16: bool = False
 ) -> None:
-    """The judged rows of out and lse within twice the float32 baselines' error of the float64 evaluation."""
-    out64, lse64 = dense_attention(call, dtype=torch.float64)
-    runs = baselines(call)
+    """The judged rows of out and lse within twice the float32 baselines' error of the float64 evaluation
+    (``bf16``: out under sparse_attention_bf16's rule, ``props_bf16``)."""
+    out64, lse64 = (t.cpu() for t in dense_attention(call, dtype=torch.float64))
+    runs = [(o.cpu(), s.cpu()) for o, s in (bf16_baselines(call) if bf16 else baselines(call))]
     out_scale, lse_scale = (torch.tensor(s, dtype=torch.float64) for s in term_scales(call))
+    mantissa, floor = 23, None
+    if bf16:
+        mantissa = BF16_OUT_MANTISSA
+        floor = FLOAT32_SMALLEST_NORMAL * torch.tensor(flush_scales(call), dtype=torch.float64).reshape(out64.shape)
     rows = "" if len(judged) == m else f" of rows {judged.tolist()}"
     out, lse = (t.detach().cpu()[judged] for t in got)
-    _within(out64, out, [o for o, _ in runs], out_scale.reshape(out64.shape), "out" + rows + context)
+    out_what = "out" + rows + context
+    _within(out64, out, [o for o, _ in runs], out_scale.reshape(out64.shape), out_what, mantissa, floor)
     _within(lse64, lse, [s for _, s in runs], lse_scale.reshape(lse64.shape), "lse" + rows + context)
 
 
@@ -271,6 +294,38 @@ def check_fp8_kv(impl: Implementation, case: Example) -> None:
     call = AttentionCall(q[judged], kv.to(dtype), lane_rows, sink, scale, dims, FP8_KV_LANES)
     sizes = f"{m} rows, {heads} heads, {lanes} lanes, {blocks} blocks of {rows_per_block}"
     _judge_attention(call, got, judged, m, f" vs float64 ({fmt}, {sizes}, {dtype})")
+
+
+def check_bf16(impl: Implementation, case: Example) -> None:
+    """sparse_attention_bf16 with bf16 q and kv on the grids of ``strategies.bf16_attention_examples`` (sparse query
+    heads, so every score is a bf16 value): out and lse as ``check_attention`` judges them, out under the
+    operation's own rule."""
+    convention = impl.convention or ""
+    invalid, _ = attention_convention(convention)
+    g = generator(case)
+    m, heads, lanes = case["rows"], case["heads"], case["lanes"]
+    n = 1 + choice(g, lanes + 2)
+    q = torch.zeros(m * heads, BF16_DIMS)
+    positions = torch.randint(BF16_DIMS, (m * heads, BF16_QUERY_NONZEROS), generator=g)
+    q.scatter_(1, positions, torch.randint(-4, 5, positions.shape, generator=g).float() / 4)
+    q = q.reshape(m, heads, BF16_DIMS).to(torch.bfloat16)
+    kv = (torch.randint(-8, 9, (n, BF16_DIMS), generator=g).float() / 4).to(torch.bfloat16)
+    indices = torch.randint(n, (m, lanes), generator=g)
+    kind = torch.randint(8, (m, lanes), generator=g)
+    indices = torch.where(kind == 0, -1, indices)
+    if invalid == "out_of_range":
+        indices = torch.where(kind == 1, n + choice(g, 3), torch.where(kind == 2, -2 - choice(g, 5), indices))
+    indices = indices.to(torch.int32)
+    sink = torch.randint(-8, 9, (heads,), generator=g).float() / 4
+    sink = torch.where(torch.randint(8, (heads,), generator=g) == 0, float("-inf"), sink)
+    scale = BF16_SCALES[choice(g, len(BF16_SCALES))]
+    tensors = {"q": q, "kv": kv, "indices": indices, "sink": sink}
+    raw = run_with_views(impl, tensors, case["layouts"], scale=scale, dv=BF16_DIMS)
+    got = attention_results(impl.op, raw, (m, heads, BF16_DIMS))
+    judged = sample(case, m, JUDGED_ROWS)
+    call = AttentionCall(q[judged], kv, indices[judged], sink, scale, BF16_DIMS, convention)
+    sizes = f"{m} rows, {heads} heads, {lanes} lanes, {n} cache rows, scale {scale}"
+    _judge_attention(call, got, judged, m, f" vs float64 ({sizes}, bf16 probabilities)", bf16=True)
 
 
 def _ladder_property(name: str, op: str, sizes: Any, check: Any, doc: str) -> Property:
@@ -321,5 +376,13 @@ PROPERTIES = [
         "heads past 16, lanes past 64 (2048 on a GPU), caches past 256 blocks of 64 rows, q, slots and sink as "
         "views: out and lse within twice the float32 baselines' error of float64 over the rows the torch gather "
         "reads",
+    ),
+    _ladder_property(
+        "bf16_shape_ladder",
+        "sparse_attention_bf16",
+        shapes(rows="rows", heads="heads", lanes="lanes"),
+        check_bf16,
+        "heads past 16 (64-head blocks crossed on a GPU), lanes past 64, inputs as views: out within the "
+        "bf16-probability rule and lse within twice the float32 baselines' error of float64",
     ),
 ]

@@ -27,6 +27,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from properties.cache.common import BF16_DIMS
 from reference.checks import INT32_MAX, INT32_MIN
 from reference.formats import RowFormat
 from reference.grids import E2M1, E4M3FN, classify, decode
@@ -441,6 +442,79 @@ def fp8_kv_attention_examples(draw: st.DrawFn, *, empty_rows: bool = False) -> d
         "lanes": lanes,
         "sinks": sinks,
         "empty": empty,
+    }
+
+
+# sparse_attention_bf16: bf16 q and kv at D = dv = 512, as FlashMLA-style kernels take them.
+
+BF16_QUERY_NONZEROS = 8
+BF16_SCORE_BOUND = 16
+"""A query head holds ``c <= BF16_QUERY_NONZEROS`` values on the 1/4 grid, each within ``+-8 / c``, against key
+values within +-2 on the 1/4 grid: ``|q . k| <= 16`` on the 1/16 grid, so every raw score is a bf16 value and
+rounding it (as a bf16 matmul's product is rounded) loses nothing. Only the rounding of the probabilities, the
+operation's own, sets kernels apart."""
+BF16_SCALES = (0.25, 0.5, 1.0, 0.04419417306780815, 2.0, 8.0, 64.0)
+"""Scores from nearly equal (many probabilities rounded) to one-hot; 8 and 64 take the row maximum past 88, where
+e^s overflows float32 unless the maximum is subtracted first. 0.0441... is float32's 512^-0.5."""
+BF16_SHORT_LANES = 16
+BF16_LONG_LANES = (33, 140)
+BF16_LONG_SHARE = 8
+"""Lanes a row: up to 16, or in one draw of ``BF16_LONG_SHARE`` 33 to 140 (64- and 32-lane tiles partly filled,
+up to five of them crossed; the exact reference's time grows with the lanes)."""
+BF16_MAX_ROWS = 200
+
+
+def wide_lane_of_bytes(b: int, c: int, n: int) -> list[Any]:
+    """``lane_of_byte``'s lane of ``b``, a valid one naming any of ``n`` rows (13 bits from ``b`` and ``c``)."""
+    lane = lane_of_byte(b, n, 1)
+    return ["valid", ((b >> 3) | c << 5) % n] if lane[0] == "valid" else lane
+
+
+def sparse_query(raw: bytes) -> list[list[float]]:
+    """A query head as ``[position, value]`` pairs (later pairs overwrite earlier ones at the same position):
+    ``count = raw[0] % 9`` of them, positions from two bytes, values on the 1/4 grid within ``+-8 / count``
+    (``BF16_SCORE_BOUND``)."""
+    count = raw[0] % (BF16_QUERY_NONZEROS + 1)
+    half_width = 4 * BF16_QUERY_NONZEROS // max(count, 1)
+    return [
+        [(raw[1 + 3 * i] | raw[2 + 3 * i] << 8) % BF16_DIMS, grid_of_byte(raw[3 + 3 * i], half_width)]
+        for i in range(count)
+    ]
+
+
+@st.composite
+def bf16_attention_examples(draw: st.DrawFn, *, empty_rows: bool = False) -> dict[str, Any]:
+    """One sparse_attention_bf16 call: ``n`` cache rows (0 to 200 with ``empty_rows``, else 1 to 200) expanded from
+    ``kv_seed`` (values on the 1/4 grid within +-2), ``q[m][h]`` a sparse query head (``sparse_query``), ``lanes``
+    as in ``attention_examples`` (valid lanes over all ``n`` rows), ``empty`` rows made entirely invalid, sinks
+    on the 1/4 grid within +-8, one head in four +-inf, one example in three one head's sink ``EXTREME_SINKS``."""
+    head = draw(st.binary(min_size=10, max_size=10))
+    heads, m = 1 + head[0] % 3, 1 + head[1] % 2
+    low = 0 if empty_rows else 1
+    n = low + (head[2] | head[3] << 8) % (BF16_MAX_ROWS + 1 - low)
+    short, (first, last) = BF16_SHORT_LANES, BF16_LONG_LANES
+    long = head[4] % BF16_LONG_SHARE == BF16_LONG_SHARE - 1
+    k = first + head[5] % (last - first + 1) if long else 1 + head[5] % short
+    raw = draw(st.binary(min_size=2 * m * k, max_size=2 * m * k))
+    lanes = [
+        [wide_lane_of_bytes(raw[2 * (r * k + c)], raw[2 * (r * k + c) + 1], n) for c in range(k)] for r in range(m)
+    ]
+    size = 1 + 3 * BF16_QUERY_NONZEROS
+    queries = draw(st.binary(min_size=m * heads * size, max_size=m * heads * size))
+    q = [[sparse_query(queries[(r * heads + h) * size :]) for h in range(heads)] for r in range(m)]
+    sinks = [v[0] for v in draw(_grid_vectors(heads, 1, 32))]
+    if head[6] % 4 == 3:
+        sinks[head[6] // 4 % heads] = (math.inf, -math.inf)[head[6] // 8 % 2]
+    if head[7] % 3 == 2:
+        sinks[head[7] // 3 % heads] = EXTREME_SINKS[head[7] // 6 % len(EXTREME_SINKS)]
+    return {
+        "n": n,
+        "kv_seed": draw(st.integers(0, 2**32 - 1)),
+        "scale": BF16_SCALES[head[8] % len(BF16_SCALES)],
+        "q": q,
+        "lanes": lanes,
+        "sinks": sinks,
+        "empty": [r for r in range(m) if head[9] >> r & 1 or r == head[9] % m] if empty_rows else [],
     }
 
 

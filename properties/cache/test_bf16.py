@@ -1,0 +1,155 @@
+"""sparse_attention_bf16's machinery: its examples keep every score a bf16 value, its baselines round only the
+probabilities, its adapters refuse calls off the signature by name, and its Triton kernel is registered only
+where it compiles."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from properties.cache.common import BF16_DIMS, AttentionCall, check_bf16_attention
+from properties.cache.faulty_attention import NO_BF16_BUGS, bf16_attention_with, bf16_baselines, dense_attention
+from properties.cache.kernels import bf16_adapter
+from properties.cache.props_bf16 import key_rows, lanes_for, query_rows
+from properties.cache.strategies import BF16_SCORE_BOUND, bf16_attention_examples
+from properties.devices import kernel_device
+from properties.registry import discover
+
+CONVENTION = "out_of_range+empty_zero"
+
+
+@settings(max_examples=30)
+@given(bf16_attention_examples())
+def test_every_score_is_a_bf16_value(example):  # type: ignore[no-untyped-def]
+    q = query_rows(example).double()
+    kv = key_rows(example["kv_seed"], example["n"]).double()
+    scores = torch.einsum("mhd,nd->mhn", q, kv)
+    assert bool((scores.abs() <= BF16_SCORE_BOUND).all())
+    assert torch.equal(scores.float().to(torch.bfloat16).double(), scores)
+    assert torch.equal(q.to(torch.bfloat16).double(), q) and torch.equal(kv.to(torch.bfloat16).double(), kv)
+
+
+@settings(max_examples=10)
+@given(bf16_attention_examples(empty_rows=True))
+def test_empty_rows_have_no_valid_lane(example):  # type: ignore[no-untyped-def]
+    for convention in ("minus_one_only+empty_zero", "out_of_range+empty_nan"):
+        rows = lanes_for(example, convention)
+        for m in example["empty"]:
+            assert all(not 0 <= j < example["n"] for j in rows[m])
+        if convention.startswith("minus_one_only"):
+            assert all(j == -1 or 0 <= j < example["n"] for row in rows for j in row)
+
+
+def _call() -> AttentionCall:
+    g = torch.Generator().manual_seed(7)
+    q = torch.zeros(2, 3, BF16_DIMS)
+    q[:, :, :4] = torch.randint(-4, 5, (2, 3, 4), generator=g).float() / 4
+    kv = torch.randint(-8, 9, (9, BF16_DIMS), generator=g).float() / 4
+    indices = torch.tensor([[0, 3, -1, 8, 5, 5, 2], [7, 1, 4, 9, 6, -2, 0]], dtype=torch.int32)
+    sink = torch.tensor([0.5, -math.inf, 2.0])
+    return AttentionCall(q.bfloat16(), kv.bfloat16(), indices, sink, 0.5, BF16_DIMS, CONVENTION)
+
+
+def test_the_baselines_round_only_the_probabilities() -> None:
+    """The bf16 baselines' lse is the float32 baselines' (the sums keep the unrounded probabilities), and their out
+    is the weighted sum of the probabilities rounded to bf16 over the float32 denominator."""
+    call = _call()
+    plain, stepwise = bf16_baselines(call)
+    f32_out, f32_lse = dense_attention(call)
+    assert torch.equal(plain[1], f32_lse)
+    assert torch.equal(stepwise[1], dense_attention(call, reverse=True, stepwise=True)[1])
+    valid = (call.indices >= 0) & (call.indices < call.kv.shape[0])
+    rows = call.kv.float()[torch.where(valid, call.indices, 0).long()]
+    scores = (call.scale * torch.einsum("mhd,mkd->mhk", call.q.float(), rows)).masked_fill(~valid[:, None], -math.inf)
+    top = scores.amax(-1, keepdim=True)
+    p = torch.exp(scores - top)
+    by_hand = torch.einsum("mhk,mkd->mhd", p.bfloat16().float(), rows)
+    by_hand = by_hand / (p.sum(-1) + torch.exp(call.sink[None, :] - top[..., 0]))[..., None]
+    assert torch.equal(plain[0], by_hand)
+    assert not torch.equal(plain[0], f32_out), "no probability was rounded: the case checks nothing"
+
+
+def test_the_unmutated_twin_is_within_the_rounding_of_the_probabilities() -> None:
+    call = _call()
+    twin = bf16_attention_with(NO_BF16_BUGS, CONVENTION)
+    out, lse = twin(call.q, call.kv, call.indices, call.sink, scale=call.scale, dv=BF16_DIMS)
+    exact_out, exact_lse = dense_attention(call, dtype=torch.float64)
+    magnitude = call.kv.double().abs().amax()
+    assert bool(((out.double() - exact_out).abs() <= 2.0**-8 * magnitude).all())
+    assert torch.allclose(lse.double(), exact_lse, rtol=2.0**-22, atol=0.0)
+
+
+def _q(dtype: torch.dtype = torch.bfloat16, d: int = BF16_DIMS) -> torch.Tensor:
+    return torch.zeros(1, 2, d, dtype=dtype)
+
+
+REFUSALS: list[tuple[Callable[[], object], type[Exception], str]] = [
+    (
+        lambda: check_bf16_attention(_q(torch.float32), _q()[0], BF16_DIMS),
+        ValueError,
+        "q: must be bf16[M, H, 512], got torch.float32[1, 2, 512]",
+    ),
+    (
+        lambda: check_bf16_attention(_q(d=64), _q(d=64)[0], 64),
+        ValueError,
+        "q: must be bf16[M, H, 512], got torch.bfloat16[1, 2, 64]",
+    ),
+    (
+        lambda: check_bf16_attention(_q(), _q(torch.float32)[0], BF16_DIMS),
+        ValueError,
+        "kv: must be bf16[N, 512], got torch.float32[2, 512]",
+    ),
+    (
+        lambda: check_bf16_attention(_q(), _q(), BF16_DIMS),
+        ValueError,
+        "kv: must be bf16[N, 512], got torch.bfloat16[1, 2, 512]",
+    ),
+    (
+        lambda: check_bf16_attention(_q(), _q()[0], 256),
+        ValueError,
+        "dv: must be 512 (the whole row is the value), got 256",
+    ),
+    (lambda: check_bf16_attention(_q(), _q()[0], 512.0), TypeError, "dv: must be an int, got float"),
+    (
+        lambda: bf16_adapter("torch", CONVENTION)(
+            _q(torch.float32),
+            _q(torch.float32)[0],
+            torch.zeros(1, 1, dtype=torch.int32),
+            torch.zeros(2),
+            scale=1.0,
+            dv=BF16_DIMS,
+        ),
+        ValueError,
+        "q: must be bf16[M, H, 512], got torch.float32[1, 2, 512]",
+    ),
+    (
+        lambda: bf16_attention_with(NO_BF16_BUGS, CONVENTION)(
+            _q(), _q()[0], torch.zeros(1, 1, dtype=torch.int32), torch.zeros(2), scale=1.0, dv=128
+        ),
+        ValueError,
+        "dv: must be 512 (the whole row is the value), got 128",
+    ),
+]
+"""Calls off the signature, the error each raises and its whole message."""
+
+
+@pytest.mark.parametrize(("call", "error", "message"), REFUSALS)
+def test_calls_off_the_signature_are_refused(call: Callable[[], object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call()
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_kernels_registered_where_they_run(backend: str) -> None:
+    """The torch kernel for every convention; the Triton one only where it compiles (CUDA), not interpreted."""
+    ids = {i.id for i in discover().find(op="sparse_attention_bf16", origin="fast")}
+    registered = {
+        c for c in ("minus_one_only+empty_zero", CONVENTION) if f"sparse_attention_bf16:cache_{backend}[{c}]" in ids
+    }
+    compiled = backend == "torch" or kernel_device("triton") is not None
+    assert registered == ({"minus_one_only+empty_zero", CONVENTION} if compiled else set())
