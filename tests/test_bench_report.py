@@ -11,12 +11,27 @@ import torch
 
 from fast import bench, bench_report
 
-RUN = pathlib.Path(__file__).resolve().parents[1] / "results" / "bench.json"
+RESULTS = pathlib.Path(__file__).resolve().parents[1] / "results"
+RUN = RESULTS / "bench.json"
+RUNS = (RUN, RESULTS / "bench_partial_aace67e.json")
+"""The saved runs, newest first: a run may time only some groups (``--only``), so a test of the compression and
+store targets reads the newest run that has those cases."""
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:  # type: ignore[type-arg]
     return json.loads(RUN.read_text())
+
+
+@pytest.fixture(scope="module")
+def full_report() -> dict:  # type: ignore[type-arg]
+    """The newest saved run with the compression and store cases."""
+    needed = {"compression/c2_prefill_1M", "compression/decode_v4_B128", "cache/store_v4_584"}
+    for path in RUNS:
+        run = json.loads(path.read_text())
+        if needed <= {c["name"] for c in run["cases"]}:
+            return run  # type: ignore[no-any-return]
+    raise AssertionError(f"no saved run in {[str(p) for p in RUNS]} has {sorted(needed)}")
 
 
 def _ms(report: dict, case: str, impl: str) -> float:  # type: ignore[type-arg]
@@ -31,7 +46,8 @@ def _target(targets: list[dict], words: str) -> dict:  # type: ignore[type-arg]
     return row
 
 
-def test_compression_targets_follow_the_runs_times(report: dict) -> None:  # type: ignore[type-arg]
+def test_compression_targets_follow_the_runs_times(full_report: dict) -> None:  # type: ignore[type-arg]
+    report = full_report
     targets = bench.targets(report)
     c2, v4 = "compression/c2_prefill_1M", "compression/v4_overlap_prefill_1M"
     c2_base = min(_ms(report, c2, "torch_compile"), _ms(report, c2, "torch_compile_plain"))
@@ -68,6 +84,14 @@ def test_indexing_and_cache_targets_follow_the_runs_times(report: dict) -> None:
             assert row["met"] == (fused <= 1.05 * alone), suffix
         else:  # a run from before the graph replays of this case: undecided, not failed
             assert row["met"] is None, suffix
+    (decode,) = [c for c in report["cases"] if c["name"] == "cache/decode_bf16_b128_h64"]
+    rate = decode["flops"] / _ms(report, decode["name"], "triton") / 1e9
+    assert _target(targets, "sparse decode b = 128, h = 64, top-k 2048, bf16 KV")["met"] == (rate >= 200)
+
+
+def test_store_targets_follow_the_runs_times(full_report: dict) -> None:  # type: ignore[type-arg]
+    report = full_report
+    targets = bench.targets(report)
     (store,) = [c for c in report["cases"] if c["name"] == "cache/store_v4_584"]
     fraction = store["bytes"] / _ms(report, store["name"], "triton") / 1e6 / report["copy"]["gbs"]
     row = _target(targets, "store 8192 x 512 f32 rows, V4 584 B: >= 80% of the 1 GiB copy's bandwidth")
@@ -77,9 +101,6 @@ def test_indexing_and_cache_targets_follow_the_runs_times(report: dict) -> None:
     row = _target(targets, "the same: >= 80% of the bandwidth a copy of its bytes reaches at this size")
     assert row["ratio"] == pytest.approx(same)
     assert row["met"] == (same >= 0.8)
-    (decode,) = [c for c in report["cases"] if c["name"] == "cache/decode_bf16_b128_h64"]
-    rate = decode["flops"] / _ms(report, decode["name"], "triton") / 1e9
-    assert _target(targets, "sparse decode b = 128, h = 64, top-k 2048, bf16 KV")["met"] == (rate >= 200)
 
 
 def test_fp8_decode_logits_and_topk_targets_follow_the_runs_times(report: dict) -> None:  # type: ignore[type-arg]
@@ -175,9 +196,10 @@ def test_summary_opens_the_report_in_at_most_eight_columns(report: dict) -> None
     assert text.index("## Summary") < text.index("## Every case")
 
 
-def test_headline_rows_are_multiples_of_the_floor(report: dict) -> None:  # type: ignore[type-arg]
+def test_headline_rows_are_multiples_of_the_floor(full_report: dict) -> None:  # type: ignore[type-arg]
     from fast.plot import headline_rows
 
+    report = full_report
     rows = headline_rows(dict(report, targets=bench_report.targets(report)))
     copy_rows = [r for r in rows if r["label"].startswith("the same: >= 80% of the bandwidth a copy")]
     store = next(r for r in copy_rows if "(graph)" in r["label"])
