@@ -1,28 +1,31 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """Warp-specialized sparse MQA attention with a sink, in Triton's Gluon dialect (compiled sm_90 only).
 
-    sparse_attention_ws(call: fast.cache.checks.AttentionArgs) -> (out: f32[M, H, 512], lse: f32[M, H])
+    sparse_attention_ws(call: fast.cache.checks.AttentionArgs, tile: Tile | None) -> (out: f32[M, H, 512],
+                                                                                     lse: f32[M, H])
 
-The same operation as ``fast.cache.attention`` (its twin and its contract), for the cases whose gathers the
-``tl`` kernel cannot overlap with its MMAs: bf16 q, D = dv = 512, bf16 probabilities, KV as BF16 rows or in a
-V4.1 528-byte FP8 cache (512 e4m3 dims, a UE8M0 scale per 32); decode and prefill alike (a query row is a
-query row). One program per (query row, 64 heads) holds two partitions:
+The same operation as ``fast.cache.attention`` (its twin and its contract), for the calls production decode and
+prefill make: bf16 q, D = dv = 512, bf16 probabilities, KV as BF16 rows or in a V4 584-byte or V4.1 528-byte FP8
+cache; a query row is a query row, decode or prefill. ``fast.cache.dispatch`` runs it for those calls on sm_90.
+One program per (query row, 64 heads) holds two partitions:
 
-1. a producer of 4 warps walks the row's lanes 64 at a time: it reads the lanes' indices, gathers their rows
-   (FP8: codes and scales, converted to bf16 by ``cvt.rn.f16x2.e4m3x2`` and the group's scale, a power of two, so
-   every value is exact) and stores the tile into a ring of ``STAGES`` shared-memory tiles, then signals the
-   tile's ``ready`` barrier; it waits on the tile's ``empty`` barrier before it overwrites a stage;
+1. a producer of 4 warps walks the row's lanes a tile at a time and fills a ring of ``stages`` bf16 tiles in
+   shared memory, waiting on a stage's ``empty`` barrier before it overwrites it and signalling its ``ready``
+   barrier: BF16 rows by ``cp.async`` (the barrier completes when the copies land); FP8 codes either staged in
+   its registers, a whole tile loaded before the stage is awaited, then converted (``cvt.rn.f16x2.e4m3x2`` times
+   the group's power-of-two scale: exact) and stored, or (V4.1, ``code_stages`` >= 2) copied into a ring of raw
+   tiles ahead of the conversion;
 2. the consumer, the program's 8 warps (two warp groups), waits on ``ready``, runs the scores' ``wgmma`` (q,
-   64 x 512, against the tile), the online softmax, the ``p @ v`` ``wgmma`` with the same tile as v, and signals
-   ``empty``.
+   64 x 512, against the tile), the online softmax, the ``p @ v`` ``wgmma`` with the same tile as v, and arrives
+   on ``empty``.
 
-So the gathers (and conversion) of tile i + 1 run while the consumer computes tile i: the work the ``tl`` kernel
-puts on one critical path (docs/targets.md, sections 2 and 3). Invalid lanes are read as zeros and scored -inf;
-the sink enters the final denominator only; an empty row follows ``call.empty_nan``.
+So the gathers of the next tile run while the consumer computes this one, work the ``tl`` kernel puts on one
+critical path (docs/targets.md, sections 2 and 3; docs/cache-kernels.md). Invalid lanes are read as zeros and
+scored -inf; the sink enters the final denominator only; an empty row follows ``call.empty_nan``.
 
 Gluon kernels do not run in the interpreter: on the CPU, ``python -m fast.cache.compile_check --only "warp
-specialized"`` lowers this one for sm_90; its results are checked on a GPU only (``tests/test_attention_ws.py``;
-the benchmark's decode and prefill cases time it as ``triton_ws`` and check it against f64).
+specialized"`` lowers every shipped tile for sm_90; results are checked on a GPU only (``tests/test_attention_ws.py``,
+the ``sparse_attention_bf16`` properties, the benchmark's decode and prefill checks against f64).
 """
 
 from __future__ import annotations
