@@ -254,9 +254,10 @@ def term_scales(call: AttentionCall) -> tuple[list[float], list[float]]:
 
 
 def flush_scales(call: AttentionCall) -> list[float]:
-    """Per out lane, in float64, ``(1 + sum_j |v_j|) / (e^{sink - m} + sum_j e^{s_j - m})``: times float32's
-    smallest normal 2^-126, a bound on what flushing subnormal probabilities, and a subnormal ``p @ v``, to zero
-    (as approximate exponentials and bf16 products do) moves the lane by."""
+    """Per out lane, in float64, ``1 + (1 + sum_j |v_j|) / (e^{sink - m} + sum_j e^{s_j - m})``: times float32's
+    smallest normal 2^-126, a bound on what flushing subnormal probabilities, a subnormal ``p @ v`` and a subnormal
+    result (a sink that outweighs every lane) to zero (as approximate exponentials and bf16 products do) moves the
+    lane by."""
     q, kv, indices, sink, scale, dv = call.q, call.kv, call.indices, call.sink, call.scale, call.dv
     invalid, _ = attention_convention(call.convention)
     rows, valid = _lanes(indices, kv.shape[0], invalid, NO_BUGS)
@@ -272,7 +273,7 @@ def flush_scales(call: AttentionCall) -> list[float]:
         sink.to(torch.float64)[None, :] - safe_top
     )
     values = (gathered[..., :dv].abs() * valid[..., None]).sum(1)
-    flushed = (1 + values[:, None, :]) / denominator[..., None]
+    flushed = 1 + (1 + values[:, None, :]) / denominator[..., None]
     return torch.where(torch.isfinite(flushed), flushed, 0.0).reshape(-1).tolist()  # type: ignore[no-any-return]
 
 

@@ -153,3 +153,15 @@ def test_kernels_registered_where_they_run(backend: str) -> None:
     }
     compiled = backend == "torch" or kernel_device("triton") is not None
     assert registered == ({"minus_one_only+empty_zero", CONVENTION} if compiled else set())
+
+
+def test_a_sink_that_outweighs_every_lane_may_flush_out_to_zero() -> None:
+    """A shape-ladder case (scale 64, one cache row) where the sink outweighs every lane: out is float32-subnormal
+    (about 1e-39) and torch's bf16 path returns 0; the floor of ``flush_scales`` allows it (without its ``1 +``
+    for a subnormal result, 923 lanes fail)."""
+    from properties.cache import props_shapes
+    from properties.cache.kernels import IMPLEMENTATIONS
+
+    impl = next(i for i in IMPLEMENTATIONS if i.id == "sparse_attention_bf16:cache_torch[out_of_range+empty_nan]")
+    layouts = dict.fromkeys(("q", "kv", "indices", "sink"), "contiguous")
+    props_shapes.check_bf16(impl, {"rows": 3, "heads": 16, "lanes": 3, "seed": 1, "layouts": layouts})
