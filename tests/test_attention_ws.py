@@ -104,6 +104,10 @@ def test_other_calls_are_refused() -> None:
         ((64, 2, 0, 100), "v4_584", "producer_regs a multiple of 8"),
         ((64, 3, 0), None, "bytes of shared memory, over"),
         ((32, 4, 4), "v41_fp8_528", "bytes of shared memory, over"),
+        ((64, 1, 0, 56, True), None, "needs stages >= 2"),
+        ((64, 2, 0, 56, False, 2), None, "needs prefetch in"),
+        ((64, 2, 0, 56, False, 5), "v41_fp8_528", "needs prefetch in"),
+        ((32, 2, 4, 56, False, 1), "v41_fp8_528", "needs prefetch in"),
     ],
 )
 def test_a_tile_that_breaks_a_rule_is_refused_before_launch(
@@ -158,3 +162,13 @@ def test_the_default_path_is_the_warp_specialized_kernel_where_it_serves(kv_form
         else:
             attention.sparse_attention(dataclasses.replace(twin, config=config))
         assert torch.equal(out, twin.out) and torch.equal(lse, twin.lse), (precision, config)
+
+
+def test_an_unknown_probe_is_refused_and_every_probe_is_named() -> None:
+    from fast.cache import attention_ws, ws_probes
+
+    with pytest.raises(ValueError, match=r"^probe: must be 0 or one of \[1, 2, 3, 4, 5, 6, 7, 8\], got 9"):
+        attention_ws.sparse_attention_ws(None, probe=9)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^case: 'cache/store_v4_584' is not a decode or prefill case"):
+        ws_probes.case_call("cache/store_v4_584")
+    assert ws_probes.main(["cache/decode_bf16_b64_h64", "--probes", "9"]) == 2

@@ -160,15 +160,48 @@ def _store_chunk(tile, x, s, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.c
 
 
 @gluon.jit
+def _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+                   SCALE_STRIDE: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, FP8_KV: gl.constexpr,
+                   BLOCK_N: gl.constexpr, DIM: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """Ask L2 for the lines of tile ``t``'s rows (``prefetch.global.L2``, one address every 128 bytes of a row's
+    data and its last byte, and an FP8 row's scale line; a hint: no value changes, no register is held)."""
+    pf_l: gl.constexpr = gl.BlockedLayout([1, POINTS // 2], [16, 2], [PRODUCER_WARPS, 1], [1, 0])
+    lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, pf_l))
+    idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+    ok = (idx >= 0) & (idx < N)
+    row = gl.where(ok, idx, 0).to(gl.int64)
+    point = gl.arange(0, POINTS, gl.SliceLayout(0, pf_l))
+    at = gl.minimum(point * 128, ROW_BYTES - 1)
+    lines = (ROW_BYTES + 127) // 128 + 1
+    mask = ok[:, None] & (point < lines)[None, :]
+    if FP8_KV:
+        block = row // RPB
+        r = row - block * RPB
+        data = kv_ptr + (block * block_bytes + r * DATA_STRIDE)[:, None] + at[None, :]
+        scales = kv_ptr + block * block_bytes + scale_base + r * SCALE_STRIDE
+        gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+                                  "=r,l,r", [scales, ok.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        data = kv_ptr + (row * DIM)[:, None] + (at // 2)[None, :]
+    gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+                              "=r,l,r", [data, mask.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB: gl.constexpr,
                     DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
                     QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
-                    PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+                    PRODUCER_WARPS: gl.constexpr, PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr,
+                    POINTS: gl.constexpr, DIM: gl.constexpr):  # fmt: skip
     """FP8, staged in registers: a tile's eight chunks are loaded before the stage is awaited, so the whole
-    tile's bytes are in flight at once, then converted and stored."""
+    tile's bytes are in flight at once, then converted and stored; with ``PREFETCH``, the rows of the tile that
+    many ahead are asked of L2 once this tile's loads are issued, so that its loads wait on L2, not DRAM."""
     code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, CHUNK // GROUP, GROUP // 16], [PRODUCER_WARPS, 1, 1],
                                             [2, 1, 0])  # fmt: skip
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+    for t in gl.static_range(1, PREFETCH):
+        _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, ROW_BYTES,
+                       POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
     for t in range(n_tiles):
         lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
         idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
@@ -186,6 +219,9 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes,
         x5, s5 = _load_chunk(kv_ptr, data_b, scale_b, valid, 5, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
         x6, s6 = _load_chunk(kv_ptr, data_b, scale_b, valid, 6, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
         x7, s7 = _load_chunk(kv_ptr, data_b, scale_b, valid, 7, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        if PREFETCH > 0:  # lanes past K ask for nothing
+            _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
+                           SCALE_STRIDE, ROW_BYTES, POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
         stage = t % STAGES
         tile = k_smem.index(stage)
         mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
@@ -208,11 +244,21 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_H: gl.constexpr,
               BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
               CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
-              EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+              EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr,
+              PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
-    if FP8_KV and CODE_STAGES == 0:
+    if PROBE == 7:
+        for t in range(n_tiles):
+            stage = t % STAGES
+            mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)
+            if FP8_KV:
+                mbarrier.arrive(ready.index(stage), count=1)
+            else:
+                mbarrier.arrive(ready.index(stage), count=PRODUCER_WARPS * 32)
+    elif FP8_KV and CODE_STAGES == 0:
         _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
-                        SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CHUNK, PRODUCER_WARPS)  # fmt: skip
+                        SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CHUNK, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS,
+                        DIM)  # fmt: skip
     elif FP8_KV:
         # [lanes, the chunk's 2 groups, 32 codes]: a thread's 16 codes share one group, hence one scale
         code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, 2, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
@@ -248,11 +294,17 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
             BARRIER()  # every thread's stores are in, and its reads of this code stage done before it is refilled
             mbarrier.arrive(ready.index(stage), count=1)
     else:
+        for t in gl.static_range(STAGES, PREFETCH):  # the first STAGES tiles' copies are issued at once
+            _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE,
+                           ROW_BYTES, POINTS, False, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
         for t in range(n_tiles):
             stage = t % STAGES
             mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)
             _issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS)
             async_copy.mbarrier_arrive(ready.index(stage), increment_count=False)  # when this thread's copies land
+            if PREFETCH > STAGES:  # the copies keep STAGES tiles in flight: a hint pays only further ahead
+                _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
+                               SCALE_STRIDE, ROW_BYTES, POINTS, False, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
 
 
 @gluon.jit
@@ -261,7 +313,8 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_H: gl.constexpr,
               BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
               CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
-              EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+              EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr,
+              PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
     s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
                                                   instr_shape=[16, BLOCK_N // 2, 16])  # fmt: skip
     o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, 256, 16])
@@ -276,7 +329,51 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
     l_i = gl.full([BLOCK_H], 0.0, gl.float32, gl.SliceLayout(1, s_l))
     acc = gl.full([BLOCK_H, DIM], 0.0, gl.float32, o_l)
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
-    for t in range(n_tiles):
+    if OVERLAP:  # tile t's score MMA in flight with tile t - 1's p @ v, its softmax beside the p @ v
+        lane = gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_l))
+        idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+        valid = (idx >= 0) & (idx < N)
+        mbarrier.wait(ready.index(0), 0)
+        fence_async_shared()
+        s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l),
+                          use_acc=False, is_async=True)  # fmt: skip
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        s = gl.where(valid[None, :], s * scale, float("-inf"))
+        m_i = gl.max(s, axis=1)
+        m_use = gl.where(m_i == float("-inf"), 0.0, m_i)
+        p = gl.exp(s - m_use[:, None])
+        l_i = gl.sum(p, axis=1)
+        pb = gl.convert_layout(p.to(gl.bfloat16), p_l)
+        for t in range(1, n_tiles):
+            stage = t % STAGES
+            prev = (t - 1) % STAGES
+            lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_l))
+            idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+            valid = (idx >= 0) & (idx < N)
+            mbarrier.wait(ready.index(stage), (t // STAGES) & 1)
+            fence_async_shared()
+            s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)),
+                              gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l), use_acc=False, is_async=True)
+            acc = warpgroup_mma(pb, k_smem.index(prev), acc, is_async=True)
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
+            s = gl.where(valid[None, :], s * scale, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=1))
+            m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = gl.exp(m_i - m_use)
+            p = gl.exp(s - m_use[:, None])
+            l_i = l_i * alpha + gl.sum(p, axis=1)
+            pb = gl.convert_layout(p.to(gl.bfloat16), p_l)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            BARRIER()
+            mbarrier.arrive(empty.index(prev), count=1)
+            acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
+            m_i = m_new
+        last = (n_tiles - 1) % STAGES
+        acc = warpgroup_mma(pb, k_smem.index(last), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        BARRIER()
+        mbarrier.arrive(empty.index(last), count=1)
+    for t in range(0 if OVERLAP else n_tiles):
         stage = t % STAGES
         lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_l))
         idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
@@ -284,18 +381,37 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
         mbarrier.wait(ready.index(stage), (t // STAGES) & 1)
         fence_async_shared()  # the tile's cp.async writes, seen through the barrier, before wgmma reads them
         tile = k_smem.index(stage)
-        s = warpgroup_mma(q_smem, tile.permute((1, 0)), gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l),
-                          use_acc=False, is_async=True)  # fmt: skip
-        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        s = gl.where(valid[None, :], s * scale, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, axis=1))
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = gl.exp(m_i - m_use)
-        p = gl.exp(s - m_use[:, None])
-        l_i = l_i * alpha + gl.sum(p, axis=1)
-        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
-        acc = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_l), tile, acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        if PROBE == 8:
+            m_new = m_i
+        elif PROBE == 3:
+            pp = gl.full([BLOCK_H, BLOCK_N], 1.0, gl.bfloat16, p_l)
+            acc = warpgroup_mma(pp, tile, acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            m_new = m_i
+        else:
+            if PROBE == 4:
+                s = gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l)
+            else:
+                s = warpgroup_mma(q_smem, tile.permute((1, 0)), gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l),
+                                  use_acc=False, is_async=True)  # fmt: skip
+                s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            s = gl.where(valid[None, :], s * scale, float("-inf"))
+            if PROBE == 1 or PROBE == 2:
+                m_new = gl.maximum(m_i, 0.0)
+            else:
+                m_new = gl.maximum(m_i, gl.max(s, axis=1))
+            m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = gl.exp(m_i - m_use)
+            p = gl.exp(s - m_use[:, None])
+            if PROBE == 2:
+                l_i = l_i * alpha + 1.0
+            else:
+                l_i = l_i * alpha + gl.sum(p, axis=1)
+            if PROBE != 6:
+                acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
+            if PROBE != 5:
+                acc = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_l), tile, acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         BARRIER()
         mbarrier.arrive(empty.index(stage), count=1)
         m_i = m_new
@@ -329,7 +445,8 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                                 DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
                                 CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
                                 FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
-                                PRODUCER_REGS: gl.constexpr):  # fmt: skip
+                                PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
+              ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
     h0 = gl.program_id(0) * BLOCK_H
     m = gl.program_id(1).to(gl.int64)
     smem_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
@@ -367,11 +484,11 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                 (_consumer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE,
                              SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK,
-                             HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS)),
+                             HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE)),
                 (_producer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE,
                              SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK,
-                             HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS)),
+                             HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE)),
             ],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
@@ -380,11 +497,13 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         gl.warp_specialize(
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
              K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
-             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
+             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES,
+             POINTS, PROBE),
             _consumer,
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
              K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
-             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
+             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES,
+             POINTS, PROBE),
             [_producer],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
@@ -393,7 +512,8 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         gl.warp_specialize(
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
              K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
-             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS),
+             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES,
+             POINTS, PROBE),
             _consumer,
             [_producer],
             [PRODUCER_WARPS],
@@ -407,12 +527,16 @@ class Tile:
     FP8 cache either ``code_stages`` tiles of codes copied ahead of the conversion (V4.1 only; the copies run
     ``code_stages - 1`` tiles ahead) or, with ``code_stages`` 0, the codes staged in the producer's registers
     (``producer_regs`` a thread). Shared memory: q (64 KB) + ``stages`` x ``block_n`` x 1 KB (+ ``code_stages``
-    x ``block_n`` x 528 B)."""
+    x ``block_n`` x 528 B). ``overlap``: the consumer issues tile t's score MMA before tile t - 1's p @ v and runs
+    tile t's softmax while that p @ v is in flight (FlashAttention-3's intra-warpgroup overlap), holding two stages
+    at once."""
 
     block_n: int
     stages: int
     code_stages: int = 0
     producer_regs: int = PRODUCER_REGS
+    overlap: bool = False
+    prefetch: int = 0
 
     def smem_bytes(self, fp8_kv: bool) -> int:
         """The ring's and q's shared memory, in bytes."""
@@ -424,16 +548,34 @@ class Tile:
 def label(tile: Tile, fp8_kv: bool) -> str:
     """A tile's name in the benchmark's report."""
     codes = (f",c{tile.code_stages}" if tile.code_stages else f",r{tile.producer_regs}") if fp8_kv else ""
-    return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}]"
+    extra = (",o" if tile.overlap else "") + (f",pf{tile.prefetch}" if tile.prefetch else "")
+    return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}{extra}]"
 
 
 DEFAULT_TILES = {None: Tile(64, 2), "v41_fp8_528": Tile(64, 2, 0, 112), "v4_584": Tile(64, 2, 0, 128)}
 """The tile for each KV format (None: BF16 rows), the fastest of the sweep on the H200 (results/sweeps/)."""
-SWEEP = {False: (Tile(32, 4),), True: (Tile(64, 2, 0, 152), Tile(64, 2, 0, 128), Tile(64, 2, 0, 112), Tile(32, 2, 4))}
+SWEEP = {
+    False: (Tile(32, 4), Tile(64, 2, overlap=True), Tile(64, 2, prefetch=3), Tile(64, 2, prefetch=4)),
+    True: (Tile(64, 2, 0, 152), Tile(64, 2, 0, 128), Tile(64, 2, 0, 112), Tile(32, 2, 4),
+           *(Tile(64, 2, 0, regs, prefetch=n) for regs in (112, 128) for n in (1, 2))),
+}
 """Tiles the benchmark's sweep times besides the defaults."""
 SMEM_LIMIT = 232_448 - 4096
 """sm_90's shared memory a block may hold, less 4 KB for the barriers and the compiler's layout-conversion
 scratch (3.6 KB at most in the tiles of SWEEP under Triton 3.6)."""
+PROBES = {
+    1: "no row max across the warp groups (the max taken as 0)",
+    2: "no row max and no row sum across the warp groups",
+    3: "p @ v only: no score MMA, no softmax (p = 1)",
+    4: "no score MMA (scores 0)",
+    5: "no p @ v MMA",
+    6: "no rescale of the accumulator",
+    7: "the producer loads nothing (it only signals each stage)",
+    8: "the consumer computes nothing (it only waits and frees each stage)",
+}
+"""The kernel's timing probes (``sparse_attention_ws(..., probe=k)``, ``python -m fast.cache.ws_probes``): each
+leaves one part of the work out, so that the time it saves bounds what that part costs. Their results are wrong;
+nothing but the probe tool passes one."""
 KV_FORMATS = ("v41_fp8_528", "v4_584")
 """The FP8 caches it reads (V4's only with the codes staged in registers)."""
 
@@ -468,17 +610,25 @@ def supports(call: AttentionArgs) -> bool:
 def kv_constants(fmt: CacheFormat | None, rows_per_block: int) -> dict[str, int | bool]:
     """The kernel's KV constexprs: BF16 rows (``fmt`` None) or cache format ``fmt`` (``CacheFormat.offsets``)."""
     if fmt is None:
-        return dict(FP8_KV=False, RPB=1, DATA_STRIDE=0, SCALE_STRIDE=0, GROUP=32, QDIMS=DIM)
+        return dict(FP8_KV=False, RPB=1, DATA_STRIDE=0, SCALE_STRIDE=0, GROUP=32, QDIMS=DIM, **_lines(2 * DIM))
     data_stride, _, scale_stride = fmt.offsets(rows_per_block)
+    qdims = fmt.row.quantized_dims
     return dict(FP8_KV=True, RPB=rows_per_block, DATA_STRIDE=data_stride, SCALE_STRIDE=scale_stride,
-                GROUP=fmt.group_size, QDIMS=fmt.row.quantized_dims)  # fmt: skip
+                GROUP=fmt.group_size, QDIMS=qdims, **_lines(qdims + 2 * (DIM - qdims)))  # fmt: skip
 
 
-def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool) -> dict[str, int | bool]:
+def _lines(row_bytes: int) -> dict[str, int]:
+    """A row's data bytes and the addresses its L2 prefetch takes: one every 128 bytes and its last byte,
+    padded to a power of two (``_prefetch_tile``)."""
+    return dict(ROW_BYTES=row_bytes, POINTS=triton.next_power_of_2(triton.cdiv(row_bytes, 128) + 1))
+
+
+def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool, probe: int = 0) -> dict[str, int | bool]:
     """The kernel's tile and partition constexprs."""
     return dict(BLOCK_H=BLOCK_H, BLOCK_N=tile.block_n, DIM=DIM, STAGES=tile.stages, CODE_STAGES=tile.code_stages,
                 CHUNK=CHUNK, HAS_SINK=has_sink, EMPTY_NAN=empty_nan, PRODUCER_WARPS=PRODUCER_WARPS,
-                PRODUCER_REGS=tile.producer_regs)  # fmt: skip
+                PRODUCER_REGS=tile.producer_regs, OVERLAP=tile.overlap, PREFETCH=tile.prefetch,
+                PROBE=probe)  # fmt: skip
 
 
 def check_tile(tile: Tile, kv_format: str | None) -> None:
@@ -488,15 +638,26 @@ def check_tile(tile: Tile, kv_format: str | None) -> None:
         raise ValueError(f"tile: {tile} needs block_n 32 or 64, stages >= 1 and code_stages 0 or >= 2")
     if fp8 and tile.code_stages and kv_format != "v41_fp8_528":
         raise ValueError(f"tile: {tile} copies codes ahead, which reads v41_fp8_528 caches only, not {kv_format}")
+    if tile.overlap and tile.stages < 2:
+        raise ValueError(f"tile: {tile} overlaps two tiles in the consumer, which needs stages >= 2")
+    hint_ok = tile.prefetch == 0 or (tile.prefetch > tile.stages if not fp8 else not tile.code_stages)
+    if not 0 <= tile.prefetch <= 4 or not hint_ok:
+        raise ValueError(f"tile: {tile} needs prefetch in [0, 4], past the stages' copies for BF16 rows (> stages) "
+                         "and 0 with codes copied ahead")
     if tile.producer_regs % 8 or not 24 <= tile.producer_regs <= 160:
         raise ValueError(f"tile: {tile} needs producer_regs a multiple of 8 in [24, 160]")
     if tile.smem_bytes(fp8) > SMEM_LIMIT:
         raise ValueError(f"tile: {tile} needs {tile.smem_bytes(fp8)} bytes of shared memory, over {SMEM_LIMIT}")
 
 
-def sparse_attention_ws(call: AttentionArgs, tile: Tile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sparse_attention_ws(
+    call: AttentionArgs, tile: Tile | None = None, *, probe: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch on a checked call that ``supports`` accepts (ValueError otherwise), in ``tile`` (default: the
-    ``DEFAULT_TILES`` entry of the call's KV format)."""
+    ``DEFAULT_TILES`` entry of the call's KV format). ``probe`` (``PROBES``; timing only, wrong results) leaves
+    one part of the work out."""
+    if probe not in PROBES and probe != 0:
+        raise ValueError(f"probe: must be 0 or one of {sorted(PROBES)}, got {probe!r}")
     if not supports(call):
         raise ValueError("call: the warp-specialized kernel serves bf16 q at D = dv = 512 with bf16 probabilities, "
                          "KV as BF16 rows or in a V4.1 or V4 FP8 cache")  # fmt: skip
@@ -506,6 +667,8 @@ def sparse_attention_ws(call: AttentionArgs, tile: Tile | None = None) -> tuple[
     q, out, lse, kv = call.q, call.out, call.lse, call.kv
     M, H, _ = q.shape
     K = call.indices.shape[1]
+    if K == 0:  # the overlapped consumer's first tile is unconditional; with no lanes both forms give the same rows
+        tile = dataclasses.replace(tile, overlap=False)
     if M == 0 or H == 0:
         return out, lse
     if call.kv_cache is not None:
@@ -518,7 +681,7 @@ def sparse_attention_ws(call: AttentionArgs, tile: Tile | None = None) -> tuple[
     grid = (triton.cdiv(H, BLOCK_H), M)
     _sparse_attention_ws_kernel[grid](
         q, kv, call.indices, call.sink if call.sink is not None else out, out, lse, H, n, K, float(call.scale),
-        block_bytes, scale_base, **layout, **tile_constants(tile, call.sink is not None, call.empty_nan),
+        block_bytes, scale_base, **layout, **tile_constants(tile, call.sink is not None, call.empty_nan, probe),
         num_warps=CONSUMER_WARPS,
     )  # fmt: skip
     return out, lse
