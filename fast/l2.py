@@ -18,6 +18,9 @@ import triton.language as tl
 
 LINE_BYTES = tl.constexpr(128)
 """The cache line the hint asks for, in bytes."""
+PREFETCH_ASM = tl.constexpr("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }")
+"""The hint for one address ($1) where its predicate ($2) is non-zero, as elementwise inline assembly (a dummy
+result in $0); the Gluon kernels issue the same text."""
 
 
 def constants(prefetch: int, row_bytes: int, element_bytes: int) -> dict[str, int]:
@@ -33,7 +36,7 @@ def constants(prefetch: int, row_bytes: int, element_bytes: int) -> dict[str, in
 def prefetch_l2(ptr, mask):
     """Ask the L2 cache for the 128-byte lines holding ``ptr`` where ``mask`` (a hint: no result changes)."""
     tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+        PREFETCH_ASM,
         "=r,l,r",
         [ptr, mask.to(tl.int32)],
         dtype=tl.int32,

@@ -45,6 +45,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from fast import l2
 from fast.cache.checks import AttentionArgs
 from fast.cache.formats import CacheFormat
 
@@ -68,6 +69,8 @@ _SCALE_L = gl.constexpr(gl.BlockedLayout([1, 4], [8, 4], [PRODUCER_WARPS, 1], [1
 """The FP8 copies' layout of the scales, [lanes, 16]: 4 bytes a thread."""
 ASYNC_LOAD = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 """``cp.async`` of a tensor of pointers into shared memory (renamed between releases)."""
+_PREFETCH_ASM = gl.constexpr(l2.PREFETCH_ASM.value)
+"""``prefetch.global.L2`` where a predicate holds (``fast.l2``'s text)."""
 BARRIER = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
 """A barrier of the threads that run it (of a partition, inside one): the name differs between releases."""
 
@@ -179,12 +182,12 @@ def _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB: gl
         r = row - block * RPB
         data = kv_ptr + (block * block_bytes + r * DATA_STRIDE)[:, None] + at[None, :]
         scales = kv_ptr + block * block_bytes + scale_base + r * SCALE_STRIDE
-        gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
-                                  "=r,l,r", [scales, ok.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+        gl.inline_asm_elementwise(_PREFETCH_ASM, "=r,l,r", [scales, ok.to(gl.int32)], dtype=gl.int32, is_pure=False,
+                                  pack=1)  # fmt: skip
     else:
         data = kv_ptr + (row * DIM)[:, None] + (at // 2)[None, :]
-    gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
-                              "=r,l,r", [data, mask.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+    gl.inline_asm_elementwise(_PREFETCH_ASM, "=r,l,r", [data, mask.to(gl.int32)], dtype=gl.int32, is_pure=False,
+                              pack=1)  # fmt: skip
 
 
 @gluon.jit
@@ -352,8 +355,13 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
             valid = (idx >= 0) & (idx < N)
             mbarrier.wait(ready.index(stage), (t // STAGES) & 1)
             fence_async_shared()
-            s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)),
-                              gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l), use_acc=False, is_async=True)
+            s = warpgroup_mma(
+                q_smem,
+                k_smem.index(stage).permute((1, 0)),
+                gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l),
+                use_acc=False,
+                is_async=True,
+            )
             acc = warpgroup_mma(pb, k_smem.index(prev), acc, is_async=True)
             s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
             s = gl.where(valid[None, :], s * scale, float("-inf"))
@@ -556,8 +564,13 @@ DEFAULT_TILES = {None: Tile(64, 2), "v41_fp8_528": Tile(64, 2, 0, 112), "v4_584"
 """The tile for each KV format (None: BF16 rows), the fastest of the sweep on the H200 (results/sweeps/)."""
 SWEEP = {
     False: (Tile(32, 4), Tile(64, 2, overlap=True), Tile(64, 2, prefetch=3), Tile(64, 2, prefetch=4)),
-    True: (Tile(64, 2, 0, 152), Tile(64, 2, 0, 128), Tile(64, 2, 0, 112), Tile(32, 2, 4),
-           *(Tile(64, 2, 0, regs, prefetch=n) for regs in (112, 128) for n in (1, 2))),
+    True: (
+        Tile(64, 2, 0, 152),
+        Tile(64, 2, 0, 128),
+        Tile(64, 2, 0, 112),
+        Tile(32, 2, 4),
+        *(Tile(64, 2, 0, regs, prefetch=n) for regs in (112, 128) for n in (1, 2)),
+    ),
 }
 """Tiles the benchmark's sweep times besides the defaults."""
 SMEM_LIMIT = 232_448 - 4096
@@ -642,8 +655,10 @@ def check_tile(tile: Tile, kv_format: str | None) -> None:
         raise ValueError(f"tile: {tile} overlaps two tiles in the consumer, which needs stages >= 2")
     hint_ok = tile.prefetch == 0 or (tile.prefetch > tile.stages if not fp8 else not tile.code_stages)
     if not 0 <= tile.prefetch <= 4 or not hint_ok:
-        raise ValueError(f"tile: {tile} needs prefetch in [0, 4], past the stages' copies for BF16 rows (> stages) "
-                         "and 0 with codes copied ahead")
+        raise ValueError(
+            f"tile: {tile} needs prefetch in [0, 4], past the stages' copies for BF16 rows (> stages) "
+            "and 0 with codes copied ahead"
+        )
     if tile.producer_regs % 8 or not 24 <= tile.producer_regs <= 160:
         raise ValueError(f"tile: {tile} needs producer_regs a multiple of 8 in [24, 160]")
     if tile.smem_bytes(fp8) > SMEM_LIMIT:
