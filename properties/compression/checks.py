@@ -4,7 +4,8 @@ exact reference: reserved rows, store rows, and ring contents.
 Comparison rules (``properties.compare``): the number of reserved rows, store rows, zero rows and ring
 contents exact (ring entries bit for bit); a completed row within twice the error of the worst float32 torch
 formulation on that lane (``properties.compression.baseline``), or 4 units of the lane's ``sum p |v|`` (the
-magnitude its rounding scales with), with 23 mantissa bits for float32 rows and 7 for bfloat16.
+magnitude its rounding scales with), with 23 mantissa bits for float32 rows and 7 for bfloat16, or ``W`` units
+of ``2^-23 sum p |v|`` (``reorder_bound``: what summing the window's ``W`` terms in another order may move).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from properties.compare import Mismatch, assert_exact, assert_within_twice_baseline, errors
 from properties.compression.baseline import baseline_rows
 from properties.compression.call import safe_ring
-from properties.compression.exact import LayerSpec, RawPosition, channels
+from properties.compression.exact import LayerSpec, RawPosition, channels, window
 from properties.registry import Implementation
 from properties.runner import Property
 from reference.rope import row_position
@@ -153,7 +154,16 @@ def check_reserved(spec: LayerSpec, got: Reserved, expected: list[Expected], wha
     baseline = worst_lanes(exact, [variant.flatten().tolist() for variant in variants])
     got_done = values[done].flatten().tolist()
     scale = base.scale.flatten().tolist()
-    assert_within_twice_baseline(exact, got_done, baseline, MANTISSA[rows.dtype], where, scale=scale)
+    floor = [reorder_bound(window(spec)) * s for s in scale]
+    assert_within_twice_baseline(exact, got_done, baseline, MANTISSA[rows.dtype], where, scale=scale, floor=floor)
+
+
+def reorder_bound(w: int) -> float:
+    """How far, relative to the lane's ``sum_t p_t |v_t|``, two float32 evaluations of ``sum_t softmax_t(x) v_t``
+    over ``w`` terms may lie apart when they add in different orders: each order's error is at most ``(w - 1) u``
+    of the weighted sum's terms and ``(w - 1) u`` of the softmax denominator's (relative, moving every weight),
+    plus ``2 u`` for the exponential and the division, so ``2 w u`` with ``u = 2^-24``: ``w`` units of ``2^-23``."""
+    return w * 2.0**-23
 
 
 def worst_lanes(exact: Sequence[Fraction], variants: Sequence[Sequence[float]]) -> list[float]:

@@ -98,3 +98,36 @@ LIFE_CANCELLATION = _one_slot(
     ],
 )
 """Triton, ratio 3: row 1, channel 3 cancels (6.75 and -1.0 weighted) to -0.249; 5.9 units of the row."""
+DECODE_FRESH_REORDER = {
+    "layer": {
+        "ratio": 4,
+        "dim": 1,
+        "overlap": True,
+        "ape": [[-1.75, -1.5], [-1.5, -0.75], [1.5, -0.75], [1.75, -0.25]],
+    },
+    "ring_extra": 1,
+    "slots": 1,
+    "fill": {"leftover": [[[0.0], [0.0]]]},
+    "requests": [
+        {
+            "slot": 0,
+            "start": 0,
+            "first": 0,
+            "positions": [
+                [[0.25, 0.0], [0.0, 0.0]],
+                [[-2.0, 0.0], [-1.25, 0.0]],
+                [[0.25, 0.0], [0.0, 0.0]],
+                [[-3.75, 0.0], [0.0, 0.0]],
+                [[0.0, -1.0], [0.0, 0.0]],
+                [[0.0, -2.75], [0.0, 0.0]],
+                [[0.0, 3.0], [0.0, 4.75]],
+                [[0.0, 2.5], [0.0, 0.0]],
+            ],
+            "steps": [2, 2, 2, 2],
+            "delay": 0,
+        }
+    ],
+}
+"""Torch backend, decode, ratio 4 with overlap: row 1 (terms -1.25 and 4.75 weighted into 1.78) is 4.02 units of
+the row off, where every baseline formulation, the same ``torch.softmax`` among them, is within 2: the backend's
+batch of rows sums the window in another order. Accepted by the reordering floor (``checks.reorder_bound``)."""

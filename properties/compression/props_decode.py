@@ -8,7 +8,7 @@ from typing import Any
 from properties.compression import checks
 from properties.compression.call import DECODE
 from properties.compression.exact import LayerSpec, RawPosition, channels, exact_rows, window
-from properties.compression.frozen import DECODE_LONG_SUM
+from properties.compression.frozen import DECODE_FRESH_REORDER, DECODE_LONG_SUM
 from properties.compression.strategies import decode_batches, fresh_decode_batches
 from properties.registry import Implementation
 from properties.runner import Property
@@ -95,5 +95,5 @@ def _replay(name: str, strategy: Any, **compared: Any) -> Property:
 PROPERTIES = [
     _replay("equals_one_shot", decode_batches(), rows=True, examples=(DECODE_LONG_SUM,)),
     _replay("ring_contents", decode_batches(), ring=True),
-    _replay("fresh_request", fresh_decode_batches(), rows=True),
+    _replay("fresh_request", fresh_decode_batches(), rows=True, examples=(DECODE_FRESH_REORDER,)),
 ]
