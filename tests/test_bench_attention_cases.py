@@ -33,7 +33,8 @@ def test_the_new_cases_are_registered() -> None:
             assert f"cache/decode_fp8v41_b{b}_h{h}" in names
     prefill = {n for n in names if n.startswith("cache/prefill_")}
     want = {f"cache/prefill_{kv}_sq4096_kv{s}_h{h}_k2048" for kv in ("bf16", "fp8") for s in ("8K", "64K")
-            for h in (64, 128)} | {"cache/prefill_bf16_sq4096_kv8K_h64_k128w512"}  # fmt: skip
+            for h in (64, 128)} | {"cache/prefill_bf16_sq4096_kv8K_h64_k128w512",
+                                   "cache/prefill_fp8v41_sq4096_kv64K_h64_k2048"}  # fmt: skip
     assert prefill == want
 
 

@@ -7,11 +7,13 @@ D = dv = 512, one KV head:
 
 * ``cache/prefill_{bf16|fp8}_sq4096_kv{8K|64K}_h{64|128}_k2048``: each query row reads top-k 2048 distinct rows
   of the s_kv (drawn at random), BF16 KV or a V4 584-byte FP8 cache.
+* ``cache/prefill_fp8v41_sq4096_kv64K_h64_k2048``: the same reading a V4.1 528-byte FP8 cache (one shape: the
+  V4.1 FP8 tiles are chosen on it and on the decode cases).
 * ``cache/prefill_bf16_sq4096_kv8K_h64_k128w512``: the V4 shape, top-k 128 distinct rows of the s_kv plus the
   512 rows of the query's sliding window (the rows ending at its position), 640 lanes, BF16 KV.
 
 Models as the decode cases (``bench_cases``): FLOPs = 2 M h lanes (D + dv); bytes = every lane's KV row (1024 B
-bf16, 584 B fp8) and its 4-byte index + q (bf16) + out and lse (f32). A KV row is read by many query rows, so
+bf16, 584 B or 528 B fp8) and its 4-byte index + q (bf16) + out and lse (f32). A KV row is read by many query rows, so
 most of those row reads hit L2: the bytes are the decode model's, an upper bound on DRAM traffic here.
 
 Baselines: ``torch_eager`` and ``torch_compile`` of the torch twin (``attention_naive``, bf16 matmuls on gathered
@@ -76,6 +78,7 @@ CASES = (
         for s_kv in (8192, 65536)
         for h in (64, 128)
     ),
+    Prefill(S_Q, 64, 65536, TOPK, 0, "v41_fp8_528"),
     Prefill(S_Q, 64, 8192, 128, 512),
 )
 
