@@ -54,10 +54,11 @@ def test_prefill_models_at_full_size() -> None:
 BUILT = {
     "cache/prefill_bf16_sq4096_kv8K_h64_k2048",
     "cache/prefill_fp8_sq4096_kv64K_h128_k2048",
+    "cache/prefill_fp8v41_sq4096_kv64K_h64_k2048",
     "cache/prefill_bf16_sq4096_kv8K_h64_k128w512",
 }
-"""One case per path of the builder: BF16 KV, FP8 KV with the torch baselines in slices, the V4 window lanes (the
-other cases differ from these in sizes only)."""
+"""One case per path of the builder: BF16 KV, FP8 KV (V4 and V4.1) with the torch baselines in slices, the V4
+window lanes (the other cases differ from these in sizes only)."""
 
 
 BUILT_CASES = [p for p in bench_prefill.CASES if p.name in BUILT]
