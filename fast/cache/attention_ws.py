@@ -564,7 +564,9 @@ def label(tile: Tile, fp8_kv: bool) -> str:
 
 
 DEFAULT_TILES = {None: Tile(64, 2), "v41_fp8_528": Tile(64, 2, 0, 112), "v4_584": Tile(64, 2, 0, 128)}
-"""The tile for each KV format (None: BF16 rows), the fastest of the sweep on the H200 (results/sweeps/)."""
+"""The tile for each KV format (None: BF16 rows), the fastest of the sweeps on the H200 (results/sweeps/run8-11).
+On an H100 (run12) V4.1 decode was 10% faster at 128 registers with ``prefetch=1``: not adopted before an H200
+sweep with a V4.1 prefill case (docs/targets.md, section 2)."""
 SWEEP = {
     False: (Tile(32, 4), Tile(64, 2, overlap=True), Tile(64, 2, prefetch=3), Tile(64, 2, prefetch=4)),
     True: (
