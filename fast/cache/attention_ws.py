@@ -74,6 +74,8 @@ ASYNC_LOAD = getattr(async_copy, "async_load", None) or async_copy.async_copy_gl
 """``cp.async`` of a tensor of pointers into shared memory (renamed between releases)."""
 _PREFETCH_ASM = gl.constexpr(l2.PREFETCH_ASM.value)
 """``prefetch.global.L2`` where a predicate holds (``fast.l2``'s text)."""
+LINE = gl.constexpr(l2.LINE_BYTES.value)
+"""The line a prefetch asks for (``fast.l2``)."""
 BARRIER = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
 """A barrier of the threads that run it (of a partition, inside one): the name differs between releases."""
 
@@ -177,8 +179,8 @@ def _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB: gl
     ok = (idx >= 0) & (idx < N)
     row = gl.where(ok, idx, 0).to(gl.int64)
     point = gl.arange(0, POINTS, gl.SliceLayout(0, pf_l))
-    at = gl.minimum(point * 128, ROW_BYTES - 1)
-    lines = (ROW_BYTES + 127) // 128 + 1
+    at = gl.minimum(point * LINE, ROW_BYTES - 1)
+    lines = (ROW_BYTES + LINE - 1) // LINE + 1
     mask = ok[:, None] & (point < lines)[None, :]
     if FP8_KV:
         block = row // RPB
@@ -308,7 +310,7 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
             mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)
             _issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS)
             async_copy.mbarrier_arrive(ready.index(stage), increment_count=False)  # when this thread's copies land
-            if PREFETCH > STAGES:  # the copies keep STAGES tiles in flight: a hint pays only further ahead
+            if PREFETCH > 0:  # beyond the STAGES tiles the copies keep in flight (check_tile)
                 _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                                SCALE_STRIDE, ROW_BYTES, POINTS, False, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
 
@@ -636,9 +638,10 @@ def kv_constants(fmt: CacheFormat | None, rows_per_block: int) -> dict[str, int 
 
 
 def _lines(row_bytes: int) -> dict[str, int]:
-    """A row's data bytes and the addresses its L2 prefetch takes: one every 128 bytes and its last byte,
-    padded to a power of two (``_prefetch_tile``)."""
-    return dict(ROW_BYTES=row_bytes, POINTS=triton.next_power_of_2(triton.cdiv(row_bytes, 128) + 1))
+    """A row's data bytes and the addresses its L2 prefetch takes (``fast.l2.constants``: one every 128 bytes and
+    its last byte, padded to a power of two), under this kernel's names."""
+    c = l2.constants(0, row_bytes, 1)
+    return dict(ROW_BYTES=c["ROW_BYTES"], POINTS=c["PREFETCH_POINTS"])
 
 
 def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool, probe: int = 0) -> dict[str, int | bool]:
