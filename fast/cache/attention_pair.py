@@ -1,0 +1,374 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""Sparse MQA attention with a sink, BF16 KV rows, two consumer warp groups that each score their own tile (Gluon,
+compiled sm_90 only).
+
+    sparse_attention_pair(call: fast.cache.checks.AttentionArgs) -> (out: f32[M, H, 512], lse: f32[M, H])
+
+The same operation as ``fast.cache.attention`` (its twin and its contract) for bf16 q, D = dv = 512, bf16
+probabilities and KV as BF16 rows. One program per (query row, 64 heads) runs three partitions of one warp group:
+
+1. the producer copies the lanes' rows by ``cp.async`` into two stages of 64 lanes, each in two halves of 256
+   columns with their own ``ready`` and ``empty`` barriers, in the order the consumers free them;
+2. warp group 0 scores the even tiles (q @ k^T, 64 x 64 x 512), warp group 1 the odd ones; each adds to its half
+   of the output (256 of the 512 columns) the p of both tiles of a pair: its own from registers, the other's
+   from shared memory.
+
+Per pair of tiles (a in stage 0, b in stage 1), with m the running row maximum both groups hold:
+
+- group 0: m0 = max(m, rowmax s_a), published; p_a = exp(s_a - m0); o_0 += p_a v_a[:, :256]; then, given
+  group 1's m1 = max(m0, rowmax s_b): p_a *= exp(m0 - m1) is published for group 1, o_0 and its row sum are
+  rescaled the same way, and o_0 += p_b v_b[:, :256]; it issues the next pair's score before that product ends;
+- group 1: m1 published; p_b = exp(s_b - m1); o_1 += p_b v_b[:, 256:] and o_1 += p_a v_a[:, 256:].
+
+So each score is one 64-wide MMA per group with no exchange of row maxima inside a tile, the groups exchange
+once per pair, and a stage's left half is refilled while its right half is still read. The row sums of the two
+groups are added at the end. FlashMLA's sparse prefill kernel for sm_90 runs this schedule (docs/targets.md).
+Invalid lanes are read as zeros and scored -inf; the sink enters the final denominator only; an empty row follows
+``call.empty_nan``. On the CPU, ``python -m fast.cache.compile_check --only pair`` lowers it for sm_90; results
+are checked on a GPU only (``tests/test_attention_pair.py``, the benchmark's decode and prefill checks).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from fast.cache.attention_ws import ASYNC_LOAD, BARRIER, WS_API
+from fast.cache.checks import AttentionArgs
+
+BLOCK_H = 64
+BLOCK_N = 64
+DIM = 512
+CHUNK = 64
+"""Columns a ``cp.async`` call covers (one 128-byte swizzle row)."""
+WARPS = 4
+"""Warps of each partition: a warp group."""
+PRODUCER_REGS = 56
+CONSUMER_REGS = 224
+"""Registers a thread of the producer and of consumer group 1 (group 0, the default partition, gets the rest)."""
+SMEM_BYTES = BLOCK_H * DIM * 2 + 2 * BLOCK_N * DIM * 2 + 2 * BLOCK_H * BLOCK_N * 2
+"""q, the two stages, the two groups' published p."""
+
+
+@gluon.jit
+def _copy_half(tile, kv_ptr, idx_ptr, m, t, N, K, half: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+               CHUNK: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    """``cp.async`` columns ``half * DIM / 2`` on of tile ``t``'s lanes into ``tile`` (invalid lanes: zeros)."""
+    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [WARPS, 1], [1, 0])
+    lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, rows_l))
+    idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+    valid = (idx >= 0) & (idx < N)
+    row = gl.where(valid, idx, 0).to(gl.int64)
+    for c in gl.static_range(half * DIM // 2 // CHUNK, (half + 1) * DIM // 2 // CHUNK):
+        col = c * CHUNK + gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
+        ASYNC_LOAD(tile.slice(c * CHUNK, CHUNK, dim=1), kv_ptr + row[:, None] * DIM + col[None, :], mask=valid[:, None])
+
+
+@gluon.jit
+def _producer(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
+              lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+              BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+              WARPS: gl.constexpr):  # fmt: skip
+    """Fill each stage half as the consumers free it: a's left, b's right, a's right, b's left."""
+    for j in range((K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)):
+        free = (j & 1) ^ 1  # the first round passes at once
+        mbarrier.wait(empty.index(0), free)
+        _copy_half(k_smem.index(0), kv_ptr, idx_ptr, m, 2 * j, N, K, 0, BLOCK_N, DIM, CHUNK, WARPS)
+        async_copy.mbarrier_arrive(ready.index(0), increment_count=False)
+        mbarrier.wait(empty.index(3), free)
+        _copy_half(k_smem.index(1), kv_ptr, idx_ptr, m, 2 * j + 1, N, K, 1, BLOCK_N, DIM, CHUNK, WARPS)
+        async_copy.mbarrier_arrive(ready.index(3), increment_count=False)
+        mbarrier.wait(empty.index(1), free)
+        _copy_half(k_smem.index(0), kv_ptr, idx_ptr, m, 2 * j, N, K, 1, BLOCK_N, DIM, CHUNK, WARPS)
+        async_copy.mbarrier_arrive(ready.index(1), increment_count=False)
+        mbarrier.wait(empty.index(2), free)
+        _copy_half(k_smem.index(1), kv_ptr, idx_ptr, m, 2 * j + 1, N, K, 0, BLOCK_N, DIM, CHUNK, WARPS)
+        async_copy.mbarrier_arrive(ready.index(2), increment_count=False)
+
+
+@gluon.jit
+def _score_half(q_smem, tile, bar, phase, half: gl.constexpr, s, use_acc: gl.constexpr, DIM: gl.constexpr):
+    """Issue q @ tile^T over the columns of ``half`` once ``bar`` (that half's ``ready``) is passed."""
+    mbarrier.wait(bar, phase)
+    return warpgroup_mma(q_smem.slice(half * (DIM // 2), DIM // 2, dim=1),
+                         tile.slice(half * (DIM // 2), DIM // 2, dim=1).permute((1, 0)), s, use_acc=use_acc,
+                         is_async=True)  # fmt: skip
+
+
+@gluon.jit
+def _publish(bar):
+    """Every thread of this group has written what ``bar`` announces: one arrival for the group."""
+    BARRIER()
+    mbarrier.arrive(bar, count=1)
+
+
+@gluon.jit
+def _lanes_valid(idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, s_l: gl.constexpr):
+    lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_l))
+    idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+    return (idx >= 0) & (idx < N)
+
+
+@gluon.jit
+def _finish(acc, m_i, l_i, l_smem, sync, group: gl.constexpr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K,
+            HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, DIM: gl.constexpr,
+            s_l: gl.constexpr, o_l: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    """Add the other group's row sums, divide, write this group's half of the output (and group 0 the lse)."""
+    count_l: gl.constexpr = gl.BlockedLayout([4], [32], [WARPS], [0])
+    n_valid = 0
+    for start in range(0, K, 512):
+        lane = start + gl.arange(0, 512, count_l)
+        idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+        n_valid += gl.sum(((idx >= 0) & (idx < N)).to(gl.int32), axis=0)
+    l_smem.index(group).store(l_i)
+    _publish(sync.index(4 + group))
+    mbarrier.wait(sync.index(5 - group), 0)
+    l_i = l_i + l_smem.index(1 - group).load(gl.SliceLayout(1, s_l))
+    h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, s_l))
+    h_ok = h < H
+    m_use = gl.where(m_i == float("-inf"), 0.0, m_i)
+    denominator = l_i
+    if HAS_SINK:
+        denominator = l_i + gl.exp(gl.load(sink_ptr + h, mask=h_ok, other=0.0) - m_use)
+    out = acc / gl.convert_layout(gl.where(denominator == 0.0, 1.0, denominator), gl.SliceLayout(1, o_l))[:, None]
+    if EMPTY_NAN:
+        empty_out = float("nan")
+        empty_lse = float("nan")
+    else:
+        empty_out = 0.0
+        empty_lse = float("inf")
+    out = gl.where(n_valid == 0, empty_out, out)
+    ho = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, o_l))
+    d = group * (DIM // 2) + gl.arange(0, DIM // 2, gl.SliceLayout(0, o_l))
+    gl.store(out_ptr + (m * H + ho)[:, None] * DIM + d[None, :], out, mask=(ho < H)[:, None])
+    if group == 0:
+        lse = m_i + gl.log(gl.where(l_i == 0.0, 1.0, l_i))
+        lse = gl.where(n_valid == 0, empty_lse, lse)
+        gl.store(lse_ptr + m * H + h, lse, mask=h_ok)
+
+
+@gluon.jit
+def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
+            lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+            BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+            WARPS: gl.constexpr):  # fmt: skip
+    """The even tiles' scores; output columns [0, DIM / 2)."""
+    half: gl.constexpr = DIM // 2
+    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                  instr_shape=[16, BLOCK_N, 16])  # fmt: skip
+    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, half, 16])
+    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2)
+    row_l: gl.constexpr = gl.SliceLayout(1, s_l)
+    n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
+    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, row_l)
+    l_i = gl.full([BLOCK_H], 0.0, gl.float32, row_l)
+    acc = gl.full([BLOCK_H, half], 0.0, gl.float32, o_l)
+    s = gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l)
+    if n_pairs > 0:
+        s = _score_half(q_smem.index(0), k_smem.index(0), ready.index(0), 0, 0, s, False, DIM)
+        s = _score_half(q_smem.index(0), k_smem.index(0), ready.index(1), 0, 1, s, True, DIM)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+    for j in range(n_pairs):
+        phase = j & 1
+        z = j // n_pairs  # 0, not known to be so: the descriptors are made in the loop, not kept in registers
+        valid = _lanes_valid(idx_ptr, m, 2 * j, N, K, BLOCK_N, s_l)
+        s = gl.where(valid[None, :], s * scale, float("-inf"))
+        m0 = gl.maximum(m_i, gl.max(s, axis=1))
+        m_smem.store(m0)
+        _publish(sync.index(0))
+        m0u = gl.where(m0 == float("-inf"), 0.0, m0)
+        alpha = gl.exp(m_i - m0u)
+        p = gl.exp(s - m0u[:, None])
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
+        acc = warpgroup_mma(gl.convert_layout(p.to(gl.bfloat16), p_l), k_smem.index(z).slice(0, half, dim=1), acc,
+                            is_async=True)  # fmt: skip
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        _publish(empty.index(0))  # a's left half
+        mbarrier.wait(sync.index(1), phase)  # group 1's m1
+        m1 = m_smem.load(row_l)
+        m1u = gl.where(m1 == float("-inf"), 0.0, m1)
+        beta = gl.exp(m0 - m1u)  # 0 while no lane has been valid (p and the sums are 0 then)
+        p_smem.index(0).store((p * beta[:, None]).to(gl.bfloat16))
+        fence_async_shared()
+        _publish(sync.index(2))  # p_a, at m1
+        l_i = l_i * beta
+        acc = acc * gl.convert_layout(beta, gl.SliceLayout(1, o_l))[:, None]
+        m_i = m1
+        mbarrier.wait(sync.index(3), phase)  # p_b
+        pv = warpgroup_mma(p_smem.index(1), k_smem.index(z + 1).slice(0, half, dim=1), acc, is_async=True)
+        if j + 1 < n_pairs:  # the next pair's score, issued while p_b v_b runs
+            s_next = _score_half(q_smem.index(z), k_smem.index(z), ready.index(0), phase ^ 1, 0, s, False, DIM)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(pv,))
+            _publish(empty.index(2))  # b's left half
+            s_next = _score_half(q_smem.index(z), k_smem.index(z), ready.index(1), phase ^ 1, 1, s_next, True, DIM)
+            s = warpgroup_mma_wait(num_outstanding=0, deps=(s_next,))
+        else:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(pv,))
+            _publish(empty.index(2))
+    _finish(acc, m_i, l_i, l_smem, sync, 0, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, HAS_SINK, EMPTY_NAN,
+            BLOCK_H, DIM, s_l, o_l, WARPS)  # fmt: skip
+
+
+@gluon.jit
+def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
+            lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+            BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+            WARPS: gl.constexpr):  # fmt: skip
+    """The odd tiles' scores; output columns [DIM / 2, DIM)."""
+    half: gl.constexpr = DIM // 2
+    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                  instr_shape=[16, BLOCK_N, 16])  # fmt: skip
+    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, half, 16])
+    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2)
+    row_l: gl.constexpr = gl.SliceLayout(1, s_l)
+    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, row_l)
+    l_i = gl.full([BLOCK_H], 0.0, gl.float32, row_l)
+    acc = gl.full([BLOCK_H, half], 0.0, gl.float32, o_l)
+    s = gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l)
+    n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
+    for j in range(n_pairs):
+        phase = j & 1
+        z = j // n_pairs  # 0 (as in _group0)
+        s = _score_half(q_smem.index(z), k_smem.index(z + 1), ready.index(3), phase, 1, s, False, DIM)
+        s = _score_half(q_smem.index(z), k_smem.index(z + 1), ready.index(2), phase, 0, s, True, DIM)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        valid = _lanes_valid(idx_ptr, m, 2 * j + 1, N, K, BLOCK_N, s_l)
+        s = gl.where(valid[None, :], s * scale, float("-inf"))
+        mbarrier.wait(sync.index(0), phase)  # group 0's m0
+        m1 = gl.maximum(m_smem.load(row_l), gl.max(s, axis=1))
+        BARRIER()  # every thread has read m0
+        m_smem.store(m1)
+        _publish(sync.index(1))
+        m1u = gl.where(m1 == float("-inf"), 0.0, m1)
+        alpha = gl.exp(m_i - m1u)
+        p = gl.exp(s - m1u[:, None])
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
+        pb = gl.convert_layout(p.to(gl.bfloat16), p_l)
+        pv = warpgroup_mma(pb, k_smem.index(z + 1).slice(half, half, dim=1), acc, is_async=True)
+        p_smem.index(1).store(p.to(gl.bfloat16))
+        mbarrier.wait(sync.index(2), phase)  # p_a, at m1
+        pv = warpgroup_mma(p_smem.index(0), k_smem.index(z).slice(half, half, dim=1), pv, is_async=True)
+        fence_async_shared()
+        _publish(sync.index(3))  # p_b
+        pb = warpgroup_mma_wait(num_outstanding=1, deps=(pb,))  # p_b v_b has ended, p_a v_a may not have
+        _publish(empty.index(3))  # b's right half
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(pv,))
+        _publish(empty.index(1))  # a's right half
+        m_i = m1
+    _finish(acc, m_i, l_i, l_smem, sync, 1, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, HAS_SINK, EMPTY_NAN,
+            BLOCK_H, DIM, s_l, o_l, WARPS)  # fmt: skip
+
+
+@gluon.jit
+def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, H, N, K, scale,
+                                  HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr,
+                                  BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+                                  WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                                  CONSUMER_REGS: gl.constexpr):  # fmt: skip
+    h0 = gl.program_id(0) * BLOCK_H
+    m = gl.program_id(1).to(gl.int64)
+    smem_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    plain_1d: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    q_smem = gl.allocate_shared_memory(gl.bfloat16, [1, BLOCK_H, DIM], smem_l)
+    k_smem = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_N, DIM], smem_l)
+    p_smem = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_H, BLOCK_N], smem_l)
+    m_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_H], plain_1d)
+    l_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_H], plain_1d)
+    # ready / empty: stage 0's left and right halves, then stage 1's; sync: m0, m1, p_a, p_b, l of group 0, of 1
+    ready = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+    sync = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(4):
+        mbarrier.init(ready.index(i), count=WARPS * 32)  # one arrival a producer thread, when its copies land
+        mbarrier.init(empty.index(i), count=1)
+    for i in gl.static_range(6):
+        mbarrier.init(sync.index(i), count=1)
+    q_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, 1], [1, 0])
+    h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, q_l))
+    d = gl.arange(0, DIM, gl.SliceLayout(0, q_l))
+    q_smem.index(0).store(gl.load(q_ptr + (m * H + h)[:, None] * DIM + d[None, :], mask=(h < H)[:, None], other=0.0))
+    fence_async_shared()
+    BARRIER()
+    # every partition takes the same arguments (one release passes one tuple to all), written out in each call: a
+    # tuple held in a variable loses its constexpr elements
+    if WS_API == 0:
+        gl.warp_specialize(
+            [
+                (_group0, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
+                           out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
+                           WARPS)),
+                (_group1, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
+                           out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
+                           WARPS)),
+                (_producer, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
+                             out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM,
+                             CHUNK, WARPS)),
+            ],
+            [WARPS, WARPS],
+            [CONSUMER_REGS, PRODUCER_REGS],
+        )  # fmt: skip
+    elif WS_API == 1:
+        gl.warp_specialize(
+            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
+             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS),
+            _group0,
+            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
+             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS),
+            [_group1, _producer],
+            [WARPS, WARPS],
+            [CONSUMER_REGS, PRODUCER_REGS],
+        )  # fmt: skip
+    else:
+        gl.warp_specialize(
+            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
+             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS),
+            _group0,
+            [_group1, _producer],
+            [WARPS, WARPS],
+            [CONSUMER_REGS, PRODUCER_REGS],
+        )  # fmt: skip
+
+
+def available(call: AttentionArgs) -> bool:
+    """Whether this kernel can run ``call``: ``supports`` it, on an sm_90 GPU."""
+    return call.q.is_cuda and torch.cuda.get_device_capability(call.q.device)[0] == 9 and supports(call)
+
+
+def supports(call: AttentionArgs) -> bool:
+    """Whether ``call`` is a case this kernel serves: bf16 q, D = dv = 512, bf16 probabilities, BF16 KV rows."""
+    return (call.kv_cache is None and call.q.dtype == torch.bfloat16 and call.q.shape[-1] == DIM and call.dv == DIM
+            and call.precision == "bf16")  # fmt: skip
+
+
+def constants(has_sink: bool, empty_nan: bool) -> dict[str, int | bool]:
+    """The kernel's constexprs."""
+    return dict(HAS_SINK=has_sink, EMPTY_NAN=empty_nan, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, DIM=DIM, CHUNK=CHUNK,
+                WARPS=WARPS, PRODUCER_REGS=PRODUCER_REGS, CONSUMER_REGS=CONSUMER_REGS)  # fmt: skip
+
+
+def sparse_attention_pair(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch on a checked call that ``supports`` accepts (ValueError otherwise)."""
+    if not supports(call):
+        raise ValueError("call: the paired-group kernel serves bf16 q at D = dv = 512 with bf16 probabilities and "
+                         "KV as BF16 rows")  # fmt: skip
+    q, out, lse = call.q, call.out, call.lse
+    M, H, _ = q.shape
+    if M == 0 or H == 0:
+        return out, lse
+    grid = (triton.cdiv(H, BLOCK_H), M)
+    _sparse_attention_pair_kernel[grid](
+        q, call.kv, call.indices, call.sink if call.sink is not None else out, out, lse, H, call.kv.shape[0],
+        call.indices.shape[1], float(call.scale), **constants(call.sink is not None, call.empty_nan), num_warps=WARPS,
+    )  # fmt: skip
+    return out, lse
