@@ -34,7 +34,7 @@ import torch
 
 from fast import bench
 from fast.bench import Built, Case
-from fast.cache import attention, attention_naive, attention_ws, dispatch
+from fast.cache import attention, attention_naive, attention_pair, attention_ws, dispatch
 from fast.cache.bench_cases import DEVICE, DIM, KV_KINDS, KV_WORDS, attention_model, kv_inputs
 from fast.cache.checks import AttentionArgs
 
@@ -150,6 +150,8 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             "triton_tl": lambda: attention.sparse_attention(launch),
             "torch_eager": over_slices(attention_naive.sparse_attention),
         }
+        if attention_pair.available(launch):  # the paired-warp-group kernel (BF16 rows)
+            impls["triton_pair"] = functools.partial(attention_pair.sparse_attention_pair, launch)
         if attention_ws.available(launch):  # the warp-specialized kernel's other tiles
             tiles = attention_ws.sweep_tiles(p.kv_format)
             ws_tiles = {attention_ws.label(t, p.kv_format is not None): functools.partial(
@@ -167,7 +169,8 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             impls["torch_eager"]()
             errors = {}
-            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *ws_tiles.items()):
+            others = [(k, impls[k]) for k in ("triton_pair",) if k in impls]
+            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *others, *ws_tiles.items()):
                 fn()
                 errors[who] = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()
             errors["torch"] = (twin_out[rows] - ref_o).abs().max().item(), (twin_lse[rows] - ref_l).abs().max().item()
@@ -180,8 +183,9 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
         lanes = f"top-k {p.topk} distinct rows of {p.s_kv}" + (f" + a window of {p.window} rows" if p.window else "")
         notes = [f"one request of {p.s_q} query rows (the last of {p.s_kv} positions), {p.h} heads, {lanes} "
                  f"= {p.lanes} lanes, D = dv = {DIM}, {KV_WORDS[p.kv_format]} KV; triton: the default path "
-                 "(fast.cache.dispatch), triton_tl: the tl kernel, both with probabilities rounded to bf16 (FlashMLA "
-                 "style); torch: bf16 matmuls on gathered rows"]  # fmt: skip
+                 "(fast.cache.dispatch), triton_pair: the paired-warp-group kernel on BF16 rows, triton_tl: the tl "
+                 "kernel, all with probabilities rounded to bf16 (FlashMLA style); torch: bf16 matmuls on gathered "
+                 "rows"]  # fmt: skip
         if per < p.s_q:
             notes.append(f"torch_eager and torch_compile run the {p.s_q} query rows as {p.s_q // per} calls of {per} "
                          f"(the whole call would need about {twin_bytes(p, p.s_q) / 1e9:.0f} GB, over "
