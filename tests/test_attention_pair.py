@@ -1,8 +1,9 @@
 """The paired-warp-group sparse attention (``fast.cache.attention_pair``, a Gluon kernel, compiled sm_90 only;
 BF16 KV rows): against the float64 mode of the ``tl`` kernel on the same call, within twice the error of the
 ``tl`` kernel's own bf16-probability mode (the flash-attention rule) plus one f32 ulp of the output's scale; lse
-and the empty rows' conventions as the ``tl`` kernel gives them. Skipped without a Hopper GPU, except the
-refusal of other calls."""
+and the empty rows' conventions as the ``tl`` kernel gives them. Skipped without a Hopper GPU. On any device:
+the schedule's arithmetic (``attention_pair_naive``, step for step) against the float64 torch twin, within twice
+the error of the torch twin's bf16 mode plus one ulp, and the refusal of other calls."""
 
 from __future__ import annotations
 
@@ -42,22 +43,23 @@ CASES = {
     "no sink": (1, 64, 128, "no sink"),
     "empty rows as NaN": (2, 64, 128, "empty nan"),
     "large scores (a row maximum that moves between the groups)": (2, 64, 512, "large"),
+    "scores below -88 after an invalid first tile (exp(-m) overflows f32)": (1, 64, 128, "negative"),
 }
 
 
-@needs_sm90
-@pytest.mark.parametrize("case", list(CASES))
-def test_paired_groups_match_the_f64_mode(case: str) -> None:
-    from fast.cache import attention_pair
-
+def _inputs(case: str, device: str, context_rows: int) -> tuple[dict[str, Any], bool]:
+    """The case's decode inputs, edited as its variant says; and whether empty rows are NaN."""
     b, h, topk, variant = CASES[case]
-    x = bench_cases.decode_inputs(b, h, None, "cuda", context_rows=4096, topk=topk)
+    x = bench_cases.decode_inputs(b, h, None, device, context_rows=context_rows, topk=topk)
     if variant == "invalid":
         x["indices"][0, ::3] = -1
         x["indices"][1, 5] = x["N"] + 7  # past the end
         x["indices"][2] = -1  # an empty row
-    if variant == "second":
+    if variant in ("second", "negative"):
         x["indices"][:, :64] = -1
+    if variant == "negative":
+        x["kv"] = torch.ones_like(x["kv"])
+        x["q"] = torch.full_like(x["q"], -4.0)  # every score -4 * 512 / sqrt(512), about -90.5
     if variant == "no sink":
         x["sink"] = None
     if variant == "large":
@@ -66,27 +68,55 @@ def test_paired_groups_match_the_f64_mode(case: str) -> None:
     nan = variant == "empty nan"
     if nan:
         x["indices"][1] = -1
+    return x, nan
+
+
+def _check(got: AttentionArgs, exact: AttentionArgs, baseline: AttentionArgs) -> None:
+    """``got`` against ``exact`` within twice ``baseline``'s error plus one ulp; the same empty rows."""
+    live = torch.isfinite(exact.lse)
+    assert torch.equal(torch.isfinite(got.lse), live)
+    assert torch.equal(got.lse[~live].isnan(), exact.lse[~live].isnan())
+    assert torch.equal(got.out[~live].isnan(), exact.out[~live].isnan())
+    assert torch.equal(got.out[~live].nan_to_num(), exact.out[~live].nan_to_num())
+    ulp = torch.finfo(torch.float32).eps * exact.out[live].abs().max().item()
+    base_err = (baseline.out - exact.out)[live].abs().max().item()
+    err = (got.out - exact.out)[live].abs().max().item()
+    assert math.isfinite(err) and err <= 2 * base_err + ulp, (err, base_err)
+    base_lse = (baseline.lse - exact.lse)[live].abs().max().item()
+    got_lse = (got.lse - exact.lse)[live].abs().max().item()
+    assert got_lse <= 2 * base_lse + torch.finfo(torch.float32).eps * exact.lse[live].abs().max().item(), (
+        got_lse,
+        base_lse,
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_schedule_matches_the_f64_twin(case: str) -> None:
+    from fast.cache import attention_naive, attention_pair_naive
+
+    x, nan = _inputs(case, "cpu", 512)
+    exact = _call(x, "f64", nan)
+    attention_naive.sparse_attention(exact)
+    baseline = _call(x, "bf16", nan)
+    attention_naive.sparse_attention(baseline)
+    got = _call(x, "bf16", nan)
+    attention_pair_naive.sparse_attention_pair(got)
+    _check(got, exact, baseline)
+
+
+@needs_sm90
+@pytest.mark.parametrize("case", list(CASES))
+def test_paired_groups_match_the_f64_mode(case: str) -> None:
+    from fast.cache import attention_pair
+
+    x, nan = _inputs(case, "cuda", 4096)
     exact = _call(x, "f64", nan)
     attention.sparse_attention(exact)
     tl_call = _call(x, "bf16", nan)
     attention.sparse_attention(tl_call)
     pair_call = _call(x, "bf16", nan)
     attention_pair.sparse_attention_pair(pair_call)
-    live = torch.isfinite(exact.lse)
-    assert torch.equal(torch.isfinite(pair_call.lse), live)
-    assert torch.equal(pair_call.lse[~live].isnan(), exact.lse[~live].isnan())
-    assert torch.equal(pair_call.out[~live].isnan(), exact.out[~live].isnan())
-    assert torch.equal(pair_call.out[~live].nan_to_num(), exact.out[~live].nan_to_num())
-    ulp = torch.finfo(torch.float32).eps * exact.out[live].abs().max().item()
-    tl_err = (tl_call.out - exact.out)[live].abs().max().item()
-    pair_err = (pair_call.out - exact.out)[live].abs().max().item()
-    assert math.isfinite(pair_err) and pair_err <= 2 * tl_err + ulp, (pair_err, tl_err)
-    tl_lse = (tl_call.lse - exact.lse)[live].abs().max().item()
-    pair_lse = (pair_call.lse - exact.lse)[live].abs().max().item()
-    assert pair_lse <= 2 * tl_lse + torch.finfo(torch.float32).eps * exact.lse[live].abs().max().item(), (
-        pair_lse,
-        tl_lse,
-    )
+    _check(pair_call, exact, tl_call)
 
 
 def test_other_calls_are_refused() -> None:
