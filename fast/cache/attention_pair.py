@@ -42,7 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from fast.cache.attention_ws import ASYNC_LOAD, BARRIER, WS_API
+from fast.cache.attention_ws import ASYNC_LOAD, BARRIER, WS_API, normalize
 from fast.cache.checks import AttentionArgs
 
 BLOCK_H = 64
@@ -57,6 +57,12 @@ CONSUMER_REGS = 224
 """Registers a thread of the producer and of consumer group 1 (group 0, the default partition, gets the rest)."""
 SMEM_BYTES = BLOCK_H * DIM * 2 + 2 * BLOCK_N * DIM * 2 + 2 * BLOCK_H * BLOCK_N * 2
 """q, the two stages, the two groups' published p."""
+_S_L = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]))
+"""A group's scores, [64 heads, 64 lanes], as its ``wgmma`` leaves them."""
+_O_L = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, DIM // 2, 16]))
+"""A group's half of the output, [64 heads, 256 columns]."""
+_P_L = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_O_L.value, k_width=2))
+"""p as the A operand of a group's ``p @ v`` from registers."""
 
 
 @gluon.jit
@@ -135,24 +141,11 @@ def _finish(acc, m_i, l_i, l_smem, sync, group: gl.constexpr, idx_ptr, sink_ptr,
     l_i = l_i + l_smem.index(1 - group).load(gl.SliceLayout(1, s_l))
     h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, s_l))
     h_ok = h < H
-    m_use = gl.where(m_i == float("-inf"), 0.0, m_i)
-    denominator = l_i
-    if HAS_SINK:
-        denominator = l_i + gl.exp(gl.load(sink_ptr + h, mask=h_ok, other=0.0) - m_use)
-    out = acc / gl.convert_layout(gl.where(denominator == 0.0, 1.0, denominator), gl.SliceLayout(1, o_l))[:, None]
-    if EMPTY_NAN:
-        empty_out = float("nan")
-        empty_lse = float("nan")
-    else:
-        empty_out = 0.0
-        empty_lse = float("inf")
-    out = gl.where(n_valid == 0, empty_out, out)
+    out, lse = normalize(acc, m_i, l_i, n_valid, sink_ptr, h, h_ok, HAS_SINK, EMPTY_NAN, o_l)
     ho = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, o_l))
     d = group * (DIM // 2) + gl.arange(0, DIM // 2, gl.SliceLayout(0, o_l))
     gl.store(out_ptr + (m * H + ho)[:, None] * DIM + d[None, :], out, mask=(ho < H)[:, None])
     if group == 0:
-        lse = m_i + gl.log(gl.where(l_i == 0.0, 1.0, l_i))
-        lse = gl.where(n_valid == 0, empty_lse, lse)
         gl.store(lse_ptr + m * H + h, lse, mask=h_ok)
 
 
@@ -163,10 +156,9 @@ def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
             WARPS: gl.constexpr):  # fmt: skip
     """The even tiles' scores; output columns [0, DIM / 2)."""
     half: gl.constexpr = DIM // 2
-    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                  instr_shape=[16, BLOCK_N, 16])  # fmt: skip
-    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, half, 16])
-    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2)
+    s_l: gl.constexpr = _S_L
+    o_l: gl.constexpr = _O_L
+    p_l: gl.constexpr = _P_L
     row_l: gl.constexpr = gl.SliceLayout(1, s_l)
     n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
     m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, row_l)
@@ -226,10 +218,9 @@ def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
             WARPS: gl.constexpr):  # fmt: skip
     """The odd tiles' scores; output columns [DIM / 2, DIM)."""
     half: gl.constexpr = DIM // 2
-    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                  instr_shape=[16, BLOCK_N, 16])  # fmt: skip
-    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, half, 16])
-    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2)
+    s_l: gl.constexpr = _S_L
+    o_l: gl.constexpr = _O_L
+    p_l: gl.constexpr = _P_L
     row_l: gl.constexpr = gl.SliceLayout(1, s_l)
     m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, row_l)
     l_i = gl.full([BLOCK_H], 0.0, gl.float32, row_l)

@@ -430,6 +430,18 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
         m_i = m_new
     h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, s_l))
     h_ok = h < H
+    out, lse = normalize(acc, m_i, l_i, n_valid, sink_ptr, h, h_ok, HAS_SINK, EMPTY_NAN, o_l)
+    ho = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, o_l))
+    d = gl.arange(0, DIM, gl.SliceLayout(0, o_l))
+    gl.store(out_ptr + (m * H + ho)[:, None] * DIM + d[None, :], out, mask=(ho < H)[:, None])
+    gl.store(lse_ptr + m * H + h, lse, mask=h_ok)
+
+
+@gluon.jit
+def normalize(acc, m_i, l_i, n_valid, sink_ptr, h, h_ok, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+              o_l: gl.constexpr):  # fmt: skip
+    """The rows' output (``acc`` over the row sum ``l_i``, the sink in the denominator) and lse, at the running
+    maximum ``m_i``; a row with no valid lane (``n_valid`` 0) as ``EMPTY_NAN`` says."""
     m_use = gl.where(m_i == float("-inf"), 0.0, m_i)
     denominator = l_i
     if HAS_SINK:
@@ -442,12 +454,7 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
     else:
         empty_out = 0.0
         empty_lse = float("inf")
-    out = gl.where(n_valid == 0, empty_out, out)
-    lse = gl.where(n_valid == 0, empty_lse, lse)
-    ho = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, o_l))
-    d = gl.arange(0, DIM, gl.SliceLayout(0, o_l))
-    gl.store(out_ptr + (m * H + ho)[:, None] * DIM + d[None, :], out, mask=(ho < H)[:, None])
-    gl.store(lse_ptr + m * H + h, lse, mask=h_ok)
+    return gl.where(n_valid == 0, empty_out, out), gl.where(n_valid == 0, empty_lse, lse)
 
 
 @gluon.jit
