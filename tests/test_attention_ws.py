@@ -131,7 +131,8 @@ def test_the_default_path_refuses_a_config_of_another_kind() -> None:
     from fast.cache import sparse_attention
 
     x = bench_cases.decode_inputs(1, 4, None, "cuda" if torch.cuda.is_available() else "cpu", context_rows=64, topk=8)
-    with pytest.raises(TypeError, match=r"^config: must be a fast.cache.attention.Config or attention_ws.Tile"):
+    rule = r"^config: must be a fast.cache.attention.Config, attention_ws.Tile or attention_pair.Pair"
+    with pytest.raises(TypeError, match=rule):
         sparse_attention(x["q"], x["kv"], x["indices"], x["sink"], scale=0.05, dv=512, config=(64, 2))
 
 

@@ -30,6 +30,8 @@ are checked on a GPU only (``tests/test_attention_pair.py``, the benchmark's dec
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import triton
 from triton.experimental import gluon
@@ -329,6 +331,11 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
             [WARPS, WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """``config`` for ``fast.cache.sparse_attention``: run this kernel (it has no tiles to choose)."""
 
 
 def available(call: AttentionArgs) -> bool:

@@ -1,11 +1,12 @@
 """The Triton path of sparse_attention: which kernel serves a checked call.
 
-    run(call: AttentionArgs, config: attention.Config | attention_ws.Tile | None) -> (out, lse)
+    run(call: AttentionArgs, config: attention.Config | attention_ws.Tile | attention_pair.Pair | None) -> (out, lse)
 
 With no ``config``, the warp-specialized Gluon kernel (``attention_ws``) where it serves the call (bf16 q, D = dv =
 512, bf16 probabilities, BF16 rows or a V4 / V4.1 FP8 cache) on an sm_90 GPU, and the ``tl`` kernel
 (``attention``) everywhere else: other precisions, shapes and formats, other GPUs, the interpreter. An
-``attention.Config`` runs the ``tl`` kernel in that tile; an ``attention_ws.Tile`` the warp-specialized one.
+``attention.Config`` runs the ``tl`` kernel in that tile; an ``attention_ws.Tile`` the warp-specialized one;
+``attention_pair.Pair()`` the paired-warp-group kernel (BF16 rows; not a default yet).
 """
 
 from __future__ import annotations
@@ -14,22 +15,27 @@ import dataclasses
 
 import torch
 
-from fast.cache import attention, attention_ws
+from fast.cache import attention, attention_pair, attention_ws
 from fast.cache.checks import AttentionArgs
 
 
 def run(
-    call: AttentionArgs, config: attention.Config | attention_ws.Tile | None = None
+    call: AttentionArgs, config: attention.Config | attention_ws.Tile | attention_pair.Pair | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the kernel that serves ``call`` (module docstring); TypeError or ValueError naming ``config``."""
+    if isinstance(config, attention_pair.Pair):
+        if not attention_pair.available(call):
+            raise ValueError("config: the paired-warp-group kernel needs an sm_90 GPU and a call it serves (bf16 q, "
+                             "D = dv = 512, precision 'bf16', BF16 rows)")  # fmt: skip
+        return attention_pair.sparse_attention_pair(call)
     if isinstance(config, attention_ws.Tile):
         if not attention_ws.available(call):
             raise ValueError("config: a warp-specialized Tile needs an sm_90 GPU and a call it serves (bf16 q, "
                              "D = dv = 512, precision 'bf16', BF16 rows or a V4 / V4.1 FP8 cache)")  # fmt: skip
         return attention_ws.sparse_attention_ws(call, config)
     if config is not None and not isinstance(config, attention.Config):
-        raise TypeError(f"config: must be a fast.cache.attention.Config or attention_ws.Tile, got "
-                        f"{type(config).__name__}")  # fmt: skip
+        raise TypeError(f"config: must be a fast.cache.attention.Config, attention_ws.Tile or "
+                        f"attention_pair.Pair, got {type(config).__name__}")  # fmt: skip
     if config is None and attention_ws.available(call):
         return attention_ws.sparse_attention_ws(call)
     return attention.sparse_attention(dataclasses.replace(call, config=config))

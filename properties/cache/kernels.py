@@ -9,8 +9,10 @@ and bf16 modes are checked against their own stated tolerances in tests/test_fas
 (docs/cache-kernels.md). ``sparse_attention_bf16``: both backends at ``precision="bf16"`` (probabilities
 rounded to bf16 once), the operation's own precision; its Triton one only where Triton compiles (CUDA: on an
 sm_90 GPU the default path runs the warp-specialized kernel for these shapes), since the interpreter's bf16
-casts are not the GPU's. The Triton ones exist only where Triton is installed; where they run is
-``properties.devices``'s policy (they declare that device, so the property suite builds its tensors there).
+casts are not the GPU's; on an sm_90 GPU also ``cache_pair``, the paired-warp-group kernel
+(``fast.cache.attention_pair``, not yet a default path). The Triton ones exist only where Triton is installed;
+where they run is ``properties.devices``'s policy (they declare that device, so the property suite builds its
+tensors there).
 """
 
 from __future__ import annotations
@@ -132,6 +134,30 @@ def bf16_backends() -> list[str]:
     return ["torch", *(["triton"] if compiled else [])]
 
 
+def pair_adapter(convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The paired-warp-group kernel (``fast.cache.attention_pair``, BF16 rows, sm_90), chosen by its config."""
+    invalid, empty = attention_convention(convention)
+
+    def sparse_attention_bf16_pair_impl(
+        q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        from fast.cache.attention_pair import Pair
+
+        check_bf16_attention(q, kv, dv)
+        return sparse_attention(
+            q, kv, indices, sink, scale=scale, dv=dv, empty_row=empty, invalid=invalid, precision="bf16",
+            backend="triton", config=Pair(),
+        )  # fmt: skip
+
+    sparse_attention_bf16_pair_impl.__name__ = f"sparse_attention_bf16_pair_{invalid}_{empty}"
+    return sparse_attention_bf16_pair_impl
+
+
+def pair_runs_here() -> bool:
+    """Whether the paired-warp-group kernel runs here: Triton compiling for an sm_90 GPU."""
+    return bf16_backends()[-1] == "triton" and torch.cuda.get_device_capability()[0] == 9
+
+
 def _kernel(op: str, backend: str, fn: Callable[..., Any], convention: str) -> Implementation:
     return Implementation(
         op,
@@ -158,3 +184,9 @@ IMPLEMENTATIONS = [
         *(_kernel("sparse_attention_fp8_kv", backend, fp8_kv_adapter(backend, f), f) for f in FP8_KV_CONVENTIONS),
     )
 ] + [_kernel("sparse_attention_bf16", b, bf16_adapter(b, c), c) for b in bf16_backends() for c in BF16_CONVENTIONS]
+if pair_runs_here():
+    note = "fast.cache.attention_pair (the paired-warp-group kernel, sm_90)"
+    IMPLEMENTATIONS += [
+        Implementation("sparse_attention_bf16", "cache_pair", pair_adapter(c), c, device="cuda", note=note)
+        for c in BF16_CONVENTIONS
+    ]

@@ -7,7 +7,9 @@ step of 1 to 4 positions (decode) from its own start, over a ring of random hist
 safe size. The judge scales: the area's torch implementation without a fault (``properties.compression.faulty``,
 checked against the exact reference by every compression property in ``test_support.py``) evaluated in float64
 gives the rows, which must lie within twice the error of the worst of its float32 evaluations (one per
-``baseline.FORMULATIONS``), or 4 ulps of ``sum p |v|`` (``checks.py``'s rule); store rows and positions exact.
+``baseline.FORMULATIONS``), or 4 ulps of ``sum p |v|``, or the reordering floor (``checks.reorder_bound``: ``W``
+units of ``2^-23 sum p |v|``, what summing the window in another order may move), ``checks.py``'s rule; store
+rows and positions exact.
 Chunk lengths stay within a few groups past the window: the oracle lists every window entry in Python.
 """
 
@@ -20,7 +22,7 @@ import torch
 from properties.compare import ULP_FLOOR, Mismatch
 from properties.compression.baseline import FORMULATIONS
 from properties.compression.call import DECODE, PREFILL, safe_ring
-from properties.compression.checks import MANTISSA
+from properties.compression.checks import MANTISSA, reorder_bound
 from properties.compression.faulty import Faults, run
 from properties.contract import operation
 from properties.ladder import choice, generator, shapes
@@ -28,6 +30,7 @@ from properties.presets import EXAMPLES, preset
 from properties.registry import Implementation
 from properties.runner import Property
 from properties.strided import ORIGINS, assert_same, call_with_views, with_layouts
+from reference.layer import window_positions
 
 Example = dict[str, Any]
 LAYERS = ((4, True), (4, False), (2, False), (1, False), (8, False))
@@ -114,7 +117,9 @@ def check_ladder(impl: Implementation, case: Example) -> None:
         raise Mismatch(f"{impl.op} rows", detail=f"expected f32|bf16{list(exact.shape)}, got {rows!r:.80}")
     rows64 = rows.detach().cpu().double()
     error = (rows64 - exact).abs()
-    allowed = torch.maximum(2 * worst, ULP_FLOOR * _ulps(magnitude, MANTISSA[rows.dtype]))
+    terms = window_positions(settings["ratio"], settings["overlap"])
+    floor = torch.maximum(ULP_FLOOR * _ulps(magnitude, MANTISSA[rows.dtype]), reorder_bound(terms) * magnitude)
+    allowed = torch.maximum(2 * worst, floor)
     bad = ~(error <= allowed)
     if bool(bad.any()):
         where = bad.nonzero()[:12].tolist()
@@ -122,7 +127,8 @@ def check_ladder(impl: Implementation, case: Example) -> None:
         raise Mismatch(
             f"{impl.op} rows vs float64 ({shape})",
             lanes,
-            detail=f"{int(bad.sum())} lane(s) beyond twice the float32 error (ulp floor {ULP_FLOOR} of sum p|v|)",
+            detail=f"{int(bad.sum())} lane(s) beyond twice the float32 error (floors: {ULP_FLOOR} ulps of sum p|v|, "
+            f"{terms} units of 2^-23 of it)",
         )
 
 
