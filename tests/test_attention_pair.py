@@ -127,3 +127,12 @@ def test_other_calls_are_refused() -> None:
                          "bf16")  # fmt: skip
     with pytest.raises(ValueError, match=r"^call: the paired-group kernel serves bf16 q"):
         attention_pair.sparse_attention_pair(call)
+
+
+def test_an_unknown_probe_is_refused_and_every_probe_is_named() -> None:
+    from fast.cache import attention_pair, ws_probes
+
+    with pytest.raises(ValueError, match=r"^probe: must be 0 or one of \[1, 2\], got 3"):
+        attention_pair.sparse_attention_pair(None, probe=3)  # type: ignore[arg-type]
+    assert ws_probes.main(["--kernel", "pair", "cache/decode_bf16_b64_h64", "--probes", "3"]) == 2
+    assert ws_probes.main(["--kernel", "ws", "cache/decode_bf16_b64_h64", "--probes", "9"]) == 2

@@ -85,22 +85,40 @@ def _copy_half(tile, kv_ptr, idx_ptr, m, t, N, K, half: gl.constexpr, BLOCK_N: g
 def _producer(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
               lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
               BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
-              WARPS: gl.constexpr):  # fmt: skip
+              WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
     """Fill each stage half as the consumers free it: a's left, b's right, a's right, b's left."""
     for j in range((K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)):
         free = (j & 1) ^ 1  # the first round passes at once
-        mbarrier.wait(empty.index(0), free)
-        _copy_half(k_smem.index(0), kv_ptr, idx_ptr, m, 2 * j, N, K, 0, BLOCK_N, DIM, CHUNK, WARPS)
-        async_copy.mbarrier_arrive(ready.index(0), increment_count=False)
-        mbarrier.wait(empty.index(3), free)
-        _copy_half(k_smem.index(1), kv_ptr, idx_ptr, m, 2 * j + 1, N, K, 1, BLOCK_N, DIM, CHUNK, WARPS)
-        async_copy.mbarrier_arrive(ready.index(3), increment_count=False)
-        mbarrier.wait(empty.index(1), free)
-        _copy_half(k_smem.index(0), kv_ptr, idx_ptr, m, 2 * j, N, K, 1, BLOCK_N, DIM, CHUNK, WARPS)
-        async_copy.mbarrier_arrive(ready.index(1), increment_count=False)
-        mbarrier.wait(empty.index(2), free)
-        _copy_half(k_smem.index(1), kv_ptr, idx_ptr, m, 2 * j + 1, N, K, 0, BLOCK_N, DIM, CHUNK, WARPS)
-        async_copy.mbarrier_arrive(ready.index(2), increment_count=False)
+        _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, 2 * j, N, K, free, 0, 0, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
+        _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, 2 * j + 1, N, K, free, 1, 1, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
+        _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, 2 * j, N, K, free, 0, 1, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
+        _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, 2 * j + 1, N, K, free, 1, 0, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
+
+
+@gluon.jit
+def _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, t, N, K, free, stage: gl.constexpr, half: gl.constexpr,
+          BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr,
+          PROBE: gl.constexpr):  # fmt: skip
+    """Once the consumers have freed it, copy tile ``t``'s columns of ``half`` into stage ``stage``; the ready
+    barrier completes when every producer thread's copies have landed (probe 1: at once, nothing copied)."""
+    mbarrier.wait(empty.index(2 * stage + half), free)
+    if PROBE == 1:
+        mbarrier.arrive(ready.index(2 * stage + half), count=WARPS * 32)
+    else:
+        _copy_half(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, half, BLOCK_N, DIM, CHUNK, WARPS)
+        async_copy.mbarrier_arrive(ready.index(2 * stage + half), increment_count=False)
+
+
+@gluon.jit
+def _drain(ready, empty, n_pairs, group: gl.constexpr):
+    """Probe 2: wait for each half this group frees and free it, computing nothing (group 0 frees a's and b's left
+    halves, group 1 b's and a's right ones)."""
+    for j in range(n_pairs):
+        phase = j & 1
+        mbarrier.wait(ready.index(3 * group), phase)
+        _publish(empty.index(3 * group))
+        mbarrier.wait(ready.index(2 - group), phase)
+        _publish(empty.index(2 - group))
 
 
 @gluon.jit
@@ -155,7 +173,7 @@ def _finish(acc, m_i, l_i, l_smem, sync, group: gl.constexpr, idx_ptr, sink_ptr,
 def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
             lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
             BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
-            WARPS: gl.constexpr):  # fmt: skip
+            WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
     """The even tiles' scores; output columns [0, DIM / 2)."""
     half: gl.constexpr = DIM // 2
     s_l: gl.constexpr = _S_L
@@ -163,6 +181,9 @@ def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
     p_l: gl.constexpr = _P_L
     row_l: gl.constexpr = gl.SliceLayout(1, s_l)
     n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
+    if PROBE == 2:
+        _drain(ready, empty, n_pairs, 0)
+        n_pairs = 0
     m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, row_l)
     l_i = gl.full([BLOCK_H], 0.0, gl.float32, row_l)
     acc = gl.full([BLOCK_H, half], 0.0, gl.float32, o_l)
@@ -217,7 +238,7 @@ def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
 def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
             lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
             BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
-            WARPS: gl.constexpr):  # fmt: skip
+            WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
     """The odd tiles' scores; output columns [DIM / 2, DIM)."""
     half: gl.constexpr = DIM // 2
     s_l: gl.constexpr = _S_L
@@ -229,6 +250,9 @@ def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
     acc = gl.full([BLOCK_H, half], 0.0, gl.float32, o_l)
     s = gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l)
     n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
+    if PROBE == 2:
+        _drain(ready, empty, n_pairs, 1)
+        n_pairs = 0
     for j in range(n_pairs):
         phase = j & 1
         z = j // n_pairs  # 0 (as in _group0)
@@ -268,7 +292,7 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
                                   HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr,
                                   BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
                                   WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                                  CONSUMER_REGS: gl.constexpr):  # fmt: skip
+                                  CONSUMER_REGS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
     h0 = gl.program_id(0) * BLOCK_H
     m = gl.program_id(1).to(gl.int64)
     smem_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
@@ -300,13 +324,13 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
             [
                 (_group0, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
                            out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
-                           WARPS)),
+                           WARPS, PROBE)),
                 (_group1, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
                            out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
-                           WARPS)),
+                           WARPS, PROBE)),
                 (_producer, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
                              out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM,
-                             CHUNK, WARPS)),
+                             CHUNK, WARPS, PROBE)),
             ],
             [WARPS, WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
@@ -314,10 +338,10 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
     elif WS_API == 1:
         gl.warp_specialize(
             (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS),
+             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE),
             _group0,
             (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS),
+             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE),
             [_group1, _producer],
             [WARPS, WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
@@ -325,12 +349,20 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
     else:
         gl.warp_specialize(
             (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS),
+             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE),
             _group0,
             [_group1, _producer],
             [WARPS, WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )  # fmt: skip
+
+
+PROBES = {
+    1: "the producer loads nothing (it only signals each half): the consumers alone",
+    2: "the consumers compute nothing (they only wait for and free each half): the producer alone",
+}
+"""The kernel's timing probes (``sparse_attention_pair(..., probe=k)``, ``python -m fast.cache.ws_probes --kernel
+pair``), as ``attention_ws.PROBES``: each leaves one part of the work out; their results are wrong."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -349,14 +381,17 @@ def supports(call: AttentionArgs) -> bool:
             and call.precision == "bf16")  # fmt: skip
 
 
-def constants(has_sink: bool, empty_nan: bool) -> dict[str, int | bool]:
+def constants(has_sink: bool, empty_nan: bool, probe: int = 0) -> dict[str, int | bool]:
     """The kernel's constexprs."""
     return dict(HAS_SINK=has_sink, EMPTY_NAN=empty_nan, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, DIM=DIM, CHUNK=CHUNK,
-                WARPS=WARPS, PRODUCER_REGS=PRODUCER_REGS, CONSUMER_REGS=CONSUMER_REGS)  # fmt: skip
+                WARPS=WARPS, PRODUCER_REGS=PRODUCER_REGS, CONSUMER_REGS=CONSUMER_REGS, PROBE=probe)  # fmt: skip
 
 
-def sparse_attention_pair(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch on a checked call that ``supports`` accepts (ValueError otherwise)."""
+def sparse_attention_pair(call: AttentionArgs, *, probe: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch on a checked call that ``supports`` accepts (ValueError otherwise). ``probe`` (``PROBES``; timing
+    only, wrong results) leaves one part of the work out."""
+    if probe not in PROBES and probe != 0:
+        raise ValueError(f"probe: must be 0 or one of {sorted(PROBES)}, got {probe!r}")
     if not supports(call):
         raise ValueError("call: the paired-group kernel serves bf16 q at D = dv = 512 with bf16 probabilities and "
                          "KV as BF16 rows")  # fmt: skip
@@ -367,6 +402,7 @@ def sparse_attention_pair(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tens
     grid = (triton.cdiv(H, BLOCK_H), M)
     _sparse_attention_pair_kernel[grid](
         q, call.kv, call.indices, call.sink if call.sink is not None else out, out, lse, H, call.kv.shape[0],
-        call.indices.shape[1], float(call.scale), **constants(call.sink is not None, call.empty_nan), num_warps=WARPS,
+        call.indices.shape[1], float(call.scale), **constants(call.sink is not None, call.empty_nan, probe),
+        num_warps=WARPS,
     )  # fmt: skip
     return out, lse

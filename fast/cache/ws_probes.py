@@ -2,6 +2,7 @@
 decode or prefill benchmark case, against the kernel whole (compiled sm_90 only).
 
     python -m fast.cache.ws_probes cache/decode_bf16_b64_h64 cache/prefill_bf16_sq4096_kv8K_h64_k2048 [--probes 7,8]
+    python -m fast.cache.ws_probes --kernel pair cache/decode_bf16_b128_h64      (the paired-warp-group kernel's)
 
 A probe leaves one part of the work out (its results are wrong and are not looked at): the time it saves bounds
 that part's cost on the kernel's critical path, as far as the rest does not hide it. Probe 7 (no loads) gives the
@@ -19,7 +20,7 @@ import sys
 import torch
 
 from fast import bench
-from fast.cache import attention_ws, bench_cases, bench_prefill
+from fast.cache import attention_pair, attention_ws, bench_cases, bench_prefill
 from fast.cache.checks import AttentionArgs
 
 
@@ -46,15 +47,24 @@ def _call(x: dict) -> AttentionArgs:
                          out, lse, x["kv_cache"], "bf16")  # fmt: skip
 
 
+KERNELS = {
+    "ws": (attention_ws.PROBES, attention_ws.sparse_attention_ws),
+    "pair": (attention_pair.PROBES, attention_pair.sparse_attention_pair),
+}
+"""The kernels with timing probes: their probe tables and launches (``launch(call, probe=k)``)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fast.cache.ws_probes", description=__doc__.split("\n")[0])
     parser.add_argument("cases", nargs="+")
-    parser.add_argument("--probes", default=",".join(str(k) for k in attention_ws.PROBES))
+    parser.add_argument("--kernel", choices=sorted(KERNELS), default="ws")
+    parser.add_argument("--probes", help="comma-separated probe numbers (default: all of the kernel's)")
     args = parser.parse_args(argv)
-    probes = [int(k) for k in args.probes.split(",")]
+    table, launch = KERNELS[args.kernel]
+    probes = [int(k) for k in args.probes.split(",")] if args.probes else list(table)
     for k in probes:
-        if k not in attention_ws.PROBES:
-            print(f"ws_probes: --probes: {k} is not one of {sorted(attention_ws.PROBES)}", file=sys.stderr)
+        if k not in table:
+            print(f"ws_probes: --probes: {k} is not one of {sorted(table)}", file=sys.stderr)
             return 2
     if not torch.cuda.is_available():
         print("ws_probes: no CUDA device", file=sys.stderr)
@@ -63,11 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| case | probe | ms | saved |\n|---|---|---:|---:|")
     for name in args.cases:
         call = case_call(name)
-        whole = bench.time_ms(functools.partial(attention_ws.sparse_attention_ws, call))["ms"]
+        whole = bench.time_ms(functools.partial(launch, call))["ms"]
         print(f"| {name} | whole kernel | {whole:.4f} | |")
         for k in probes:
-            ms = bench.time_ms(functools.partial(attention_ws.sparse_attention_ws, call, probe=k))["ms"]
-            print(f"| {name} | {k}: {attention_ws.PROBES[k]} | {ms:.4f} | {1 - ms / whole:.1%} |", flush=True)
+            ms = bench.time_ms(functools.partial(launch, call, probe=k))["ms"]
+            print(f"| {name} | {k}: {table[k]} | {ms:.4f} | {1 - ms / whole:.1%} |", flush=True)
     return 0
 
 
