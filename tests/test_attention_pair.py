@@ -7,6 +7,7 @@ the error of the torch twin's bf16 mode plus one ulp, and the refusal of other c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -123,8 +124,7 @@ def test_other_calls_are_refused() -> None:
     from fast.cache import attention_pair
 
     x = bench_cases.decode_inputs(1, 64, "v41_fp8_528", "cpu", context_rows=256, topk=64)
-    call = AttentionArgs(x["q"], x["kv"], x["indices"], x["sink"], 512**-0.5, 512, False, None, None, x["kv_cache"],
-                         "bf16")  # fmt: skip
+    call = dataclasses.replace(_call(x, "bf16"), kv_cache=x["kv_cache"])
     with pytest.raises(ValueError, match=r"^call: the paired-group kernel serves bf16 q"):
         attention_pair.sparse_attention_pair(call)
 
