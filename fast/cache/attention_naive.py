@@ -56,10 +56,19 @@ def sparse_attention(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tensor]:
     p = torch.exp(scores - top)
     total = p.sum(dim=-1)
     weighted = torch.matmul(p.to(dtype), rows[..., : call.dv]).to(acc)
+    return write_rows(call, weighted, total, top[..., 0], valid)
+
+
+def write_rows(
+    call: AttentionArgs, weighted: torch.Tensor, total: torch.Tensor, top: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """From ``sum_j p_j v_j`` ([M, H, dv]) and ``sum_j p_j`` ([M, H]) at the row maximum ``top`` ([M, H], 0 where
+    no lane is valid): out (the sink once in the denominator) and lse into ``call.out`` and ``call.lse``, a row
+    without a valid lane (``valid``, [M, K]) as ``call.empty_nan`` says."""
     sink = call.sink
-    denominator = total if sink is None else total + torch.exp(sink.to(acc)[None, :] - top[..., 0])
+    denominator = total if sink is None else total + torch.exp(sink.to(total.dtype)[None, :] - top)
     result = weighted / denominator[..., None]
-    log_total = top[..., 0] + torch.log(total)
+    log_total = top + torch.log(total)
     empty = (valid.sum(dim=-1) == 0)[:, None]
     empty_out, empty_lse = (math.nan, math.nan) if call.empty_nan else (0.0, math.inf)
     call.out.copy_(torch.where(empty[..., None], torch.full_like(result, empty_out), result))

@@ -44,7 +44,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from fast.cache.attention_ws import ASYNC_LOAD, BARRIER, WS_API, normalize
+from fast.cache.attention_ws import BARRIER, WS_API, issue_rows, normalize
 from fast.cache.checks import AttentionArgs
 
 BLOCK_H = 64
@@ -57,28 +57,12 @@ WARPS = 4
 PRODUCER_REGS = 56
 CONSUMER_REGS = 224
 """Registers a thread of the producer and of consumer group 1 (group 0, the default partition, gets the rest)."""
-SMEM_BYTES = BLOCK_H * DIM * 2 + 2 * BLOCK_N * DIM * 2 + 2 * BLOCK_H * BLOCK_N * 2
-"""q, the two stages, the two groups' published p."""
 _S_L = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]))
 """A group's scores, [64 heads, 64 lanes], as its ``wgmma`` leaves them."""
 _O_L = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, DIM // 2, 16]))
 """A group's half of the output, [64 heads, 256 columns]."""
 _P_L = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_O_L.value, k_width=2))
 """p as the A operand of a group's ``p @ v`` from registers."""
-
-
-@gluon.jit
-def _copy_half(tile, kv_ptr, idx_ptr, m, t, N, K, half: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-               CHUNK: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
-    """``cp.async`` columns ``half * DIM / 2`` on of tile ``t``'s lanes into ``tile`` (invalid lanes: zeros)."""
-    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [WARPS, 1], [1, 0])
-    lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, rows_l))
-    idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
-    valid = (idx >= 0) & (idx < N)
-    row = gl.where(valid, idx, 0).to(gl.int64)
-    for c in gl.static_range(half * DIM // 2 // CHUNK, (half + 1) * DIM // 2 // CHUNK):
-        col = c * CHUNK + gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
-        ASYNC_LOAD(tile.slice(c * CHUNK, CHUNK, dim=1), kv_ptr + row[:, None] * DIM + col[None, :], mask=valid[:, None])
 
 
 @gluon.jit
@@ -105,7 +89,9 @@ def _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, t, N, K, free, stage: gl.con
     if PROBE == 1:
         mbarrier.arrive(ready.index(2 * stage + half), count=WARPS * 32)
     else:
-        _copy_half(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, half, BLOCK_N, DIM, CHUNK, WARPS)
+        per_half: gl.constexpr = DIM // 2 // CHUNK
+        issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, WARPS, half * per_half,
+                    (half + 1) * per_half)  # fmt: skip
         async_copy.mbarrier_arrive(ready.index(2 * stage + half), increment_count=False)
 
 
@@ -170,6 +156,22 @@ def _finish(acc, m_i, l_i, l_smem, sync, group: gl.constexpr, idx_ptr, sink_ptr,
 
 
 @gluon.jit
+def _start(ready, empty, K, group: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+           PROBE: gl.constexpr):  # fmt: skip
+    """A group's pairs of tiles (0 under probe 2, which only drains them) and its empty running maximum, row sum,
+    output half and score."""
+    n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
+    if PROBE == 2:
+        _drain(ready, empty, n_pairs, group)
+        n_pairs = 0
+    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(1, _S_L))
+    l_i = gl.full([BLOCK_H], 0.0, gl.float32, gl.SliceLayout(1, _S_L))
+    acc = gl.full([BLOCK_H, DIM // 2], 0.0, gl.float32, _O_L)
+    s = gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, _S_L)
+    return n_pairs, m_i, l_i, acc, s
+
+
+@gluon.jit
 def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
             lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
             BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
@@ -180,14 +182,7 @@ def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
     o_l: gl.constexpr = _O_L
     p_l: gl.constexpr = _P_L
     row_l: gl.constexpr = gl.SliceLayout(1, s_l)
-    n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
-    if PROBE == 2:
-        _drain(ready, empty, n_pairs, 0)
-        n_pairs = 0
-    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, row_l)
-    l_i = gl.full([BLOCK_H], 0.0, gl.float32, row_l)
-    acc = gl.full([BLOCK_H, half], 0.0, gl.float32, o_l)
-    s = gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l)
+    n_pairs, m_i, l_i, acc, s = _start(ready, empty, K, 0, BLOCK_H, BLOCK_N, DIM, PROBE)
     if n_pairs > 0:
         s = _score_half(q_smem.index(0), k_smem.index(0), ready.index(0), 0, 0, s, False, DIM)
         s = _score_half(q_smem.index(0), k_smem.index(0), ready.index(1), 0, 1, s, True, DIM)
@@ -245,14 +240,7 @@ def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
     o_l: gl.constexpr = _O_L
     p_l: gl.constexpr = _P_L
     row_l: gl.constexpr = gl.SliceLayout(1, s_l)
-    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, row_l)
-    l_i = gl.full([BLOCK_H], 0.0, gl.float32, row_l)
-    acc = gl.full([BLOCK_H, half], 0.0, gl.float32, o_l)
-    s = gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l)
-    n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
-    if PROBE == 2:
-        _drain(ready, empty, n_pairs, 1)
-        n_pairs = 0
+    n_pairs, m_i, l_i, acc, s = _start(ready, empty, K, 1, BLOCK_H, BLOCK_N, DIM, PROBE)
     for j in range(n_pairs):
         phase = j & 1
         z = j // n_pairs  # 0 (as in _group0)

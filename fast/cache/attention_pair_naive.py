@@ -9,10 +9,10 @@ Per pair of 64-lane tiles (a, b) and with m the running row maximum both groups 
 - group 1: p_b = exp(s_b - m1); o_1 = o_1 exp(m - m1) + bf16(p_b) v_b[:, 256:] + bf16(p_a exp(m0 - m1))
   v_a[:, 256:];
 
-the two groups' row sums added at the end, the sink in the final denominator. Scores, sums and products in
-float32 from bf16 inputs, each p rounded to bf16 where the kernel rounds it. What it checks on the CPU is the
-schedule's arithmetic (the rescalings, rows with no valid lane yet, the last odd tile), not the kernel's code:
-``tests/test_attention_pair.py`` holds both to the same rule.
+the two groups' row sums added at the end, the sink in the final denominator (``attention_naive.write_rows``).
+Scores, sums and products in float32 from bf16 inputs, each p rounded to bf16 where the kernel rounds it. What it
+checks on the CPU is the schedule's arithmetic (the rescalings, rows with no valid lane yet, the last odd tile),
+not the kernel's code: ``tests/test_attention_pair.py`` holds both to the same rule.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from fast.cache.attention_naive import gather_kv
+from fast.cache.attention_naive import gather_kv, write_rows
 from fast.cache.checks import AttentionArgs
 
 TILE = 64
@@ -73,16 +73,5 @@ def sparse_attention_pair(call: AttentionArgs) -> tuple[torch.Tensor, torch.Tens
         p_a_at_m1 = (p_a * beta[..., None]).to(torch.bfloat16).float()
         o1 = o1 * alpha1[..., None] + torch.matmul(p_b16, v_b[..., HALF:]) + torch.matmul(p_a_at_m1, v_a[..., HALF:])
         m = m1
-    total = l0 + l1
-    mu = _unshift(m)
-    denominator = total if call.sink is None else total + torch.exp(call.sink.float()[None, :] - mu)
-    denominator = torch.where(denominator == 0, torch.ones_like(denominator), denominator)
-    out = torch.cat([o0, o1], dim=-1) / denominator[..., None]
-    lse = m + torch.log(torch.where(total == 0, torch.ones_like(total), total))
-    empty = ~valid[:, :K].any(dim=1) if K else torch.ones(M, dtype=torch.bool, device=q.device)
-    empty_out, empty_lse = (math.nan, math.nan) if call.empty_nan else (0.0, math.inf)
-    out = torch.where(empty[:, None, None], torch.full_like(out, empty_out), out)
-    lse = torch.where(empty[:, None], torch.full_like(lse, empty_lse), lse)
-    call.out.copy_(out)
-    call.lse.copy_(lse)
-    return call.out, call.lse
+    weighted = torch.cat([o0, o1], dim=-1)
+    return write_rows(call, weighted, l0 + l1, _unshift(m), valid[:, :K])

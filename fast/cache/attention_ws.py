@@ -81,15 +81,16 @@ BARRIER = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
 
 
 @gluon.jit
-def _issue_rows(tile, kv_ptr, idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
-                PRODUCER_WARPS: gl.constexpr):  # fmt: skip
-    """BF16 rows: ``cp.async`` the lanes of tile ``t`` into ``tile`` (an invalid lane's row is zero-filled)."""
+def issue_rows(tile, kv_ptr, idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+                PRODUCER_WARPS: gl.constexpr, C0: gl.constexpr, C1: gl.constexpr):  # fmt: skip
+    """BF16 rows: ``cp.async`` chunks ``C0`` to ``C1 - 1`` (``CHUNK`` columns each) of the lanes of tile ``t``
+    into ``tile`` (an invalid lane's row is zero-filled)."""
     rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
     lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, rows_l))
     idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
     valid = (idx >= 0) & (idx < N)
     row = gl.where(valid, idx, 0).to(gl.int64)
-    for c in gl.static_range(DIM // CHUNK):
+    for c in gl.static_range(C0, C1):
         col = c * CHUNK + gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
         ASYNC_LOAD(tile.slice(c * CHUNK, CHUNK, dim=1), kv_ptr + row[:, None] * DIM + col[None, :], mask=valid[:, None])
 
@@ -308,7 +309,8 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
         for t in range(n_tiles):
             stage = t % STAGES
             mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)
-            _issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS)
+            issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS, 0,
+                        DIM // CHUNK)  # fmt: skip
             async_copy.mbarrier_arrive(ready.index(stage), increment_count=False)  # when this thread's copies land
             if PREFETCH > 0:  # beyond the STAGES tiles the copies keep in flight (check_tile)
                 _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,

@@ -169,8 +169,8 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             impls["torch_eager"]()
             errors = {}
-            others = [(k, impls[k]) for k in ("triton_pair",) if k in impls]
-            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *others, *ws_tiles.items()):
+            pair = [("triton_pair", impls["triton_pair"])] if "triton_pair" in impls else []
+            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *pair, *ws_tiles.items()):
                 fn()
                 errors[who] = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()
             errors["torch"] = (twin_out[rows] - ref_o).abs().max().item(), (twin_lse[rows] - ref_l).abs().max().item()

@@ -111,7 +111,11 @@ def fp8_kv_adapter(backend: str, fmt: str) -> Callable[..., tuple[torch.Tensor, 
     return sparse_attention_fp8_kv_impl
 
 
-def bf16_adapter(backend: str, convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+def bf16_adapter(
+    backend: str, convention: str, config: object = None, kernel: str = ""
+) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """``sparse_attention`` at bf16 probabilities on ``backend``, in ``config`` (None: the default kernel;
+    ``kernel`` names another in the implementation's name)."""
     invalid, empty = attention_convention(convention)
 
     def sparse_attention_bf16_impl(
@@ -120,10 +124,10 @@ def bf16_adapter(backend: str, convention: str) -> Callable[..., tuple[torch.Ten
         check_bf16_attention(q, kv, dv)
         return sparse_attention(
             q, kv, indices, sink, scale=scale, dv=dv, empty_row=empty, invalid=invalid, precision="bf16",
-            backend=backend,
+            backend=backend, config=config,
         )  # fmt: skip
 
-    sparse_attention_bf16_impl.__name__ = f"sparse_attention_bf16_{backend}_{invalid}_{empty}"
+    sparse_attention_bf16_impl.__name__ = f"sparse_attention_bf16_{kernel or backend}_{invalid}_{empty}"
     return sparse_attention_bf16_impl
 
 
@@ -132,25 +136,6 @@ def bf16_backends() -> list[str]:
     kernels this operation exists for)."""
     compiled = importlib.util.find_spec("triton") is not None and kernel_device("triton") is not None
     return ["torch", *(["triton"] if compiled else [])]
-
-
-def pair_adapter(convention: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    """The paired-warp-group kernel (``fast.cache.attention_pair``, BF16 rows, sm_90), chosen by its config."""
-    invalid, empty = attention_convention(convention)
-
-    def sparse_attention_bf16_pair_impl(
-        q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        from fast.cache.attention_pair import Pair
-
-        check_bf16_attention(q, kv, dv)
-        return sparse_attention(
-            q, kv, indices, sink, scale=scale, dv=dv, empty_row=empty, invalid=invalid, precision="bf16",
-            backend="triton", config=Pair(),
-        )  # fmt: skip
-
-    sparse_attention_bf16_pair_impl.__name__ = f"sparse_attention_bf16_pair_{invalid}_{empty}"
-    return sparse_attention_bf16_pair_impl
 
 
 def pair_runs_here() -> bool:
@@ -185,8 +170,10 @@ IMPLEMENTATIONS = [
     )
 ] + [_kernel("sparse_attention_bf16", b, bf16_adapter(b, c), c) for b in bf16_backends() for c in BF16_CONVENTIONS]
 if pair_runs_here():
-    note = "fast.cache.attention_pair (the paired-warp-group kernel, sm_90)"
-    IMPLEMENTATIONS += [
-        Implementation("sparse_attention_bf16", "cache_pair", pair_adapter(c), c, device="cuda", note=note)
-        for c in BF16_CONVENTIONS
-    ]
+    from fast.cache.attention_pair import Pair
+
+    for c in BF16_CONVENTIONS:
+        IMPLEMENTATIONS.append(
+            Implementation("sparse_attention_bf16", "cache_pair", bf16_adapter("triton", c, Pair(), "pair"), c,
+                           device="cuda", note="fast.cache.attention_pair (the paired-warp-group kernel, sm_90)")
+        )  # fmt: skip
