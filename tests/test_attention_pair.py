@@ -129,6 +129,15 @@ def test_other_calls_are_refused() -> None:
         attention_pair.sparse_attention_pair(call)
 
 
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9, reason="off sm_90")
+def test_a_call_off_sm90_is_refused_before_launch() -> None:
+    from fast.cache import attention_pair
+
+    x = bench_cases.decode_inputs(1, 64, None, "cpu", context_rows=256, topk=64)
+    with pytest.raises(ValueError, match=r"^call: the paired-group kernel runs on an sm_90 GPU, got tensors on cpu"):
+        attention_pair.sparse_attention_pair(_call(x, "bf16"))
+
+
 def test_an_unknown_probe_is_refused_and_every_probe_is_named() -> None:
     from fast.cache import attention_pair, ws_probes
 

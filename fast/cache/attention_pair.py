@@ -383,6 +383,8 @@ def sparse_attention_pair(call: AttentionArgs, *, probe: int = 0) -> tuple[torch
     if not supports(call):
         raise ValueError("call: the paired-group kernel serves bf16 q at D = dv = 512 with bf16 probabilities and "
                          "KV as BF16 rows")  # fmt: skip
+    if not available(call):
+        raise ValueError(f"call: the paired-group kernel runs on an sm_90 GPU, got tensors on {call.q.device}")
     q, out, lse = call.q, call.out, call.lse
     M, H, _ = q.shape
     if M == 0 or H == 0:
