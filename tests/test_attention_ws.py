@@ -86,6 +86,49 @@ def test_warp_specialized_decode_matches_the_f64_mode(case: str, kv_format: str 
 
 
 @needs_sm90
+@pytest.mark.parametrize("programs", [1, 3, 7])
+@pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584", None])
+def test_a_persistent_program_walks_many_items(kv_format: str | None, programs: int) -> None:
+    """A persistent tile on a grid of ``programs`` (1, 3 and 7 programs for 40 items of a row and a head
+    block): q and the ring's barriers change hands across items, 3 tiles an item so that the stages' phases
+    alternate between items; invalid lanes, a lane past the end and an empty row among them. Equal to the
+    non-persistent default tile bit for bit (the same arithmetic in the same order) and within the rule of
+    ``test_warp_specialized_decode_matches_the_f64_mode``."""
+    from fast.cache import attention_ws
+
+    x = bench_cases.decode_inputs(20, 80, kv_format, "cuda", context_rows=1024, topk=136)
+    x["indices"][0, ::3] = -1
+    x["indices"][7, 5] = x["N"] + 7
+    x["indices"][13] = -1
+    default = attention_ws.DEFAULT_TILES[kv_format]
+    walked = _call(x, "bf16")
+    attention_ws.sparse_attention_ws(walked, dataclasses.replace(default, persistent=True), programs=programs)
+    one_each = _call(x, "bf16")
+    attention_ws.sparse_attention_ws(one_each, dataclasses.replace(default, persistent=False))
+    assert torch.equal(walked.out.nan_to_num(7.0), one_each.out.nan_to_num(7.0))
+    assert torch.equal(walked.lse.nan_to_num(7.0), one_each.lse.nan_to_num(7.0))
+    exact = _call(x, "f64")
+    attention.sparse_attention(exact)
+    live = torch.isfinite(exact.lse)
+    assert torch.equal(torch.isfinite(walked.lse), live) and torch.equal(walked.lse[~live], exact.lse[~live])
+    assert torch.equal(walked.out[~live], exact.out[~live])
+    tl_call = _call(x, "bf16")
+    attention.sparse_attention(tl_call)
+    ulp = torch.finfo(torch.float32).eps * exact.out[live].abs().max().item()
+    tl_err = (tl_call.out - exact.out)[live].abs().max().item()
+    ws_err = (walked.out - exact.out)[live].abs().max().item()
+    assert math.isfinite(ws_err) and ws_err <= 2 * tl_err + ulp, (ws_err, tl_err)
+
+
+def test_a_bad_programs_count_is_refused() -> None:
+    from fast.cache import attention_ws
+
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match=r"^programs: must be a positive int or None"):
+            attention_ws.sparse_attention_ws(None, programs=bad)  # type: ignore[arg-type]
+
+
+@needs_sm90
 def test_other_calls_are_refused() -> None:
     from fast.cache import attention_ws
 
@@ -108,6 +151,8 @@ def test_other_calls_are_refused() -> None:
         ((64, 2, 0, 56, False, 2), None, "needs prefetch in"),
         ((64, 2, 0, 56, False, 5), "v41_fp8_528", "needs prefetch in"),
         ((32, 2, 4, 56, False, 1), "v41_fp8_528", "needs prefetch in"),
+        ((64, 2, 0, 56, True, 0, True), None, "is persistent, which the overlapped"),
+        ((64, 2, 2, 56, False, 0, True), "v41_fp8_528", "is persistent, which the overlapped"),
     ],
 )
 def test_a_tile_that_breaks_a_rule_is_refused_before_launch(

@@ -34,6 +34,7 @@ the ``sparse_attention_bf16`` properties, the benchmark's decode and prefill che
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 
 import torch
@@ -90,9 +91,27 @@ def issue_rows(tile, kv_ptr, idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, DIM: gl
     idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
     valid = (idx >= 0) & (idx < N)
     row = gl.where(valid, idx, 0).to(gl.int64)
+    copy_rows(tile, kv_ptr, row, valid, DIM, CHUNK, PRODUCER_WARPS, C0, C1)
+
+
+@gluon.jit
+def copy_rows(tile, ptr, row, valid, DIM: gl.constexpr, CHUNK: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
+              C0: gl.constexpr, C1: gl.constexpr):  # fmt: skip
+    """``cp.async`` chunks ``C0`` to ``C1 - 1`` of bf16 rows ``row`` (``DIM`` wide, from ``ptr``) into ``tile``'s
+    rows; a row whose ``valid`` is false is zero-filled. ``row`` and ``valid`` in ``issue_rows``'s layout."""
+    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
     for c in gl.static_range(C0, C1):
         col = c * CHUNK + gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
-        ASYNC_LOAD(tile.slice(c * CHUNK, CHUNK, dim=1), kv_ptr + row[:, None] * DIM + col[None, :], mask=valid[:, None])
+        ASYNC_LOAD(tile.slice(c * CHUNK, CHUNK, dim=1), ptr + row[:, None] * DIM + col[None, :], mask=valid[:, None])
+
+
+@gluon.jit
+def _issue_q(q_smem, q_ptr, m, h0, H, BLOCK_H: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+             PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """The persistent form: ``cp.async`` heads ``h0`` on of query row ``m`` into ``q_smem`` (heads past ``H`` zero)."""
+    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
+    h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, rows_l))
+    copy_rows(q_smem, q_ptr, m * H + h, h < H, DIM, CHUNK, PRODUCER_WARPS, 0, DIM // CHUNK)
 
 
 @gluon.jit
@@ -197,7 +216,7 @@ def _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB: gl
 
 
 @gluon.jit
-def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB: gl.constexpr,
+def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base, RPB: gl.constexpr,
                     DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
                     QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
                     PRODUCER_WARPS: gl.constexpr, PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr,
@@ -231,9 +250,9 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes,
         if PREFETCH > 0:  # lanes past K ask for nothing
             _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                            SCALE_STRIDE, ROW_BYTES, POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
-        stage = t % STAGES
+        stage = (g0 + t) % STAGES
         tile = k_smem.index(stage)
-        mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
+        mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)  # the first round passes at once
         _store_chunk(tile, x0, s0, 0, BLOCK_N, CHUNK, QDIMS)
         _store_chunk(tile, x1, s1, 1, BLOCK_N, CHUNK, QDIMS)
         _store_chunk(tile, x2, s2, 2, BLOCK_N, CHUNK, QDIMS)
@@ -248,24 +267,53 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes,
 
 
 @gluon.jit
-def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H,
-              N, K, scale, block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-              SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_H: gl.constexpr,
-              BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
-              CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
-              EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr,
-              PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
+def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr,
+              q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB: gl.constexpr,
+              DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
+              BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
+              CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+              FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
+              ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
+              PERSISTENT: gl.constexpr):  # fmt: skip
+    if PERSISTENT:  # the program's (row, head block) items in turn; the ring's tiles counted across them
+        n_blocks = (H + BLOCK_H - 1) // BLOCK_H
+        n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+        first = gl.program_id(0)
+        step = gl.num_programs(0)
+        for w in range(first, M * n_blocks, step):
+            j = (w - first) // step
+            row = (w // n_blocks).to(gl.int64)
+            mbarrier.wait(q_empty, (j & 1) ^ 1)  # the consumer's last score MMA of the item before is done
+            _issue_q(q_smem.index(0), q_ptr, row, (w % n_blocks) * BLOCK_H, H, BLOCK_H, DIM, CHUNK, PRODUCER_WARPS)
+            async_copy.mbarrier_arrive(q_ready, increment_count=False)
+            _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, row, j * n_tiles, N, K, block_bytes,
+                         scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES,
+                         CHUNK, FP8_KV, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE)  # fmt: skip
+    else:
+        _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, 0, N, K, block_bytes, scale_base, RPB,
+                     DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, FP8_KV,
+                     PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE)  # fmt: skip
+
+
+@gluon.jit
+def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base,
+                 RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
+                 QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
+                 CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
+                 PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr,
+                 PROBE: gl.constexpr):  # fmt: skip
+    """One query row's tiles into the ring, the ``g0``-th tile of the ring's sequence first."""
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
     if PROBE == 7:
         for t in range(n_tiles):
-            stage = t % STAGES
-            mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)
+            stage = (g0 + t) % STAGES
+            mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)
             if FP8_KV:
                 mbarrier.arrive(ready.index(stage), count=1)
             else:
                 mbarrier.arrive(ready.index(stage), count=PRODUCER_WARPS * 32)
     elif FP8_KV and CODE_STAGES == 0:
-        _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
+        _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                         SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CHUNK, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS,
                         DIM)  # fmt: skip
     elif FP8_KV:
@@ -307,8 +355,8 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
             _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE,
                            ROW_BYTES, POINTS, False, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
         for t in range(n_tiles):
-            stage = t % STAGES
-            mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)
+            stage = (g0 + t) % STAGES
+            mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)
             issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS, 0,
                         DIM // CHUNK)  # fmt: skip
             async_copy.mbarrier_arrive(ready.index(stage), increment_count=False)  # when this thread's copies land
@@ -318,13 +366,37 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
 
 
 @gluon.jit
-def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H,
-              N, K, scale, block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-              SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_H: gl.constexpr,
-              BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
-              CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
-              EMPTY_NAN: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr,
-              PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
+def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr,
+              q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB: gl.constexpr,
+              DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
+              BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
+              CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+              FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
+              ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
+              PERSISTENT: gl.constexpr):  # fmt: skip
+    if PERSISTENT:  # the items in the producer's order
+        n_blocks = (H + BLOCK_H - 1) // BLOCK_H
+        n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+        first = gl.program_id(0)
+        step = gl.num_programs(0)
+        for w in range(first, M * n_blocks, step):
+            j = (w - first) // step
+            _consume_row(q_smem, k_smem, ready, empty, q_ready, q_empty, j, idx_ptr, sink_ptr, out_ptr, lse_ptr,
+                         (w // n_blocks).to(gl.int64), (w % n_blocks) * BLOCK_H, j * n_tiles, H, N, K, scale,
+                         BLOCK_H, BLOCK_N, DIM, STAGES, HAS_SINK, EMPTY_NAN, OVERLAP, PROBE, PERSISTENT)  # fmt: skip
+    else:
+        _consume_row(q_smem, k_smem, ready, empty, q_ready, q_empty, 0, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0,
+                     0, H, N, K, scale, BLOCK_H, BLOCK_N, DIM, STAGES, HAS_SINK, EMPTY_NAN, OVERLAP, PROBE,
+                     PERSISTENT)  # fmt: skip
+
+
+@gluon.jit
+def _consume_row(q_smem, k_smem, ready, empty, q_ready, q_empty, j, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, g0,
+                 H, N, K, scale, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+                 STAGES: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr, OVERLAP: gl.constexpr,
+                 PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+    """Heads ``h0`` on of query row ``m``, from the ring's ``g0``-th tile on; persistent: the program's ``j``-th
+    item, whose q the producer copies once the item before has done its last score MMA."""
     s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
                                                   instr_shape=[16, BLOCK_N // 2, 16])  # fmt: skip
     o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, 256, 16])
@@ -339,6 +411,8 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
     l_i = gl.full([BLOCK_H], 0.0, gl.float32, gl.SliceLayout(1, s_l))
     acc = gl.full([BLOCK_H, DIM], 0.0, gl.float32, o_l)
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+    if PERSISTENT:
+        mbarrier.wait(q_ready, j & 1)
     if OVERLAP:  # tile t's score MMA in flight with tile t - 1's p @ v, its softmax beside the p @ v
         lane = gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_l))
         idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
@@ -389,11 +463,11 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
         BARRIER()
         mbarrier.arrive(empty.index(last), count=1)
     for t in range(0 if OVERLAP else n_tiles):
-        stage = t % STAGES
+        stage = (g0 + t) % STAGES
         lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_l))
         idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)
-        mbarrier.wait(ready.index(stage), (t // STAGES) & 1)
+        mbarrier.wait(ready.index(stage), ((g0 + t) // STAGES) & 1)
         fence_async_shared()  # the tile's cp.async writes, seen through the barrier, before wgmma reads them
         tile = k_smem.index(stage)
         if PROBE == 8:
@@ -407,9 +481,18 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
             if PROBE == 4:
                 s = gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l)
             else:
-                s = warpgroup_mma(q_smem, tile.permute((1, 0)), gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l),
+                if PERSISTENT:  # q indexed by t // n_tiles (0, unknown to the compiler), or its 32 descriptors are
+                    # hoisted out of the item loop and spilled
+                    q_tile = q_smem.index(t // n_tiles)
+                else:
+                    q_tile = q_smem
+                s = warpgroup_mma(q_tile, tile.permute((1, 0)), gl.full([BLOCK_H, BLOCK_N], 0.0, gl.float32, s_l),
                                   use_acc=False, is_async=True)  # fmt: skip
                 s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            if PERSISTENT:
+                if t == n_tiles - 1:  # q's last reader is done: the producer may copy the next item's
+                    BARRIER()
+                    mbarrier.arrive(q_empty, count=1)
             s = gl.where(valid[None, :], s * scale, float("-inf"))
             if PROBE == 1 or PROBE == 2:
                 m_new = gl.maximum(m_i, 0.0)
@@ -430,6 +513,8 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
         BARRIER()
         mbarrier.arrive(empty.index(stage), count=1)
         m_i = m_new
+    if PERSISTENT and (PROBE == 3 or PROBE == 8):  # no score MMA read q
+        mbarrier.arrive(q_empty, count=1)
     h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, s_l))
     h_ok = h < H
     out, lse = normalize(acc, m_i, l_i, n_valid, sink_ptr, h, h_ok, HAS_SINK, EMPTY_NAN, o_l)
@@ -460,7 +545,7 @@ def normalize(acc, m_i, l_i, n_valid, sink_ptr, h, h_ok, HAS_SINK: gl.constexpr,
 
 
 @gluon.jit
-def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, H, N, K, scale, block_bytes,
+def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, M, H, N, K, scale, block_bytes,
                                 scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
                                 SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
                                 BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -468,13 +553,17 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                                 CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
                                 FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
                                 PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
-              ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
-    h0 = gl.program_id(0) * BLOCK_H
+              ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
+              PERSISTENT: gl.constexpr):  # fmt: skip
+    h0 = gl.program_id(0) * BLOCK_H  # persistent: unused (the partitions walk the items)
     m = gl.program_id(1).to(gl.int64)
     smem_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     plain_3d: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
     plain_2d: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-    q_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_H, DIM], smem_l)
+    if PERSISTENT:
+        q_smem = gl.allocate_shared_memory(gl.bfloat16, [1, BLOCK_H, DIM], smem_l)
+    else:
+        q_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_H, DIM], smem_l)
     k_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, DIM], smem_l)
     if (
         FP8_KV and CODE_STAGES > 0
@@ -492,10 +581,15 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         else:
             mbarrier.init(ready.index(i), count=PRODUCER_WARPS * 32)
         mbarrier.init(empty.index(i), count=1)
-    q_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [_CONSUMER_WARPS, 1], [1, 0])
-    h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, q_l))
-    d = gl.arange(0, DIM, gl.SliceLayout(0, q_l))
-    q_smem.store(gl.load(q_ptr + (m * H + h)[:, None] * DIM + d[None, :], mask=(h < H)[:, None], other=0.0))
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_ready, count=PRODUCER_WARPS * 32)
+    mbarrier.init(q_empty, count=1)
+    if not PERSISTENT:
+        q_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [_CONSUMER_WARPS, 1], [1, 0])
+        h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, q_l))
+        d = gl.arange(0, DIM, gl.SliceLayout(0, q_l))
+        q_smem.store(gl.load(q_ptr + (m * H + h)[:, None] * DIM + d[None, :], mask=(h < H)[:, None], other=0.0))
     fence_async_shared()
     BARRIER()
     # Both partitions take the same arguments (one release passes one tuple to every partition); the tuple is
@@ -504,38 +598,40 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         gl.warp_specialize(
             [
                 (_consumer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-                             lse_ptr, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE,
-                             SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK,
-                             HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE)),
+                             lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
+                             RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES,
+                             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH,
+                             ROW_BYTES, POINTS, PROBE, PERSISTENT)),
                 (_producer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-                             lse_ptr, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE,
-                             SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK,
-                             HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE)),
+                             lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
+                             RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES,
+                             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH,
+                             ROW_BYTES, POINTS, PROBE, PERSISTENT)),
             ],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
         )  # fmt: skip
     elif WS_API == 1:
         gl.warp_specialize(
-            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
-             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
-             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES,
-             POINTS, PROBE),
+            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
+             q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
             _consumer,
-            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
-             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
-             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES,
-             POINTS, PROBE),
+            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
+             q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
             [_producer],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
         )  # fmt: skip
     else:
         gl.warp_specialize(
-            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
-             K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N,
-             DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH, ROW_BYTES,
-             POINTS, PROBE),
+            (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
+             q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
             _consumer,
             [_producer],
             [PRODUCER_WARPS],
@@ -559,6 +655,7 @@ class Tile:
     producer_regs: int = PRODUCER_REGS
     overlap: bool = False
     prefetch: int = 0
+    persistent: bool = False
 
     def smem_bytes(self, fp8_kv: bool) -> int:
         """The ring's and q's shared memory, in bytes."""
@@ -571,6 +668,7 @@ def label(tile: Tile, fp8_kv: bool) -> str:
     """A tile's name in the benchmark's report."""
     codes = (f",c{tile.code_stages}" if tile.code_stages else f",r{tile.producer_regs}") if fp8_kv else ""
     extra = (",o" if tile.overlap else "") + (f",pf{tile.prefetch}" if tile.prefetch else "")
+    extra += ",p" if tile.persistent else ""
     return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}{extra}]"
 
 
@@ -579,13 +677,20 @@ DEFAULT_TILES = {None: Tile(64, 2), "v41_fp8_528": Tile(64, 2, 0, 112), "v4_584"
 On an H100 (run12) V4.1 decode was 10% faster at 128 registers with ``prefetch=1``: not adopted before an H200
 sweep with a V4.1 prefill case (docs/targets.md, section 2)."""
 SWEEP = {
-    False: (Tile(32, 4), Tile(64, 2, overlap=True), Tile(64, 2, prefetch=3), Tile(64, 2, prefetch=4)),
+    False: (
+        Tile(32, 4),
+        Tile(64, 2, overlap=True),
+        Tile(64, 2, prefetch=3),
+        Tile(64, 2, prefetch=4),
+        Tile(64, 2, persistent=True),
+    ),
     True: (
         Tile(64, 2, 0, 152),
         Tile(64, 2, 0, 128),
         Tile(64, 2, 0, 112),
         Tile(32, 2, 4),
         *(Tile(64, 2, 0, regs, prefetch=n) for regs in (112, 128) for n in (1, 2)),
+        *(Tile(64, 2, 0, regs, prefetch=n, persistent=True) for regs, n in ((112, 0), (128, 0), (128, 1))),
     ),
 }
 """Tiles the benchmark's sweep times besides the defaults."""
@@ -658,7 +763,7 @@ def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool, probe: int = 0) 
     return dict(BLOCK_H=BLOCK_H, BLOCK_N=tile.block_n, DIM=DIM, STAGES=tile.stages, CODE_STAGES=tile.code_stages,
                 CHUNK=CHUNK, HAS_SINK=has_sink, EMPTY_NAN=empty_nan, PRODUCER_WARPS=PRODUCER_WARPS,
                 PRODUCER_REGS=tile.producer_regs, OVERLAP=tile.overlap, PREFETCH=tile.prefetch,
-                PROBE=probe)  # fmt: skip
+                PERSISTENT=tile.persistent, PROBE=probe)  # fmt: skip
 
 
 def check_tile(tile: Tile, kv_format: str | None) -> None:
@@ -670,6 +775,8 @@ def check_tile(tile: Tile, kv_format: str | None) -> None:
         raise ValueError(f"tile: {tile} copies codes ahead, which reads v41_fp8_528 caches only, not {kv_format}")
     if tile.overlap and tile.stages < 2:
         raise ValueError(f"tile: {tile} overlaps two tiles in the consumer, which needs stages >= 2")
+    if tile.persistent and (tile.overlap or (fp8 and tile.code_stages)):
+        raise ValueError(f"tile: {tile} is persistent, which the overlapped consumer and codes copied ahead are not")
     hint_ok = tile.prefetch == 0 or (tile.prefetch > tile.stages if not fp8 else not tile.code_stages)
     if not 0 <= tile.prefetch <= 4 or not hint_ok:
         raise ValueError(
@@ -683,13 +790,15 @@ def check_tile(tile: Tile, kv_format: str | None) -> None:
 
 
 def sparse_attention_ws(
-    call: AttentionArgs, tile: Tile | None = None, *, probe: int = 0
+    call: AttentionArgs, tile: Tile | None = None, *, probe: int = 0, programs: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch on a checked call that ``supports`` accepts (ValueError otherwise), in ``tile`` (default: the
     ``DEFAULT_TILES`` entry of the call's KV format). ``probe`` (``PROBES``; timing only, wrong results) leaves
-    one part of the work out."""
+    one part of the work out. ``programs``: a persistent tile's grid (default: one program an SM)."""
     if probe not in PROBES and probe != 0:
         raise ValueError(f"probe: must be 0 or one of {sorted(PROBES)}, got {probe!r}")
+    if programs is not None and (isinstance(programs, bool) or not isinstance(programs, int) or programs < 1):
+        raise ValueError(f"programs: must be a positive int or None, got {programs!r}")
     if not supports(call):
         raise ValueError("call: the warp-specialized kernel serves bf16 q at D = dv = 512 with bf16 probabilities, "
                          "KV as BF16 rows or in a V4.1 or V4 FP8 cache")  # fmt: skip
@@ -699,8 +808,9 @@ def sparse_attention_ws(
     q, out, lse, kv = call.q, call.out, call.lse, call.kv
     M, H, _ = q.shape
     K = call.indices.shape[1]
-    if K == 0:  # the overlapped consumer's first tile is unconditional; with no lanes both forms give the same rows
-        tile = dataclasses.replace(tile, overlap=False)
+    if K == 0:  # the overlapped consumer's first tile is unconditional, and a persistent item's q copy waits on a
+        # score MMA: with no lanes every form gives the same rows
+        tile = dataclasses.replace(tile, overlap=False, persistent=False)
     if M == 0 or H == 0:
         return out, lse
     if call.kv_cache is not None:
@@ -711,9 +821,16 @@ def sparse_attention_ws(
         layout = kv_constants(None, 1)
         n, block_bytes, scale_base = kv.shape[0], 0, 0
     grid = (triton.cdiv(H, BLOCK_H), M)
+    if tile.persistent:  # one program an SM (the ring's shared memory), each walking items (row, head block)
+        grid = (min(grid[0] * M, programs or _sm_count(q.device)), 1)
     _sparse_attention_ws_kernel[grid](
-        q, kv, call.indices, call.sink if call.sink is not None else out, out, lse, H, n, K, float(call.scale),
+        q, kv, call.indices, call.sink if call.sink is not None else out, out, lse, M, H, n, K, float(call.scale),
         block_bytes, scale_base, **layout, **tile_constants(tile, call.sink is not None, call.empty_nan, probe),
         num_warps=CONSUMER_WARPS,
     )  # fmt: skip
     return out, lse
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count

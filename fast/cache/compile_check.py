@@ -121,7 +121,7 @@ def _attention_cases() -> list[Case]:
 
     for conv, kv_type in (("v41_fp8_528", "*u8"), ("v4_584", "*u8"), (None, "*bf16")):
         ws_args = dict(q_ptr="*bf16", kv_ptr=kv_type, idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
-                       lse_ptr="*fp32", H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32",
+                       lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32",
                        scale_base="i32")  # fmt: skip
         for tile in (ws.DEFAULT_TILES[conv], *ws.sweep_tiles(conv)):
             ws_constants = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK) | ws.tile_constants(
