@@ -44,7 +44,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from fast.cache.attention_ws import BARRIER, WS_API, issue_rows, normalize
+from fast.cache.attention_ws import BARRIER, WS_API, copy_rows, normalize, tile_rows
 from fast.cache.checks import AttentionArgs
 
 BLOCK_H = 64
@@ -70,28 +70,30 @@ def _producer(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr
               lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
               BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
               WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
-    """Fill each stage half as the consumers free it: a's left, b's right, a's right, b's left."""
+    """Fill each stage half as the consumers free it: a's left, b's right, a's right, b's left. Both tiles' lane
+    indices are loaded once a pair, before the first wait, so that no refill waits on an index load."""
     for j in range((K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)):
         free = (j & 1) ^ 1  # the first round passes at once
-        _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, 2 * j, N, K, free, 0, 0, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
-        _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, 2 * j + 1, N, K, free, 1, 1, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
-        _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, 2 * j, N, K, free, 0, 1, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
-        _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, 2 * j + 1, N, K, free, 1, 0, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
+        row_a, ok_a = tile_rows(idx_ptr, m, 2 * j, N, K, BLOCK_N, CHUNK, WARPS)
+        row_b, ok_b = tile_rows(idx_ptr, m, 2 * j + 1, N, K, BLOCK_N, CHUNK, WARPS)
+        _fill(k_smem, ready, empty, kv_ptr, row_a, ok_a, free, 0, 0, DIM, CHUNK, WARPS, PROBE)
+        _fill(k_smem, ready, empty, kv_ptr, row_b, ok_b, free, 1, 1, DIM, CHUNK, WARPS, PROBE)
+        _fill(k_smem, ready, empty, kv_ptr, row_a, ok_a, free, 0, 1, DIM, CHUNK, WARPS, PROBE)
+        _fill(k_smem, ready, empty, kv_ptr, row_b, ok_b, free, 1, 0, DIM, CHUNK, WARPS, PROBE)
 
 
 @gluon.jit
-def _fill(k_smem, ready, empty, kv_ptr, idx_ptr, m, t, N, K, free, stage: gl.constexpr, half: gl.constexpr,
-          BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr,
-          PROBE: gl.constexpr):  # fmt: skip
-    """Once the consumers have freed it, copy tile ``t``'s columns of ``half`` into stage ``stage``; the ready
-    barrier completes when every producer thread's copies have landed (probe 1: at once, nothing copied)."""
+def _fill(k_smem, ready, empty, kv_ptr, row, ok, free, stage: gl.constexpr, half: gl.constexpr, DIM: gl.constexpr,
+          CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
+    """Once the consumers have freed it, copy the columns of ``half`` of KV rows ``row`` (``tile_rows``) into
+    stage ``stage``; the ready barrier completes when every producer thread's copies have landed (probe 1: at
+    once, nothing copied)."""
     mbarrier.wait(empty.index(2 * stage + half), free)
     if PROBE == 1:
         mbarrier.arrive(ready.index(2 * stage + half), count=WARPS * 32)
     else:
         per_half: gl.constexpr = DIM // 2 // CHUNK
-        issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, WARPS, half * per_half,
-                    (half + 1) * per_half)  # fmt: skip
+        copy_rows(k_smem.index(stage), kv_ptr, row, ok, DIM, CHUNK, WARPS, half * per_half, (half + 1) * per_half)
         async_copy.mbarrier_arrive(ready.index(2 * stage + half), increment_count=False)
 
 

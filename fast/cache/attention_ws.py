@@ -86,12 +86,18 @@ def issue_rows(tile, kv_ptr, idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, DIM: gl
                 PRODUCER_WARPS: gl.constexpr, C0: gl.constexpr, C1: gl.constexpr):  # fmt: skip
     """BF16 rows: ``cp.async`` chunks ``C0`` to ``C1 - 1`` (``CHUNK`` columns each) of the lanes of tile ``t``
     into ``tile`` (an invalid lane's row is zero-filled)."""
+    row, valid = tile_rows(idx_ptr, m, t, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
+    copy_rows(tile, kv_ptr, row, valid, DIM, CHUNK, PRODUCER_WARPS, C0, C1)
+
+
+@gluon.jit
+def tile_rows(idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
+    """Tile ``t``'s KV rows (0 where invalid) and whether each lane is valid, in ``copy_rows``'s layout."""
     rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
     lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, rows_l))
     idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
     valid = (idx >= 0) & (idx < N)
-    row = gl.where(valid, idx, 0).to(gl.int64)
-    copy_rows(tile, kv_ptr, row, valid, DIM, CHUNK, PRODUCER_WARPS, C0, C1)
+    return gl.where(valid, idx, 0).to(gl.int64), valid
 
 
 @gluon.jit
