@@ -678,10 +678,10 @@ def label(tile: Tile, fp8_kv: bool) -> str:
     return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}{extra}]"
 
 
-DEFAULT_TILES = {None: Tile(64, 2), "v41_fp8_528": Tile(64, 2, 0, 112), "v4_584": Tile(64, 2, 0, 128)}
-"""The tile for each KV format (None: BF16 rows), the fastest of the sweeps on the H200 (results/sweeps/run8-11).
-On an H100 (run12) V4.1 decode was 10% faster at 128 registers with ``prefetch=1``: not adopted before an H200
-sweep with a V4.1 prefill case (docs/targets.md, section 2)."""
+DEFAULT_TILES = {None: Tile(64, 2), "v41_fp8_528": Tile(64, 2, 0, 128, prefetch=1), "v4_584": Tile(64, 2, 0, 128)}
+"""The tile for each KV format (None: BF16 rows), the fastest of the sweeps (results/sweeps/run8-11 on the H200;
+V4.1's L2 prefetch one tile ahead at 128 registers from run14 on an H100: decode 10% and prefill 4% faster than
+112 registers without it, docs/targets.md section 2)."""
 SWEEP = {
     False: (
         Tile(32, 4),
