@@ -21,10 +21,11 @@ One program per (query row, 64 heads) holds two partitions:
 
 So the gathers of the next tile run while the consumer computes this one, work the ``tl`` kernel puts on one
 critical path (docs/targets.md, sections 2 and 3; docs/cache-kernels.md). Invalid lanes are read as zeros and
-scored -inf; the sink enters the final denominator only; an empty row follows ``call.empty_nan``. Swept forms, off
-in the defaults: an L2 prefetch of the rows of the tiles ahead (``Tile.prefetch``) and FlashAttention-3's
-overlapped consumer (``Tile.overlap``); ``PROBES`` leave one part of the work out, for timing only
-(``python -m fast.cache.ws_probes``).
+scored -inf; the sink enters the final denominator only; an empty row follows ``call.empty_nan``. Swept forms: an
+L2 prefetch of the rows of the tiles ahead (``Tile.prefetch``, on in V4.1's default), FlashAttention-3's
+overlapped consumer (``Tile.overlap``) and a persistent grid, one program an SM walking (row, head block) items
+(``Tile.persistent``); ``PROBES`` leave one part of the work out, for timing only (``python -m
+fast.cache.ws_probes``).
 
 Gluon kernels do not run in the interpreter: on the CPU, ``python -m fast.cache.compile_check --only "warp
 specialized"`` lowers every shipped tile for sm_90; results are checked on a GPU only (``tests/test_attention_ws.py``,
