@@ -274,6 +274,14 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
 
 
 @gluon.jit
+def _items(M, H, K, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
+    """A persistent program's items ``range(first, end, step)`` (item w: row ``w // n_blocks``, head block
+    ``w % n_blocks``), and the tiles an item has."""
+    n_blocks = (H + BLOCK_H - 1) // BLOCK_H
+    return gl.program_id(0), M * n_blocks, gl.num_programs(0), n_blocks, (K + BLOCK_N - 1) // BLOCK_N
+
+
+@gluon.jit
 def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr,
               q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB: gl.constexpr,
               DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
@@ -283,11 +291,8 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
               PERSISTENT: gl.constexpr):  # fmt: skip
     if PERSISTENT:  # the program's (row, head block) items in turn; the ring's tiles counted across them
-        n_blocks = (H + BLOCK_H - 1) // BLOCK_H
-        n_tiles = (K + BLOCK_N - 1) // BLOCK_N
-        first = gl.program_id(0)
-        step = gl.num_programs(0)
-        for w in range(first, M * n_blocks, step):
+        first, end, step, n_blocks, n_tiles = _items(M, H, K, BLOCK_H, BLOCK_N)
+        for w in range(first, end, step):
             j = (w - first) // step
             row = (w // n_blocks).to(gl.int64)
             mbarrier.wait(q_empty, (j & 1) ^ 1)  # the consumer's last score MMA of the item before is done
@@ -382,11 +387,8 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
               PERSISTENT: gl.constexpr):  # fmt: skip
     if PERSISTENT:  # the items in the producer's order
-        n_blocks = (H + BLOCK_H - 1) // BLOCK_H
-        n_tiles = (K + BLOCK_N - 1) // BLOCK_N
-        first = gl.program_id(0)
-        step = gl.num_programs(0)
-        for w in range(first, M * n_blocks, step):
+        first, end, step, n_blocks, n_tiles = _items(M, H, K, BLOCK_H, BLOCK_N)
+        for w in range(first, end, step):
             j = (w - first) // step
             _consume_row(q_smem, k_smem, ready, empty, q_ready, q_empty, j, idx_ptr, sink_ptr, out_ptr, lse_ptr,
                          (w // n_blocks).to(gl.int64), (w % n_blocks) * BLOCK_H, j * n_tiles, H, N, K, scale,
