@@ -123,7 +123,9 @@ def test_paired_groups_match_the_f64_mode(case: str) -> None:
 def test_other_calls_are_refused() -> None:
     from fast.cache import attention_pair
 
-    x = bench_cases.decode_inputs(1, 64, "v41_fp8_528", "cpu", context_rows=256, topk=64)
+    # inputs where a cache can be built: a Triton store on CPU tensors runs only in the interpreter
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = bench_cases.decode_inputs(1, 64, "v41_fp8_528", device, context_rows=256, topk=64)
     call = dataclasses.replace(_call(x, "bf16"), kv_cache=x["kv_cache"])
     with pytest.raises(ValueError, match=r"^call: the paired-group kernel serves bf16 q"):
         attention_pair.sparse_attention_pair(call)

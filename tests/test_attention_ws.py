@@ -193,17 +193,19 @@ def test_a_warp_specialized_tile_off_sm90_is_refused() -> None:
 
 @needs_sm90
 @pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584", None])
-def test_the_default_path_is_the_warp_specialized_kernel_where_it_serves(kv_format: str | None) -> None:
-    """On sm_90 the public entry's default equals the warp-specialized kernel bit for bit (bf16 p); f32 p and a
-    tl Config equal the tl kernel."""
-    from fast.cache import attention, attention_ws, sparse_attention
+def test_the_default_path_is_a_gluon_kernel_where_one_serves(kv_format: str | None) -> None:
+    """On sm_90 the public entry's default equals, bit for bit (bf16 p), the warp-specialized kernel on an FP8
+    cache and the paired-warp-group one on BF16 rows; f32 p and a tl Config equal the tl kernel."""
+    from fast.cache import attention, attention_pair, attention_ws, sparse_attention
 
     x = bench_cases.decode_inputs(2, 64, kv_format, "cuda", context_rows=1024, topk=256)
     for precision, config in (("bf16", None), ("f32", None), ("bf16", attention.default_config(64, 512, kv_format))):
         out, lse = sparse_attention(x["q"], x["kv"], x["indices"], x["sink"], scale=512**-0.5, dv=512,
                                     precision=precision, config=config, kv_format=kv_format)  # fmt: skip
         twin = _call(x, precision)
-        if precision == "bf16" and config is None:
+        if precision == "bf16" and config is None and kv_format is None:
+            attention_pair.sparse_attention_pair(twin)
+        elif precision == "bf16" and config is None:
             attention_ws.sparse_attention_ws(twin)
         else:
             attention.sparse_attention(dataclasses.replace(twin, config=config))

@@ -242,10 +242,10 @@ def sparse_attention(
     ``precision``: "f32" (f32 accumulators; bf16 probabilities kept at f32 precision in ``p @ v``), "bf16"
     (probabilities rounded to bf16 once, as bf16 production kernels do; torch backend: bf16 matmuls), "f64"
     (float64 throughout from the inputs' values, rounded once to f32: what the property suite checks).
-    ``config`` (Triton): None for the default kernel (``fast.cache.dispatch``: the warp-specialized one for bf16 q,
-    D = dv = 512, precision "bf16" on an sm_90 GPU), a ``fast.cache.attention.Config`` for the ``tl`` kernel in
-    that tile, a ``fast.cache.attention_ws.Tile`` for the warp-specialized one, ``fast.cache.attention_pair.Pair()``
-    for the paired-warp-group one (BF16 rows).
+    ``config`` (Triton): None for the default kernel (``fast.cache.dispatch``: for bf16 q, D = dv = 512, precision
+    "bf16" on an sm_90 GPU the paired-warp-group one on BF16 rows, the warp-specialized one on an FP8 cache), a
+    ``fast.cache.attention.Config`` for the ``tl`` kernel in that tile, a ``fast.cache.attention_ws.Tile`` for the
+    warp-specialized one, ``fast.cache.attention_pair.Pair()`` for the paired-warp-group one (BF16 rows).
     """
     qt = checks.tensor(q, "q", (torch.float32, torch.bfloat16), 3)
     checks.contiguous(qt, "q")

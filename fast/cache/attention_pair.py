@@ -5,7 +5,8 @@ compiled sm_90 only).
     sparse_attention_pair(call: fast.cache.checks.AttentionArgs) -> (out: f32[M, H, 512], lse: f32[M, H])
 
 The same operation as ``fast.cache.attention`` (its twin and its contract) for bf16 q, D = dv = 512, bf16
-probabilities and KV as BF16 rows. One program per (query row, 64 heads) runs three partitions of one warp group:
+probabilities and KV as BF16 rows, the default path's kernel for them on sm_90 (``fast.cache.dispatch``). One
+program per (query row, 64 heads) runs three partitions of one warp group:
 
 1. the producer copies the lanes' rows by ``cp.async`` into two stages of 64 lanes, each in two halves of 256
    columns with their own ``ready`` and ``empty`` barriers, in the order the consumers free them;

@@ -6,8 +6,9 @@
 
 The same operation as ``fast.cache.attention`` (its twin and its contract), for the calls production decode and
 prefill make: bf16 q, D = dv = 512, bf16 probabilities, KV as BF16 rows or in a V4 584-byte or V4.1 528-byte FP8
-cache; a query row is a query row, decode or prefill. ``fast.cache.dispatch`` runs it for those calls on sm_90.
-One program per (query row, 64 heads) holds two partitions:
+cache; a query row is a query row, decode or prefill. ``fast.cache.dispatch`` runs it for those calls on sm_90
+on an FP8 cache (BF16 rows go to ``fast.cache.attention_pair``). One program per (query row, 64 heads) holds two
+partitions:
 
 1. a producer of 4 warps walks the row's lanes a tile at a time and fills a ring of ``stages`` bf16 tiles in
    shared memory, waiting on a stage's ``empty`` barrier before it overwrites it and signalling its ``ready``
@@ -738,7 +739,8 @@ def sweep_tiles(kv_format: str | None) -> list[Tile]:
 
 
 def available(call: AttentionArgs) -> bool:
-    """Whether the default path runs this kernel on ``call``: ``supports`` it, on an sm_90 GPU."""
+    """Whether this kernel can run ``call``: ``supports`` it, on an sm_90 GPU (the default path's kernel on an FP8
+    cache)."""
     return call.q.is_cuda and torch.cuda.get_device_capability(call.q.device)[0] == 9 and supports(call)
 
 

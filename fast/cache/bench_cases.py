@@ -268,8 +268,8 @@ def decode_case(
             # one stage at every head count: two overflow sm_90's shared memory at D = 512 (246,528 bytes under
             # Triton 3.6 in the 16-head tile), and an explicit tile is launched as given (fast.fitting)
             impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False, num_stages=1))
-        if attention_pair.available(default_call):  # the paired-warp-group kernel (BF16 rows)
-            impls["triton_pair"] = functools.partial(attention_pair.sparse_attention_pair, default_call)
+        if attention_pair.available(default_call):  # the default is the paired kernel: the warp-specialized one beside
+            impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, default_call)
         if attention_ws.available(default_call):  # the warp-specialized kernel's other tiles
             tiles_ws = attention_ws.sweep_tiles(kv_format) if sweep else []
             ws_tiles = {attention_ws.label(t, kv_format is not None): functools.partial(
@@ -288,9 +288,9 @@ def decode_case(
             ref_o, ref_l = torch.empty(n, h, DIM, device=device), torch.empty(n, h, device=device)
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             parts = []
-            pair = [("paired-warp-group kernel, bf16 p", impls["triton_pair"])] if "triton_pair" in impls else []
+            ws = [("warp-specialized kernel, bf16 p", impls["triton_ws"])] if "triton_ws" in impls else []
             for label, fn in (("bf16 p", impls["triton"]), ("tl kernel, bf16 p", impls["triton_tl"]),
-                              ("f32 p", impls["triton_f32p"]), *pair):  # fmt: skip
+                              ("f32 p", impls["triton_f32p"]), *ws):  # fmt: skip
                 fn()
                 err = (out[rows] - ref_o).abs().max().item()
                 lerr = (lse[rows] - ref_l).abs().max().item()
@@ -309,10 +309,11 @@ def decode_case(
 
         notes = [f"M = {M} query rows ({b} requests x {QUERIES_PER_REQUEST}), {h} heads, top-k {topk} distinct rows "
                  f"of {context_rows} per request, D = dv = {DIM}, {KV_WORDS[kv_format]} KV; "
-                 "triton: the default path (fast.cache.dispatch: the warp-specialized kernel on sm_90 where it serves "
-                 "the call, else the tl kernel), probabilities rounded to bf16 (FlashMLA style); triton_pair: the "
-                 "paired-warp-group kernel on BF16 rows; triton_tl: the tl kernel, bf16 p; triton_f32p: the tl "
-                 "kernel, p kept at f32 precision; torch: bf16 matmuls on gathered rows"]  # fmt: skip
+                 "triton: the default path (fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, "
+                 "the warp-specialized one on an FP8 cache, else the tl kernel), probabilities rounded to bf16 "
+                 "(FlashMLA style); triton_ws: the warp-specialized kernel on BF16 rows; triton_tl: the tl kernel, "
+                 "bf16 p; triton_f32p: the tl kernel, p kept at f32 precision; torch: bf16 matmuls on gathered "
+                 "rows"]  # fmt: skip
         return Built(impls, moved, flops, check, sweep=sweep_impls, notes=notes)
 
     return build

@@ -150,8 +150,8 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             "triton_tl": lambda: attention.sparse_attention(launch),
             "torch_eager": over_slices(attention_naive.sparse_attention),
         }
-        if attention_pair.available(launch):  # the paired-warp-group kernel (BF16 rows)
-            impls["triton_pair"] = functools.partial(attention_pair.sparse_attention_pair, launch)
+        if attention_pair.available(launch):  # the default is the paired kernel: the warp-specialized one beside it
+            impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, launch)
         if attention_ws.available(launch):  # the warp-specialized kernel's other tiles
             tiles = attention_ws.sweep_tiles(p.kv_format)
             ws_tiles = {attention_ws.label(t, p.kv_format is not None): functools.partial(
@@ -169,8 +169,8 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             impls["torch_eager"]()
             errors = {}
-            pair = [("triton_pair", impls["triton_pair"])] if "triton_pair" in impls else []
-            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *pair, *ws_tiles.items()):
+            ws = [("triton_ws", impls["triton_ws"])] if "triton_ws" in impls else []
+            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *ws, *ws_tiles.items()):
                 fn()
                 errors[who] = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()
             errors["torch"] = (twin_out[rows] - ref_o).abs().max().item(), (twin_lse[rows] - ref_l).abs().max().item()
@@ -183,7 +183,8 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
         lanes = f"top-k {p.topk} distinct rows of {p.s_kv}" + (f" + a window of {p.window} rows" if p.window else "")
         notes = [f"one request of {p.s_q} query rows (the last of {p.s_kv} positions), {p.h} heads, {lanes} "
                  f"= {p.lanes} lanes, D = dv = {DIM}, {KV_WORDS[p.kv_format]} KV; triton: the default path "
-                 "(fast.cache.dispatch), triton_pair: the paired-warp-group kernel on BF16 rows, triton_tl: the tl "
+                 "(fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, the warp-specialized "
+                 "one on an FP8 cache), triton_ws: the warp-specialized kernel on BF16 rows, triton_tl: the tl "
                  "kernel, all with probabilities rounded to bf16 (FlashMLA style); torch: bf16 matmuls on gathered "
                  "rows"]  # fmt: skip
         if per < p.s_q:

@@ -2,11 +2,12 @@
 
     run(call: AttentionArgs, config: attention.Config | attention_ws.Tile | attention_pair.Pair | None) -> (out, lse)
 
-With no ``config``, the warp-specialized Gluon kernel (``attention_ws``) where it serves the call (bf16 q, D = dv =
-512, bf16 probabilities, BF16 rows or a V4 / V4.1 FP8 cache) on an sm_90 GPU, and the ``tl`` kernel
-(``attention``) everywhere else: other precisions, shapes and formats, other GPUs, the interpreter. An
-``attention.Config`` runs the ``tl`` kernel in that tile; an ``attention_ws.Tile`` the warp-specialized one;
-``attention_pair.Pair()`` the paired-warp-group kernel (BF16 rows; not a default yet).
+With no ``config``, on an sm_90 GPU, for bf16 q at D = dv = 512 with bf16 probabilities: the paired-warp-group
+Gluon kernel (``attention_pair``) on BF16 rows, the warp-specialized one (``attention_ws``) on a V4 / V4.1 FP8
+cache; the ``tl`` kernel (``attention``) everywhere else: other precisions, shapes and formats, other GPUs, the
+interpreter. An ``attention.Config`` runs the ``tl`` kernel in that tile, an ``attention_ws.Tile`` the
+warp-specialized one (BF16 rows too), ``attention_pair.Pair()`` the paired one. Why the paired kernel for BF16
+rows: docs/targets.md, section 3.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def run(
     if config is not None and not isinstance(config, attention.Config):
         raise TypeError(f"config: must be a fast.cache.attention.Config, attention_ws.Tile or "
                         f"attention_pair.Pair, got {type(config).__name__}")  # fmt: skip
+    if config is None and attention_pair.available(call):
+        return attention_pair.sparse_attention_pair(call)
     if config is None and attention_ws.available(call):
         return attention_ws.sparse_attention_ws(call)
     return attention.sparse_attention(dataclasses.replace(call, config=config))

@@ -8,9 +8,9 @@ lane) cannot be met by float32 arithmetic summed in another order on lanes where
 and bf16 modes are checked against their own stated tolerances in tests/test_fast_cache.py
 (docs/cache-kernels.md). ``sparse_attention_bf16``: both backends at ``precision="bf16"`` (probabilities
 rounded to bf16 once), the operation's own precision; its Triton one only where Triton compiles (CUDA: on an
-sm_90 GPU the default path runs the warp-specialized kernel for these shapes), since the interpreter's bf16
-casts are not the GPU's; on an sm_90 GPU also ``cache_pair``, the paired-warp-group kernel
-(``fast.cache.attention_pair``, not yet a default path). The Triton ones exist only where Triton is installed;
+sm_90 GPU the default path runs the paired-warp-group kernel for these shapes), since the interpreter's bf16
+casts are not the GPU's; on an sm_90 GPU also ``cache_ws``, the warp-specialized kernel on the same BF16 rows
+(``fast.cache.attention_ws``, the default on FP8 caches). The Triton ones exist only where Triton is installed;
 where they run is ``properties.devices``'s policy (they declare that device, so the property suite builds its
 tensors there).
 """
@@ -138,8 +138,8 @@ def bf16_backends() -> list[str]:
     return ["torch", *(["triton"] if compiled else [])]
 
 
-def pair_runs_here() -> bool:
-    """Whether the paired-warp-group kernel runs here: Triton compiling for an sm_90 GPU."""
+def gluon_runs_here() -> bool:
+    """Whether the Gluon kernels run here: Triton compiling for an sm_90 GPU."""
     return bf16_backends()[-1] == "triton" and torch.cuda.get_device_capability()[0] == 9
 
 
@@ -169,11 +169,11 @@ IMPLEMENTATIONS = [
         *(_kernel("sparse_attention_fp8_kv", backend, fp8_kv_adapter(backend, f), f) for f in FP8_KV_CONVENTIONS),
     )
 ] + [_kernel("sparse_attention_bf16", b, bf16_adapter(b, c), c) for b in bf16_backends() for c in BF16_CONVENTIONS]
-if pair_runs_here():
-    from fast.cache.attention_pair import Pair
+if gluon_runs_here():
+    from fast.cache.attention_ws import DEFAULT_TILES
 
     for c in BF16_CONVENTIONS:
         IMPLEMENTATIONS.append(
-            Implementation("sparse_attention_bf16", "cache_pair", bf16_adapter("triton", c, Pair(), "pair"), c,
-                           device="cuda", note="fast.cache.attention_pair (the paired-warp-group kernel, sm_90)")
+            Implementation("sparse_attention_bf16", "cache_ws", bf16_adapter("triton", c, DEFAULT_TILES[None], "ws"),
+                           c, device="cuda", note="fast.cache.attention_ws (the warp-specialized kernel, sm_90)")
         )  # fmt: skip
