@@ -120,6 +120,43 @@ def test_paired_groups_match_the_f64_mode(case: str) -> None:
     _check(pair_call, exact, tl_call)
 
 
+@needs_sm90
+@pytest.mark.parametrize("programs", [1, 3, 7])
+@pytest.mark.parametrize("topk", [136, 192, 640])
+def test_a_persistent_program_walks_many_items(topk: int, programs: int) -> None:
+    """The persistent grid on ``programs`` programs for 40 items (20 rows, h 80: two head blocks a row, the second
+    partial): q, the ring's halves and every exchange barrier change hands across items; 3, 2 and 5 pairs an item
+    (top-k 136: the last pair's second tile past the lanes); invalid lanes, a lane past the end and an empty row.
+    Equal bit for bit to one program an item, and within the f64 rule."""
+    from fast.cache import attention_pair
+
+    x = bench_cases.decode_inputs(20, 80, None, "cuda", context_rows=4096, topk=topk)
+    x["indices"][0, ::3] = -1
+    x["indices"][7, 5] = x["N"] + 7
+    x["indices"][13] = -1
+    walked = _call(x, "bf16")
+    attention_pair.sparse_attention_pair(walked, persistent=True, programs=programs)
+    one_each = _call(x, "bf16")
+    attention_pair.sparse_attention_pair(one_each)
+    assert torch.equal(walked.out.nan_to_num(7.0), one_each.out.nan_to_num(7.0))
+    assert torch.equal(walked.lse.nan_to_num(7.0), one_each.lse.nan_to_num(7.0))
+    exact = _call(x, "f64")
+    attention.sparse_attention(exact)
+    tl_call = _call(x, "bf16")
+    attention.sparse_attention(tl_call)
+    _check(walked, exact, tl_call)
+
+
+def test_bad_persistent_arguments_are_refused() -> None:
+    from fast.cache import attention_pair
+
+    with pytest.raises(TypeError, match=r"^persistent: must be a bool, got int"):
+        attention_pair.sparse_attention_pair(None, persistent=1)  # type: ignore[arg-type]
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match=r"^programs: must be a positive int or None"):
+            attention_pair.sparse_attention_pair(None, programs=bad)  # type: ignore[arg-type]
+
+
 def test_other_calls_are_refused() -> None:
     from fast.cache import attention_pair
 

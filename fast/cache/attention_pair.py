@@ -45,7 +45,17 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from fast.cache.attention_ws import BARRIER, WS_API, copy_rows, normalize, tile_rows
+from fast.cache.attention_ws import (
+    BARRIER,
+    WS_API,
+    check_programs,
+    copy_rows,
+    issue_q,
+    normalize,
+    persistent_items,
+    sm_count,
+    tile_rows,
+)
 from fast.cache.checks import AttentionArgs
 
 BLOCK_H = 64
@@ -68,13 +78,34 @@ _P_L = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_O_L.value, k_wi
 
 @gluon.jit
 def _producer(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-              lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
-              BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
-              WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
-    """Fill each stage half as the consumers free it: a's left, b's right, a's right, b's left. Both tiles' lane
-    indices are loaded once a pair, before the first wait, so that no refill waits on an index load."""
+              lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
+              EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+              CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+    """The row's pairs; persistent: each item's q (once both groups have done their last score of the item
+    before), then its pairs, the pairs counted across items."""
+    if PERSISTENT:
+        first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
+        n_pairs = (n_tiles + 1) // 2
+        for w in range(first, end, step):
+            i = (w - first) // step
+            row = (w // n_blocks).to(gl.int64)
+            mbarrier.wait(q_empty, (i & 1) ^ 1)
+            issue_q(q_smem.index(0), q_ptr, row, (w % n_blocks) * BLOCK_H, H, BLOCK_H, DIM, CHUNK, WARPS)
+            async_copy.mbarrier_arrive(q_ready, increment_count=False)
+            _produce_row(k_smem, ready, empty, kv_ptr, idx_ptr, row, i * n_pairs, N, K, BLOCK_N, DIM, CHUNK, WARPS,
+                         PROBE)  # fmt: skip
+    else:
+        _produce_row(k_smem, ready, empty, kv_ptr, idx_ptr, m, 0, N, K, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
+
+
+@gluon.jit
+def _produce_row(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+                 CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
+    """Fill each stage half as the consumers free it: a's left, b's right, a's right, b's left; ``g0``: the ring's
+    pairs before this row's. Both tiles' lane indices are loaded once a pair, before the first wait, so that no
+    refill waits on an index load."""
     for j in range((K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)):
-        free = (j & 1) ^ 1  # the first round passes at once
+        free = ((g0 + j) & 1) ^ 1  # the first round passes at once
         row_a, ok_a = tile_rows(idx_ptr, m, 2 * j, N, K, BLOCK_N, CHUNK, WARPS)
         row_b, ok_b = tile_rows(idx_ptr, m, 2 * j + 1, N, K, BLOCK_N, CHUNK, WARPS)
         _fill(k_smem, ready, empty, kv_ptr, row_a, ok_a, free, 0, 0, DIM, CHUNK, WARPS, PROBE)
@@ -99,11 +130,11 @@ def _fill(k_smem, ready, empty, kv_ptr, row, ok, free, stage: gl.constexpr, half
 
 
 @gluon.jit
-def _drain(ready, empty, n_pairs, group: gl.constexpr):
+def _drain(ready, empty, n_pairs, g0, group: gl.constexpr):
     """Probe 2: wait for each half this group frees and free it, computing nothing (group 0 frees a's and b's left
     halves, group 1 b's and a's right ones)."""
     for j in range(n_pairs):
-        phase = j & 1
+        phase = (g0 + j) & 1
         mbarrier.wait(ready.index(3 * group), phase)
         _publish(empty.index(3 * group))
         mbarrier.wait(ready.index(2 - group), phase)
@@ -134,8 +165,8 @@ def _lanes_valid(idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, s_l: gl.constexpr):
 
 
 @gluon.jit
-def _finish(acc, m_i, l_i, l_smem, sync, group: gl.constexpr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K,
-            HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, DIM: gl.constexpr,
+def _finish(acc, m_i, l_i, l_smem, sync, i, group: gl.constexpr, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N,
+            K, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, DIM: gl.constexpr,
             s_l: gl.constexpr, o_l: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
     """Add the other group's row sums, divide, write this group's half of the output (and group 0 the lse)."""
     count_l: gl.constexpr = gl.BlockedLayout([4], [32], [WARPS], [0])
@@ -146,7 +177,7 @@ def _finish(acc, m_i, l_i, l_smem, sync, group: gl.constexpr, idx_ptr, sink_ptr,
         n_valid += gl.sum(((idx >= 0) & (idx < N)).to(gl.int32), axis=0)
     l_smem.index(group).store(l_i)
     _publish(sync.index(4 + group))
-    mbarrier.wait(sync.index(5 - group), 0)
+    mbarrier.wait(sync.index(5 - group), i & 1)
     l_i = l_i + l_smem.index(1 - group).load(gl.SliceLayout(1, s_l))
     h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, s_l))
     h_ok = h < H
@@ -159,13 +190,13 @@ def _finish(acc, m_i, l_i, l_smem, sync, group: gl.constexpr, idx_ptr, sink_ptr,
 
 
 @gluon.jit
-def _start(ready, empty, K, group: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-           PROBE: gl.constexpr):  # fmt: skip
+def _start(ready, empty, K, g0, group: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
+           DIM: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
     """A group's pairs of tiles (0 under probe 2, which only drains them) and its empty running maximum, row sum,
     output half and score."""
     n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
     if PROBE == 2:
-        _drain(ready, empty, n_pairs, group)
+        _drain(ready, empty, n_pairs, g0, group)
         n_pairs = 0
     m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(1, _S_L))
     l_i = gl.full([BLOCK_H], 0.0, gl.float32, gl.SliceLayout(1, _S_L))
@@ -176,22 +207,50 @@ def _start(ready, empty, K, group: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N:
 
 @gluon.jit
 def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-            lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
-            BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
-            WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
-    """The even tiles' scores; output columns [0, DIM / 2)."""
+            lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
+            EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+            CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+    """The even tiles' scores; output columns [0, DIM / 2). Persistent: the items in the producer's order."""
+    if PERSISTENT:
+        first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
+        for w in range(first, end, step):
+            i = (w - first) // step
+            _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, i,
+                        i * ((n_tiles + 1) // 2), idx_ptr, sink_ptr, out_ptr, lse_ptr, (w // n_blocks).to(gl.int64),
+                        (w % n_blocks) * BLOCK_H, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS,
+                        PROBE, PERSISTENT)  # fmt: skip
+    else:
+        _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, 0, 0, idx_ptr,
+                    sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM,
+                    WARPS, PROBE, PERSISTENT)  # fmt: skip
+
+
+@gluon.jit
+def _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, i, g0, idx_ptr,
+                sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+                BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, WARPS: gl.constexpr,
+                PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+    """Heads ``h0`` on of query row ``m``, the program's ``i``-th item, ``g0`` pairs of the ring before its own."""
     half: gl.constexpr = DIM // 2
     s_l: gl.constexpr = _S_L
     o_l: gl.constexpr = _O_L
     p_l: gl.constexpr = _P_L
     row_l: gl.constexpr = gl.SliceLayout(1, s_l)
-    n_pairs, m_i, l_i, acc, s = _start(ready, empty, K, 0, BLOCK_H, BLOCK_N, DIM, PROBE)
+    n_pairs, m_i, l_i, acc, s = _start(ready, empty, K, g0, 0, BLOCK_H, BLOCK_N, DIM, PROBE)
+    if PERSISTENT:
+        if PROBE == 2:
+            _publish(q_empty)
+        mbarrier.wait(q_ready, i & 1)
     if n_pairs > 0:
-        s = _score_half(q_smem.index(0), k_smem.index(0), ready.index(0), 0, 0, s, False, DIM)
-        s = _score_half(q_smem.index(0), k_smem.index(0), ready.index(1), 0, 1, s, True, DIM)
+        z0 = i // (i + 1)  # 0, not known to be so (as z below), or the item loop keeps these descriptors live
+        s = _score_half(q_smem.index(z0), k_smem.index(z0), ready.index(0), g0 & 1, 0, s, False, DIM)
+        s = _score_half(q_smem.index(z0), k_smem.index(z0), ready.index(1), g0 & 1, 1, s, True, DIM)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        if PERSISTENT:
+            if n_pairs == 1:  # this group's last score of the item: the producer may copy the next q
+                _publish(q_empty)
     for j in range(n_pairs):
-        phase = j & 1
+        phase = (g0 + j) & 1
         z = j // n_pairs  # 0, not known to be so: the descriptors are made in the loop, not kept in registers
         valid = _lanes_valid(idx_ptr, m, 2 * j, N, K, BLOCK_N, s_l)
         s = gl.where(valid[None, :], s * scale, float("-inf"))
@@ -225,31 +284,61 @@ def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
             _publish(empty.index(2))  # b's left half
             s_next = _score_half(q_smem.index(z), k_smem.index(z), ready.index(1), phase ^ 1, 1, s_next, True, DIM)
             s = warpgroup_mma_wait(num_outstanding=0, deps=(s_next,))
+            if PERSISTENT:
+                if j + 2 == n_pairs:  # this group's last score of the item
+                    _publish(q_empty)
         else:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(pv,))
             _publish(empty.index(2))
-    _finish(acc, m_i, l_i, l_smem, sync, 0, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, HAS_SINK, EMPTY_NAN,
+    _finish(acc, m_i, l_i, l_smem, sync, i, 0, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, HAS_SINK, EMPTY_NAN,
             BLOCK_H, DIM, s_l, o_l, WARPS)  # fmt: skip
 
 
 @gluon.jit
 def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-            lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
-            BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
-            WARPS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
-    """The odd tiles' scores; output columns [DIM / 2, DIM)."""
+            lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
+            EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+            CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+    """The odd tiles' scores; output columns [DIM / 2, DIM). Persistent: the items in the producer's order."""
+    if PERSISTENT:
+        first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
+        for w in range(first, end, step):
+            i = (w - first) // step
+            _group1_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, i,
+                        i * ((n_tiles + 1) // 2), idx_ptr, sink_ptr, out_ptr, lse_ptr, (w // n_blocks).to(gl.int64),
+                        (w % n_blocks) * BLOCK_H, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS,
+                        PROBE, PERSISTENT)  # fmt: skip
+    else:
+        _group1_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, 0, 0, idx_ptr,
+                    sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM,
+                    WARPS, PROBE, PERSISTENT)  # fmt: skip
+
+
+@gluon.jit
+def _group1_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, i, g0, idx_ptr,
+                sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+                BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, WARPS: gl.constexpr,
+                PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+    """Heads ``h0`` on of query row ``m``, the program's ``i``-th item, ``g0`` pairs of the ring before its own."""
     half: gl.constexpr = DIM // 2
     s_l: gl.constexpr = _S_L
     o_l: gl.constexpr = _O_L
     p_l: gl.constexpr = _P_L
     row_l: gl.constexpr = gl.SliceLayout(1, s_l)
-    n_pairs, m_i, l_i, acc, s = _start(ready, empty, K, 1, BLOCK_H, BLOCK_N, DIM, PROBE)
+    n_pairs, m_i, l_i, acc, s = _start(ready, empty, K, g0, 1, BLOCK_H, BLOCK_N, DIM, PROBE)
+    if PERSISTENT:
+        if PROBE == 2:
+            _publish(q_empty)
+        mbarrier.wait(q_ready, i & 1)
     for j in range(n_pairs):
-        phase = j & 1
+        phase = (g0 + j) & 1
         z = j // n_pairs  # 0 (as in _group0)
         s = _score_half(q_smem.index(z), k_smem.index(z + 1), ready.index(3), phase, 1, s, False, DIM)
         s = _score_half(q_smem.index(z), k_smem.index(z + 1), ready.index(2), phase, 0, s, True, DIM)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        if PERSISTENT:
+            if j + 1 == n_pairs:  # this group's last score of the item
+                _publish(q_empty)
         valid = _lanes_valid(idx_ptr, m, 2 * j + 1, N, K, BLOCK_N, s_l)
         s = gl.where(valid[None, :], s * scale, float("-inf"))
         mbarrier.wait(sync.index(0), phase)  # group 0's m0
@@ -274,17 +363,18 @@ def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(pv,))
         _publish(empty.index(1))  # a's right half
         m_i = m1
-    _finish(acc, m_i, l_i, l_smem, sync, 1, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, HAS_SINK, EMPTY_NAN,
+    _finish(acc, m_i, l_i, l_smem, sync, i, 1, idx_ptr, sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, HAS_SINK, EMPTY_NAN,
             BLOCK_H, DIM, s_l, o_l, WARPS)  # fmt: skip
 
 
 @gluon.jit
-def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, H, N, K, scale,
+def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, M, H, N, K, scale,
                                   HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr,
                                   BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
                                   WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                                  CONSUMER_REGS: gl.constexpr, PROBE: gl.constexpr):  # fmt: skip
-    h0 = gl.program_id(0) * BLOCK_H
+                                  CONSUMER_REGS: gl.constexpr, PROBE: gl.constexpr,
+                                  PERSISTENT: gl.constexpr):  # fmt: skip
+    h0 = gl.program_id(0) * BLOCK_H  # persistent: unused (the partitions walk the items)
     m = gl.program_id(1).to(gl.int64)
     smem_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     plain_1d: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
@@ -302,10 +392,16 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
         mbarrier.init(empty.index(i), count=1)
     for i in gl.static_range(6):
         mbarrier.init(sync.index(i), count=1)
-    q_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, 1], [1, 0])
-    h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, q_l))
-    d = gl.arange(0, DIM, gl.SliceLayout(0, q_l))
-    q_smem.index(0).store(gl.load(q_ptr + (m * H + h)[:, None] * DIM + d[None, :], mask=(h < H)[:, None], other=0.0))
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_ready, count=WARPS * 32)  # the producer's copies of an item's q have landed
+    mbarrier.init(q_empty, count=2)  # both groups have done their last score of an item
+    if not PERSISTENT:
+        q_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, 1], [1, 0])
+        h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, q_l))
+        d = gl.arange(0, DIM, gl.SliceLayout(0, q_l))
+        q_smem.index(0).store(gl.load(q_ptr + (m * H + h)[:, None] * DIM + d[None, :], mask=(h < H)[:, None],
+                                      other=0.0))  # fmt: skip
     fence_async_shared()
     BARRIER()
     # every partition takes the same arguments (one release passes one tuple to all), written out in each call: a
@@ -314,14 +410,14 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
         gl.warp_specialize(
             [
                 (_group0, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
-                           out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
-                           WARPS, PROBE)),
+                           out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN,
+                           BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE, PERSISTENT)),
                 (_group1, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
-                           out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
-                           WARPS, PROBE)),
+                           out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN,
+                           BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE, PERSISTENT)),
                 (_producer, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
-                             out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM,
-                             CHUNK, WARPS, PROBE)),
+                             out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK,
+                             EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE, PERSISTENT)),
             ],
             [WARPS, WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
@@ -329,10 +425,12 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
     elif WS_API == 1:
         gl.warp_specialize(
             (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE),
+             q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
+             WARPS, PROBE, PERSISTENT),
             _group0,
             (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE),
+             q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
+             WARPS, PROBE, PERSISTENT),
             [_group1, _producer],
             [WARPS, WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
@@ -340,7 +438,8 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
     else:
         gl.warp_specialize(
             (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE),
+             q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
+             WARPS, PROBE, PERSISTENT),
             _group0,
             [_group1, _producer],
             [WARPS, WARPS],
@@ -358,7 +457,10 @@ pair``), as ``attention_ws.PROBES``: each leaves one part of the work out; their
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
-    """``config`` for ``fast.cache.sparse_attention``: run this kernel (it has no tiles to choose)."""
+    """``config`` for ``fast.cache.sparse_attention``: run this kernel; ``persistent``, on a grid of one program an
+    SM, each walking (row, head block) items, as ``attention_ws.Tile.persistent``."""
+
+    persistent: bool = False
 
 
 def available(call: AttentionArgs) -> bool:
@@ -372,17 +474,24 @@ def supports(call: AttentionArgs) -> bool:
             and call.precision == "bf16")  # fmt: skip
 
 
-def constants(has_sink: bool, empty_nan: bool, probe: int = 0) -> dict[str, int | bool]:
+def constants(has_sink: bool, empty_nan: bool, probe: int = 0, persistent: bool = False) -> dict[str, int | bool]:
     """The kernel's constexprs."""
     return dict(HAS_SINK=has_sink, EMPTY_NAN=empty_nan, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, DIM=DIM, CHUNK=CHUNK,
-                WARPS=WARPS, PRODUCER_REGS=PRODUCER_REGS, CONSUMER_REGS=CONSUMER_REGS, PROBE=probe)  # fmt: skip
+                WARPS=WARPS, PRODUCER_REGS=PRODUCER_REGS, CONSUMER_REGS=CONSUMER_REGS, PROBE=probe,
+                PERSISTENT=persistent)  # fmt: skip
 
 
-def sparse_attention_pair(call: AttentionArgs, *, probe: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def sparse_attention_pair(
+    call: AttentionArgs, *, probe: int = 0, persistent: bool = False, programs: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch on a checked call that ``supports`` accepts (ValueError otherwise). ``probe`` (``PROBES``; timing
-    only, wrong results) leaves one part of the work out."""
+    only, wrong results) leaves one part of the work out; ``persistent``: one program an SM walks the (row, head
+    block) items (``programs`` sets another count)."""
     if probe not in PROBES and probe != 0:
         raise ValueError(f"probe: must be 0 or one of {sorted(PROBES)}, got {probe!r}")
+    if not isinstance(persistent, bool):
+        raise TypeError(f"persistent: must be a bool, got {type(persistent).__name__}")
+    check_programs(programs)
     if not supports(call):
         raise ValueError("call: the paired-group kernel serves bf16 q at D = dv = 512 with bf16 probabilities and "
                          "KV as BF16 rows")  # fmt: skip
@@ -392,10 +501,13 @@ def sparse_attention_pair(call: AttentionArgs, *, probe: int = 0) -> tuple[torch
     M, H, _ = q.shape
     if M == 0 or H == 0:
         return out, lse
+    K = call.indices.shape[1]
+    persistent = persistent and K > 0  # with no lanes no score would free q: one program an item gives the rows
     grid = (triton.cdiv(H, BLOCK_H), M)
+    if persistent:
+        grid = (min(grid[0] * M, programs or sm_count(q.device)), 1)
     _sparse_attention_pair_kernel[grid](
-        q, call.kv, call.indices, call.sink if call.sink is not None else out, out, lse, H, call.kv.shape[0],
-        call.indices.shape[1], float(call.scale), **constants(call.sink is not None, call.empty_nan, probe),
-        num_warps=WARPS,
+        q, call.kv, call.indices, call.sink if call.sink is not None else out, out, lse, M, H, call.kv.shape[0], K,
+        float(call.scale), **constants(call.sink is not None, call.empty_nan, probe, persistent), num_warps=WARPS,
     )  # fmt: skip
     return out, lse

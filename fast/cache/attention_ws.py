@@ -114,7 +114,7 @@ def copy_rows(tile, ptr, row, valid, DIM: gl.constexpr, CHUNK: gl.constexpr, PRO
 
 
 @gluon.jit
-def _issue_q(q_smem, q_ptr, m, h0, H, BLOCK_H: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+def issue_q(q_smem, q_ptr, m, h0, H, BLOCK_H: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
              PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """The persistent form: ``cp.async`` heads ``h0`` on of query row ``m`` into ``q_smem`` (heads past ``H`` zero)."""
     rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
@@ -275,7 +275,7 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
 
 
 @gluon.jit
-def _items(M, H, K, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
+def persistent_items(M, H, K, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
     """A persistent program's items ``range(first, end, step)`` (item w: row ``w // n_blocks``, head block
     ``w % n_blocks``), and the tiles an item has."""
     n_blocks = (H + BLOCK_H - 1) // BLOCK_H
@@ -292,12 +292,12 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
               PERSISTENT: gl.constexpr):  # fmt: skip
     if PERSISTENT:  # the program's (row, head block) items in turn; the ring's tiles counted across them
-        first, end, step, n_blocks, n_tiles = _items(M, H, K, BLOCK_H, BLOCK_N)
+        first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
         for w in range(first, end, step):
             j = (w - first) // step
             row = (w // n_blocks).to(gl.int64)
             mbarrier.wait(q_empty, (j & 1) ^ 1)  # the consumer's last score MMA of the item before is done
-            _issue_q(q_smem.index(0), q_ptr, row, (w % n_blocks) * BLOCK_H, H, BLOCK_H, DIM, CHUNK, PRODUCER_WARPS)
+            issue_q(q_smem.index(0), q_ptr, row, (w % n_blocks) * BLOCK_H, H, BLOCK_H, DIM, CHUNK, PRODUCER_WARPS)
             async_copy.mbarrier_arrive(q_ready, increment_count=False)
             _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, row, j * n_tiles, N, K, block_bytes,
                          scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES,
@@ -388,7 +388,7 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
               PERSISTENT: gl.constexpr):  # fmt: skip
     if PERSISTENT:  # the items in the producer's order
-        first, end, step, n_blocks, n_tiles = _items(M, H, K, BLOCK_H, BLOCK_N)
+        first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
         for w in range(first, end, step):
             j = (w - first) // step
             _consume_row(q_smem, k_smem, ready, empty, q_ready, q_empty, j, idx_ptr, sink_ptr, out_ptr, lse_ptr,
@@ -808,8 +808,7 @@ def sparse_attention_ws(
     one part of the work out. ``programs``: a persistent tile's grid (default: one program an SM)."""
     if probe not in PROBES and probe != 0:
         raise ValueError(f"probe: must be 0 or one of {sorted(PROBES)}, got {probe!r}")
-    if programs is not None and (isinstance(programs, bool) or not isinstance(programs, int) or programs < 1):
-        raise ValueError(f"programs: must be a positive int or None, got {programs!r}")
+    check_programs(programs)
     if not supports(call):
         raise ValueError("call: the warp-specialized kernel serves bf16 q at D = dv = 512 with bf16 probabilities, "
                          "KV as BF16 rows or in a V4.1 or V4 FP8 cache")  # fmt: skip
@@ -833,7 +832,7 @@ def sparse_attention_ws(
         n, block_bytes, scale_base = kv.shape[0], 0, 0
     grid = (triton.cdiv(H, BLOCK_H), M)
     if tile.persistent:  # one program an SM (the ring's shared memory), each walking items (row, head block)
-        grid = (min(grid[0] * M, programs or _sm_count(q.device)), 1)
+        grid = (min(grid[0] * M, programs or sm_count(q.device)), 1)
     _sparse_attention_ws_kernel[grid](
         q, kv, call.indices, call.sink if call.sink is not None else out, out, lse, M, H, n, K, float(call.scale),
         block_bytes, scale_base, **layout, **tile_constants(tile, call.sink is not None, call.empty_nan, probe),
@@ -842,6 +841,13 @@ def sparse_attention_ws(
     return out, lse
 
 
+def check_programs(programs: int | None) -> None:
+    """ValueError naming ``programs`` unless it is None or a positive int (a persistent grid's size)."""
+    if programs is not None and (isinstance(programs, bool) or not isinstance(programs, int) or programs < 1):
+        raise ValueError(f"programs: must be a positive int or None, got {programs!r}")
+
+
 @functools.cache
-def _sm_count(device: torch.device) -> int:
+def sm_count(device: torch.device) -> int:
+    """The device's SMs: a persistent grid's default size (one program an SM)."""
     return torch.cuda.get_device_properties(device).multi_processor_count

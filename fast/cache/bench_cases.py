@@ -274,6 +274,9 @@ def decode_case(
             tiles_ws = attention_ws.sweep_tiles(kv_format) if sweep else []
             ws_tiles = {attention_ws.label(t, kv_format is not None): functools.partial(
                 attention_ws.sparse_attention_ws, default_call, t) for t in tiles_ws}  # fmt: skip
+        if sweep and attention_pair.available(default_call):  # the paired kernel's persistent form
+            ws_tiles["triton_pair[p]"] = functools.partial(attention_pair.sparse_attention_pair, default_call,
+                                                           persistent=True)  # fmt: skip
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")

@@ -156,6 +156,9 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             tiles = attention_ws.sweep_tiles(p.kv_format)
             ws_tiles = {attention_ws.label(t, p.kv_format is not None): functools.partial(
                 attention_ws.sparse_attention_ws, launch, t) for t in tiles}  # fmt: skip
+        if attention_pair.available(launch):  # the paired kernel's persistent form
+            ws_tiles["triton_pair[p]"] = functools.partial(attention_pair.sparse_attention_pair, launch,
+                                                           persistent=True)  # fmt: skip
         if with_compile:
             impls["torch_compile"] = over_slices(torch.compile(attention_naive.sparse_attention, dynamic=False))
         flops, moved = attention_model(p.s_q, p.h, p.lanes, x["row_bytes"])

@@ -133,9 +133,11 @@ def _attention_cases() -> list[Case]:
     from fast.cache import attention_pair as pair
 
     pair_args = dict(q_ptr="*bf16", kv_ptr="*bf16", idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
-                     lse_ptr="*fp32", H="i32", N="i64", K="i32", scale="fp32")  # fmt: skip
-    out.append(("attention paired warp groups (Gluon), bf16 kv, bf16 p", pair._sparse_attention_pair_kernel,
-                pair_args, pair.constants(True, False), pair.WARPS, 1))  # fmt: skip
+                     lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32")  # fmt: skip
+    for persistent in (False, True):
+        out.append((f"attention paired warp groups (Gluon), bf16 kv, bf16 p{', persistent' if persistent else ''}",
+                    pair._sparse_attention_pair_kernel, pair_args, pair.constants(True, False, 0, persistent),
+                    pair.WARPS, 1))  # fmt: skip
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
     for name, extra in (
         ("f64 (the contract's form)", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True)),

@@ -28,7 +28,7 @@ def run(
         if not attention_pair.available(call):
             raise ValueError("config: the paired-warp-group kernel needs an sm_90 GPU and a call it serves (bf16 q, "
                              "D = dv = 512, precision 'bf16', BF16 rows)")  # fmt: skip
-        return attention_pair.sparse_attention_pair(call)
+        return attention_pair.sparse_attention_pair(call, persistent=config.persistent)
     if isinstance(config, attention_ws.Tile):
         if not attention_ws.available(call):
             raise ValueError("config: a warp-specialized Tile needs an sm_90 GPU and a call it serves (bf16 q, "

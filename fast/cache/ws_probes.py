@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from collections.abc import Callable
 
 import torch
 
@@ -47,7 +48,7 @@ def _call(x: dict) -> AttentionArgs:
                          out, lse, x["kv_cache"], "bf16")  # fmt: skip
 
 
-KERNELS = {
+KERNELS: dict[str, tuple[dict[int, str], Callable[..., tuple[torch.Tensor, torch.Tensor]]]] = {
     "ws": (attention_ws.PROBES, attention_ws.sparse_attention_ws),
     "pair": (attention_pair.PROBES, attention_pair.sparse_attention_pair),
 }
