@@ -338,7 +338,10 @@ def tiled_bf16_attention(
     scores = scores.masked_fill(~valid[:, None, :], NEG_INF)
     m, h = scores.shape[:2]
     top = torch.full((m, h), NEG_INF, dtype=f64, device=q.device)
-    shift = torch.zeros((m, h), dtype=f64, device=q.device)
+    # the running maximum starts at -inf, as the kernels' does, so that the first rescale is e^{-inf} = 0: from 0,
+    # e^{0 - m} overflows for a first maximum below -709 and 0 x inf poisons the sums (0 under the bug that never
+    # subtracts a maximum, whose shift stays put)
+    shift = torch.full((m, h), 0.0 if bugs.max_not_subtracted else NEG_INF, dtype=f64, device=q.device)
     total = torch.zeros((m, h), dtype=f64, device=q.device)
     acc = torch.zeros((m, h, dv), dtype=f64, device=q.device)
     rounding = torch.float8_e4m3fn if bugs.fp8_probabilities else torch.bfloat16
