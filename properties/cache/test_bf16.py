@@ -165,3 +165,20 @@ def test_a_sink_that_outweighs_every_lane_may_flush_out_to_zero() -> None:
     impl = next(i for i in IMPLEMENTATIONS if i.id == "sparse_attention_bf16:cache_torch[out_of_range+empty_nan]")
     layouts = dict.fromkeys(("q", "kv", "indices", "sink"), "contiguous")
     props_shapes.check_bf16(impl, {"rows": 3, "heads": 16, "lanes": 3, "seed": 1, "layouts": layouts})
+
+
+def test_the_twin_takes_a_first_maximum_below_exp_range() -> None:
+    """One lane scored -728, a sink of 0: the twin's rows stay finite (e^{728} overflows float64, so a running
+    maximum that started at 0 rescaled its empty sums by inf and made them NaN) and equal the dense float64 result
+    (e^{-728} of the value: 0 in float32)."""
+    example = {"n": 1, "kv_seed": 0, "scale": 64.0, "q": [[[[257, 6.5]]]], "lanes": [[["valid", 0]]], "sinks": [0.0]}
+    q = query_rows(example).to(torch.bfloat16)
+    kv = key_rows(0, 1).to(torch.bfloat16)
+    score = 64.0 * float(q[0, 0].double() @ kv[0].double())
+    assert score < -709  # the example is the case it names
+    indices = torch.zeros((1, 1), dtype=torch.int32)
+    sink = torch.zeros(1)
+    out, lse = bf16_attention_with(NO_BF16_BUGS, CONVENTION)(q, kv, indices, sink, scale=64.0, dv=BF16_DIMS)
+    dense_out, dense_lse = dense_attention(AttentionCall(q, kv, indices, sink, 64.0, BF16_DIMS, CONVENTION),
+                                           dtype=torch.float64)  # fmt: skip
+    assert torch.equal(out, dense_out.float()) and torch.equal(lse, dense_lse.float()), (out[0, 0, :4], lse)
