@@ -206,23 +206,35 @@ def _start(ready, empty, K, g0, group: gl.constexpr, BLOCK_H: gl.constexpr, BLOC
 
 
 @gluon.jit
-def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-            lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
-            EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-            CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
-    """The even tiles' scores; output columns [0, DIM / 2). Persistent: the items in the producer's order."""
+def _walk(ROW: gl.constexpr, q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, idx_ptr,
+          sink_ptr, out_ptr, lse_ptr, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+          BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr,
+          PERSISTENT: gl.constexpr):  # fmt: skip
+    """A group's work, ``ROW`` (``_group0_row`` or ``_group1_row``) on each of its items: the program's (row, head
+    block) alone, or persistent, the items in the producer's order, pairs counted across them."""
     if PERSISTENT:
         first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
         for w in range(first, end, step):
             i = (w - first) // step
-            _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, i,
-                        i * ((n_tiles + 1) // 2), idx_ptr, sink_ptr, out_ptr, lse_ptr, (w // n_blocks).to(gl.int64),
-                        (w % n_blocks) * BLOCK_H, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS,
-                        PROBE, PERSISTENT)  # fmt: skip
+            ROW(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, i,
+                i * ((n_tiles + 1) // 2), idx_ptr, sink_ptr, out_ptr, lse_ptr, (w // n_blocks).to(gl.int64),
+                (w % n_blocks) * BLOCK_H, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS, PROBE,
+                PERSISTENT)  # fmt: skip
     else:
-        _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, 0, 0, idx_ptr,
-                    sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM,
-                    WARPS, PROBE, PERSISTENT)  # fmt: skip
+        ROW(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, 0, 0, idx_ptr, sink_ptr,
+            out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS, PROBE,
+            PERSISTENT)  # fmt: skip
+
+
+@gluon.jit
+def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
+            lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
+            EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+            CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+    """The even tiles' scores; output columns [0, DIM / 2)."""
+    _walk(_group0_row, q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, idx_ptr, sink_ptr,
+          out_ptr, lse_ptr, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS, PROBE,
+          PERSISTENT)  # fmt: skip
 
 
 @gluon.jit
@@ -299,19 +311,10 @@ def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, 
             lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
             EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
             CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
-    """The odd tiles' scores; output columns [DIM / 2, DIM). Persistent: the items in the producer's order."""
-    if PERSISTENT:
-        first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
-        for w in range(first, end, step):
-            i = (w - first) // step
-            _group1_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, i,
-                        i * ((n_tiles + 1) // 2), idx_ptr, sink_ptr, out_ptr, lse_ptr, (w // n_blocks).to(gl.int64),
-                        (w % n_blocks) * BLOCK_H, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS,
-                        PROBE, PERSISTENT)  # fmt: skip
-    else:
-        _group1_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, 0, 0, idx_ptr,
-                    sink_ptr, out_ptr, lse_ptr, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM,
-                    WARPS, PROBE, PERSISTENT)  # fmt: skip
+    """The odd tiles' scores; output columns [DIM / 2, DIM)."""
+    _walk(_group1_row, q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, idx_ptr, sink_ptr,
+          out_ptr, lse_ptr, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS, PROBE,
+          PERSISTENT)  # fmt: skip
 
 
 @gluon.jit
