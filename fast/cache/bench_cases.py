@@ -254,7 +254,7 @@ def decode_case(
             twin = call(torch.empty_like(out), torch.empty_like(lse), precision)
             return lambda: attention_naive.sparse_attention(twin)
 
-        ws_tiles: dict[str, Callable[[], object]] = {}
+        gluon_tiles: dict[str, Callable[[], object]] = {}
         impls = {
             "triton": lambda: dispatch.run(default_call),  # the default path (fast.cache.dispatch)
             "triton_tl": triton_fn("bf16"),
@@ -268,21 +268,21 @@ def decode_case(
             # one stage at every head count: two overflow sm_90's shared memory at D = 512 (246,528 bytes under
             # Triton 3.6 in the 16-head tile), and an explicit tile is launched as given (fast.fitting)
             impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False, num_stages=1))
-        if attention_pair.available(default_call):  # the default is the paired kernel: the warp-specialized one beside
-            impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, default_call)
         if attention_ws.available(default_call):  # the warp-specialized kernel's other tiles
             tiles_ws = attention_ws.sweep_tiles(kv_format) if sweep else []
-            ws_tiles = {attention_ws.label(t, kv_format is not None): functools.partial(
+            gluon_tiles = {attention_ws.label(t, kv_format is not None): functools.partial(
                 attention_ws.sparse_attention_ws, default_call, t) for t in tiles_ws}  # fmt: skip
-        if sweep and attention_pair.available(default_call):  # the paired kernel's persistent form
-            ws_tiles["triton_pair[p]"] = functools.partial(attention_pair.sparse_attention_pair, default_call,
-                                                           persistent=True)  # fmt: skip
+        if attention_pair.available(default_call):  # the paired kernel is the default: the warp-specialized one beside
+            impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, default_call)
+            if sweep:
+                gluon_tiles["triton_pair[p]"] = functools.partial(attention_pair.sparse_attention_pair, default_call,
+                                                                  persistent=True)  # fmt: skip
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
             impls["torch_compile"] = lambda: compiled(compiled_call)
         tiles = [*SWEEP, *(dataclasses.replace(default, prefetch=n) for n in PREFETCH_SWEEP)] if sweep else []
-        sweep_impls = {sweep_label(c): triton_fn("bf16", c) for c in tiles} | ws_tiles
+        sweep_impls = {sweep_label(c): triton_fn("bf16", c) for c in tiles} | gluon_tiles
         flops, moved = attention_model(M, h, topk, x["row_bytes"])
 
         def check() -> str:

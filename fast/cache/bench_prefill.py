@@ -144,21 +144,20 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
 
             return run
 
-        ws_tiles: dict[str, Callable[[], object]] = {}  # timed as the sweep (none under --no-sweep)
+        gluon_tiles: dict[str, Callable[[], object]] = {}  # timed as the sweep (none under --no-sweep)
         impls: dict[str, Callable[[], object]] = {
             "triton": lambda: dispatch.run(launch),  # the default path (fast.cache.dispatch)
             "triton_tl": lambda: attention.sparse_attention(launch),
             "torch_eager": over_slices(attention_naive.sparse_attention),
         }
-        if attention_pair.available(launch):  # the default is the paired kernel: the warp-specialized one beside it
-            impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, launch)
         if attention_ws.available(launch):  # the warp-specialized kernel's other tiles
             tiles = attention_ws.sweep_tiles(p.kv_format)
-            ws_tiles = {attention_ws.label(t, p.kv_format is not None): functools.partial(
+            gluon_tiles = {attention_ws.label(t, p.kv_format is not None): functools.partial(
                 attention_ws.sparse_attention_ws, launch, t) for t in tiles}  # fmt: skip
-        if attention_pair.available(launch):  # the paired kernel's persistent form
-            ws_tiles["triton_pair[p]"] = functools.partial(attention_pair.sparse_attention_pair, launch,
-                                                           persistent=True)  # fmt: skip
+        if attention_pair.available(launch):  # the paired kernel is the default: the warp-specialized one beside it
+            impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, launch)
+            gluon_tiles["triton_pair[p]"] = functools.partial(attention_pair.sparse_attention_pair, launch,
+                                                              persistent=True)  # fmt: skip
         if with_compile:
             impls["torch_compile"] = over_slices(torch.compile(attention_naive.sparse_attention, dynamic=False))
         flops, moved = attention_model(p.s_q, p.h, p.lanes, x["row_bytes"])
@@ -173,7 +172,7 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             impls["torch_eager"]()
             errors = {}
             ws = [("triton_ws", impls["triton_ws"])] if "triton_ws" in impls else []
-            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *ws, *ws_tiles.items()):
+            for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *ws, *gluon_tiles.items()):
                 fn()
                 errors[who] = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()
             errors["torch"] = (twin_out[rows] - ref_o).abs().max().item(), (twin_lse[rows] - ref_l).abs().max().item()
@@ -194,7 +193,7 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             notes.append(f"torch_eager and torch_compile run the {p.s_q} query rows as {p.s_q // per} calls of {per} "
                          f"(the whole call would need about {twin_bytes(p, p.s_q) / 1e9:.0f} GB, over "
                          f"{TWIN_BYTES / 1e9:.0f} GB); their times cover all the rows")  # fmt: skip
-        return Built(impls, moved, flops, check, notes=notes, sweep=ws_tiles)
+        return Built(impls, moved, flops, check, notes=notes, sweep=gluon_tiles)
 
     return build
 
