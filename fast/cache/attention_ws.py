@@ -83,6 +83,13 @@ BARRIER = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
 """A barrier of the threads that run it (of a partition, inside one): the name differs between releases."""
 
 
+@gluon.constexpr_function
+def rows_layout(CHUNK, PRODUCER_WARPS):
+    """How the producer holds the rows it copies (``tile_rows``, ``copy_rows``, ``issue_q``): ``CHUNK`` columns
+    across a row's threads, 8 bf16 (16 bytes) a thread."""
+    return gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
+
+
 @gluon.jit
 def issue_rows(tile, kv_ptr, idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
                 PRODUCER_WARPS: gl.constexpr, C0: gl.constexpr, C1: gl.constexpr):  # fmt: skip
@@ -95,7 +102,7 @@ def issue_rows(tile, kv_ptr, idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, DIM: gl
 @gluon.jit
 def tile_rows(idx_ptr, m, t, N, K, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
     """Tile ``t``'s KV rows (0 where invalid) and whether each lane is valid, in ``copy_rows``'s layout."""
-    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
+    rows_l: gl.constexpr = rows_layout(CHUNK, PRODUCER_WARPS)
     lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, rows_l))
     idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
     valid = (idx >= 0) & (idx < N)
@@ -107,7 +114,7 @@ def copy_rows(tile, ptr, row, valid, DIM: gl.constexpr, CHUNK: gl.constexpr, PRO
               C0: gl.constexpr, C1: gl.constexpr):  # fmt: skip
     """``cp.async`` chunks ``C0`` to ``C1 - 1`` of bf16 rows ``row`` (``DIM`` wide, from ``ptr``) into ``tile``'s
     rows; a row whose ``valid`` is false is zero-filled. ``row`` and ``valid`` in ``issue_rows``'s layout."""
-    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
+    rows_l: gl.constexpr = rows_layout(CHUNK, PRODUCER_WARPS)
     for c in gl.static_range(C0, C1):
         col = c * CHUNK + gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
         ASYNC_LOAD(tile.slice(c * CHUNK, CHUNK, dim=1), ptr + row[:, None] * DIM + col[None, :], mask=valid[:, None])
@@ -117,7 +124,7 @@ def copy_rows(tile, ptr, row, valid, DIM: gl.constexpr, CHUNK: gl.constexpr, PRO
 def issue_q(q_smem, q_ptr, m, h0, H, BLOCK_H: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
              PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """The persistent form: ``cp.async`` heads ``h0`` on of query row ``m`` into ``q_smem`` (heads past ``H`` zero)."""
-    rows_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (CHUNK // 8), CHUNK // 8], [PRODUCER_WARPS, 1], [1, 0])
+    rows_l: gl.constexpr = rows_layout(CHUNK, PRODUCER_WARPS)
     h = h0 + gl.arange(0, BLOCK_H, gl.SliceLayout(1, rows_l))
     copy_rows(q_smem, q_ptr, m * H + h, h < H, DIM, CHUNK, PRODUCER_WARPS, 0, DIM // CHUNK)
 
