@@ -106,8 +106,9 @@ def test_the_schedule_matches_the_f64_twin(case: str) -> None:
 
 
 @needs_sm90
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "per_item"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_paired_groups_match_the_f64_mode(case: str) -> None:
+def test_paired_groups_match_the_f64_mode(case: str, persistent: bool) -> None:
     from fast.cache import attention_pair
 
     x, nan = _inputs(case, "cuda", 4096)
@@ -116,7 +117,7 @@ def test_paired_groups_match_the_f64_mode(case: str) -> None:
     tl_call = _call(x, "bf16", nan)
     attention.sparse_attention(tl_call)
     pair_call = _call(x, "bf16", nan)
-    attention_pair.sparse_attention_pair(pair_call)
+    attention_pair.sparse_attention_pair(pair_call, persistent=persistent)
     _check(pair_call, exact, tl_call)
 
 
@@ -137,7 +138,7 @@ def test_a_persistent_program_walks_many_items(topk: int, programs: int) -> None
     walked = _call(x, "bf16")
     attention_pair.sparse_attention_pair(walked, persistent=True, programs=programs)
     one_each = _call(x, "bf16")
-    attention_pair.sparse_attention_pair(one_each)
+    attention_pair.sparse_attention_pair(one_each, persistent=False)
     assert torch.equal(walked.out.nan_to_num(7.0), one_each.out.nan_to_num(7.0))
     assert torch.equal(walked.lse.nan_to_num(7.0), one_each.lse.nan_to_num(7.0))
     exact = _call(x, "f64")

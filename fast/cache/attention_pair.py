@@ -460,10 +460,11 @@ pair``), as ``attention_ws.PROBES``: each leaves one part of the work out; their
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
-    """``config`` for ``fast.cache.sparse_attention``: run this kernel; ``persistent``, on a grid of one program an
-    SM, each walking (row, head block) items, as ``attention_ws.Tile.persistent``."""
+    """``config`` for ``fast.cache.sparse_attention``: run this kernel; ``persistent`` (the default path's form), on
+    a grid of one program an SM, each walking (row, head block) items, as ``attention_ws.Tile.persistent``; False:
+    one program an item."""
 
-    persistent: bool = False
+    persistent: bool = True
 
 
 def available(call: AttentionArgs) -> bool:
@@ -485,11 +486,11 @@ def constants(has_sink: bool, empty_nan: bool, probe: int = 0, persistent: bool 
 
 
 def sparse_attention_pair(
-    call: AttentionArgs, *, probe: int = 0, persistent: bool = False, programs: int | None = None
+    call: AttentionArgs, *, probe: int = 0, persistent: bool = Pair.persistent, programs: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch on a checked call that ``supports`` accepts (ValueError otherwise). ``probe`` (``PROBES``; timing
-    only, wrong results) leaves one part of the work out; ``persistent``: one program an SM walks the (row, head
-    block) items (``programs`` sets another count)."""
+    only, wrong results) leaves one part of the work out; ``persistent`` (``Pair``'s default): one program an SM
+    walks the (row, head block) items (``programs`` sets another count); False: one program an item."""
     if probe not in PROBES and probe != 0:
         raise ValueError(f"probe: must be 0 or one of {sorted(PROBES)}, got {probe!r}")
     if not isinstance(persistent, bool):

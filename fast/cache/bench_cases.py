@@ -275,8 +275,8 @@ def decode_case(
         if attention_pair.available(default_call):  # the paired kernel is the default: the warp-specialized one beside
             impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, default_call)
             if sweep:
-                gluon_tiles["triton_pair[p]"] = functools.partial(attention_pair.sparse_attention_pair, default_call,
-                                                                  persistent=True)  # fmt: skip
+                gluon_tiles["triton_pair[per_item]"] = functools.partial(
+                    attention_pair.sparse_attention_pair, default_call, persistent=False)  # fmt: skip
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
@@ -313,10 +313,11 @@ def decode_case(
         notes = [f"M = {M} query rows ({b} requests x {QUERIES_PER_REQUEST}), {h} heads, top-k {topk} distinct rows "
                  f"of {context_rows} per request, D = dv = {DIM}, {KV_WORDS[kv_format]} KV; "
                  "triton: the default path (fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, "
-                 "the warp-specialized one on an FP8 cache, else the tl kernel), probabilities rounded to bf16 "
-                 "(FlashMLA style); triton_ws: the warp-specialized kernel on BF16 rows; triton_tl: the tl kernel, "
-                 "bf16 p; triton_f32p: the tl kernel, p kept at f32 precision; torch: bf16 matmuls on gathered "
-                 "rows"]  # fmt: skip
+                 "one program an SM, the warp-specialized one on an FP8 cache, else the tl kernel), probabilities "
+                 "rounded to bf16 (FlashMLA style); triton_ws: the warp-specialized kernel on BF16 rows; "
+                 "triton_pair[per_item] (swept): the paired kernel at one program a (row, head block) item; "
+                 "triton_tl: the tl kernel, bf16 p; triton_f32p: the tl kernel, p kept at f32 precision; torch: bf16 "
+                 "matmuls on gathered rows"]  # fmt: skip
         return Built(impls, moved, flops, check, sweep=sweep_impls, notes=notes)
 
     return build

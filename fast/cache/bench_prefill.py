@@ -156,8 +156,8 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
                 attention_ws.sparse_attention_ws, launch, t) for t in tiles}  # fmt: skip
         if attention_pair.available(launch):  # the paired kernel is the default: the warp-specialized one beside it
             impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, launch)
-            gluon_tiles["triton_pair[p]"] = functools.partial(attention_pair.sparse_attention_pair, launch,
-                                                              persistent=True)  # fmt: skip
+            gluon_tiles["triton_pair[per_item]"] = functools.partial(
+                attention_pair.sparse_attention_pair, launch, persistent=False)  # fmt: skip
         if with_compile:
             impls["torch_compile"] = over_slices(torch.compile(attention_naive.sparse_attention, dynamic=False))
         flops, moved = attention_model(p.s_q, p.h, p.lanes, x["row_bytes"])
@@ -185,10 +185,11 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
         lanes = f"top-k {p.topk} distinct rows of {p.s_kv}" + (f" + a window of {p.window} rows" if p.window else "")
         notes = [f"one request of {p.s_q} query rows (the last of {p.s_kv} positions), {p.h} heads, {lanes} "
                  f"= {p.lanes} lanes, D = dv = {DIM}, {KV_WORDS[p.kv_format]} KV; triton: the default path "
-                 "(fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, the warp-specialized "
-                 "one on an FP8 cache), triton_ws: the warp-specialized kernel on BF16 rows, triton_tl: the tl "
-                 "kernel, all with probabilities rounded to bf16 (FlashMLA style); torch: bf16 matmuls on gathered "
-                 "rows"]  # fmt: skip
+                 "(fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, one program an SM, the "
+                 "warp-specialized one on an FP8 cache), triton_ws: the warp-specialized kernel on BF16 rows, "
+                 "triton_pair[per_item] (swept): the paired kernel at one program a (row, head block) item, "
+                 "triton_tl: the tl kernel, all with probabilities rounded to bf16 (FlashMLA style); torch: bf16 "
+                 "matmuls on gathered rows"]  # fmt: skip
         if per < p.s_q:
             notes.append(f"torch_eager and torch_compile run the {p.s_q} query rows as {p.s_q // per} calls of {per} "
                          f"(the whole call would need about {twin_bytes(p, p.s_q) / 1e9:.0f} GB, over "

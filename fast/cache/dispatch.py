@@ -3,11 +3,12 @@
     run(call: AttentionArgs, config: attention.Config | attention_ws.Tile | attention_pair.Pair | None) -> (out, lse)
 
 With no ``config``, on an sm_90 GPU, for bf16 q at D = dv = 512 with bf16 probabilities: the paired-warp-group
-Gluon kernel (``attention_pair``) on BF16 rows, the warp-specialized one (``attention_ws``) on a V4 / V4.1 FP8
-cache; the ``tl`` kernel (``attention``) everywhere else: other precisions, shapes and formats, other GPUs, the
-interpreter. An ``attention.Config`` runs the ``tl`` kernel in that tile, an ``attention_ws.Tile`` the
-warp-specialized one (BF16 rows too), ``attention_pair.Pair()`` the paired one. Why the paired kernel for BF16
-rows: docs/targets.md, section 3.
+Gluon kernel (``attention_pair``, persistent: one program an SM) on BF16 rows, the warp-specialized one
+(``attention_ws``) on a V4 / V4.1 FP8 cache; the ``tl`` kernel (``attention``) everywhere else: other precisions,
+shapes and formats, other GPUs, the interpreter. An ``attention.Config`` runs the ``tl`` kernel in that tile, an
+``attention_ws.Tile`` the warp-specialized one (BF16 rows too), ``attention_pair.Pair()`` the paired one
+(``Pair(persistent=False)``: one program an item). Why the paired kernel for BF16 rows, and persistent: docs/targets.md,
+section 3.
 """
 
 from __future__ import annotations
