@@ -163,7 +163,9 @@ def plot_roofline(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
     placed: list[tuple[float, float]] = []
     for text, point, color in labels:
         offset = _free_offset(ax, point, placed)
-        ax.annotate(text, point, xytext=(8, offset), textcoords="offset points", fontsize=8, color=color)
+        lead = None if offset == -3.0 else dict(arrowstyle="-", color=color, lw=0.7, shrinkA=0, shrinkB=4)
+        ax.annotate(text, point, xytext=(8, offset), textcoords="offset points", fontsize=8, color=color,
+                    arrowprops=lead)  # fmt: skip
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.legend(fontsize=8, loc="upper left")
@@ -184,16 +186,17 @@ def plot(report: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
 
 def _free_offset(ax: Any, point: tuple[float, float], placed: list[tuple[float, float]]) -> float:
     """A vertical offset (points) for a label at ``point`` that keeps it off the labels already ``placed`` (their
-    positions in display pixels, updated): 12 above the point, else stepped down a line at a time."""
+    positions in display pixels, updated): level with the point, else a line above or below at a time (the
+    caller then draws a leader line to the point, so that a moved label is not read as its neighbour's)."""
     x, y = ax.transData.transform(point)
     scale = ax.figure.dpi / 72
-    for offset in (12.0, -2.0, -16.0, 26.0, -30.0, 40.0):
+    for offset in (-3.0, 11.0, -17.0, 25.0, -31.0, 39.0):
         top = y + offset * scale
         if all(abs(top - py) > 12 * scale or abs(x - px) > 170 * scale for px, py in placed):
             placed.append((x, top))
             return offset
-    placed.append((x, y + 12 * scale))
-    return 12.0
+    placed.append((x, y + 39 * scale))
+    return 39.0
 
 
 def _wrap(text: str, width: int = 60) -> str:

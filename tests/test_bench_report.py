@@ -217,6 +217,30 @@ def test_the_pictures_are_drawn(report: dict, tmp_path: pathlib.Path) -> None:  
     assert (tmp_path / "roofline.png").stat().st_size > 10_000 and (tmp_path / "headline.png").stat().st_size > 10_000
 
 
+def test_crowded_roofline_labels_move_apart() -> None:
+    """A label sits level with its point unless it would cover one already placed; then it moves a line up or
+    down, and the roofline draws a leader line from it to its point (two close points read apart)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fast.plot import _free_offset
+
+    fig, ax = plt.subplots(figsize=(11, 7))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(0.1, 1e4)
+    ax.set_ylim(1e-4, 3e3)
+    placed: list[tuple[float, float]] = []
+    offsets = [_free_offset(ax, point, placed) for point in ((3200, 550), (3600, 934), (3300, 600), (1, 3))]
+    plt.close(fig)
+    assert offsets[0] == offsets[3] == -3.0  # alone: level with the point
+    assert -3.0 not in offsets[1:3] and len(set(offsets[:3])) == 3
+    line = 12 * fig.dpi / 72
+    assert all(abs(a[1] - b[1]) > line for i, a in enumerate(placed[:3]) for b in placed[i + 1 : 3])
+
+
 def test_host_time_is_the_cpu_time_of_one_call() -> None:
     """fast.profile --host divides the wall time of queueing ``calls`` calls by their number (after three
     warm-up calls) and names the costliest functions when asked; here each call sleeps 2 ms on the CPU (a sum
