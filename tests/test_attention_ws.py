@@ -154,6 +154,7 @@ def test_other_calls_are_refused() -> None:
         ((32, 2, 4, 56, False, 1), "v41_fp8_528", "needs prefetch in"),
         ((64, 2, 0, 56, True, 0, True), None, "is persistent, which the overlapped"),
         ((64, 2, 2, 56, False, 0, True), "v41_fp8_528", "is persistent, which the overlapped"),
+        ((32, 2, 4, 56, False, 0, False, True), "v41_fp8_528", "loads indices ahead, which codes copied ahead"),
     ],
 )
 def test_a_tile_that_breaks_a_rule_is_refused_before_launch(

@@ -235,7 +235,7 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
                     DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
                     QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
                     PRODUCER_WARPS: gl.constexpr, PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr,
-                    POINTS: gl.constexpr, DIM: gl.constexpr):  # fmt: skip
+                    POINTS: gl.constexpr, DIM: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
     """FP8, staged in registers: a tile's eight chunks are loaded before the stage is awaited, so the whole
     tile's bytes are in flight at once, then converted and stored; with ``PREFETCH``, the rows of the tile that
     many ahead are asked of L2 once this tile's loads are issued, so that its loads wait on L2, not DRAM."""
@@ -245,9 +245,15 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
     for t in gl.static_range(1, PREFETCH):
         _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, ROW_BYTES,
                        POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
+    lane0 = gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
+    if INDEX_AHEAD:
+        idx_next = gl.load(idx_ptr + m * K + lane0, mask=lane0 < K, other=-1)
     for t in range(n_tiles):
-        lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
-        idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+        if INDEX_AHEAD:
+            idx = idx_next
+        else:
+            lane = t * BLOCK_N + lane0
+            idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)
         row = gl.where(valid, idx, 0).to(gl.int64)
         block = row // RPB
@@ -262,6 +268,9 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
         x5, s5 = _load_chunk(kv_ptr, data_b, scale_b, valid, 5, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
         x6, s6 = _load_chunk(kv_ptr, data_b, scale_b, valid, 6, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
         x7, s7 = _load_chunk(kv_ptr, data_b, scale_b, valid, 7, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
+        if INDEX_AHEAD:  # the next tile's indices, in flight while this tile converts
+            lane = (t + 1) * BLOCK_N + lane0
+            idx_next = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         if PREFETCH > 0:  # lanes past K ask for nothing
             _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                            SCALE_STRIDE, ROW_BYTES, POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
@@ -297,7 +306,7 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
               FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
-              PERSISTENT: gl.constexpr):  # fmt: skip
+              PERSISTENT: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
     if PERSISTENT:  # the program's (row, head block) items in turn; the ring's tiles counted across them
         first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
         for w in range(first, end, step):
@@ -308,11 +317,11 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
             async_copy.mbarrier_arrive(q_ready, increment_count=False)
             _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, row, j * n_tiles, N, K, block_bytes,
                          scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES,
-                         CHUNK, FP8_KV, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE)  # fmt: skip
+                         CHUNK, FP8_KV, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE, INDEX_AHEAD)  # fmt: skip
     else:
         _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, 0, N, K, block_bytes, scale_base, RPB,
                      DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, FP8_KV,
-                     PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE)  # fmt: skip
+                     PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE, INDEX_AHEAD)  # fmt: skip
 
 
 @gluon.jit
@@ -320,9 +329,10 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
                  RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
                  QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
                  CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
-                 PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr,
-                 PROBE: gl.constexpr):  # fmt: skip
-    """One query row's tiles into the ring, the ``g0``-th tile of the ring's sequence first."""
+                 PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
+                 INDEX_AHEAD: gl.constexpr):  # fmt: skip
+    """One query row's tiles into the ring, the ``g0``-th tile of the ring's sequence first; ``INDEX_AHEAD``: each
+    tile's lane indices loaded while the tile before is in hand, off the path from a freed stage to its refill."""
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
     if PROBE == 7:
         for t in range(n_tiles):
@@ -335,7 +345,7 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
     elif FP8_KV and CODE_STAGES == 0:
         _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                         SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CHUNK, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS,
-                        DIM)  # fmt: skip
+                        DIM, INDEX_AHEAD)  # fmt: skip
     elif FP8_KV:
         # [lanes, the chunk's 2 groups, 32 codes]: a thread's 16 codes share one group, hence one scale
         code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, 2, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
@@ -374,11 +384,19 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
         for t in gl.static_range(STAGES, PREFETCH):  # the first STAGES tiles' copies are issued at once
             _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE,
                            ROW_BYTES, POINTS, False, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
+        if INDEX_AHEAD:
+            row_next, ok_next = tile_rows(idx_ptr, m, 0, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
         for t in range(n_tiles):
             stage = (g0 + t) % STAGES
-            mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)
-            issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS, 0,
-                        DIM // CHUNK)  # fmt: skip
+            if INDEX_AHEAD:  # this tile's rows were loaded a tile ago; the next tile's load while this stage frees
+                row, ok = row_next, ok_next
+                row_next, ok_next = tile_rows(idx_ptr, m, t + 1, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
+                mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)
+                copy_rows(k_smem.index(stage), kv_ptr, row, ok, DIM, CHUNK, PRODUCER_WARPS, 0, DIM // CHUNK)
+            else:
+                mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)
+                issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS, 0,
+                            DIM // CHUNK)  # fmt: skip
             async_copy.mbarrier_arrive(ready.index(stage), increment_count=False)  # when this thread's copies land
             if PREFETCH > 0:  # beyond the STAGES tiles the copies keep in flight (check_tile)
                 _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
@@ -393,7 +411,7 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
               FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
-              PERSISTENT: gl.constexpr):  # fmt: skip
+              PERSISTENT: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
     if PERSISTENT:  # the items in the producer's order
         first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
         for w in range(first, end, step):
@@ -571,7 +589,7 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                                 FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
                                 PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
-              PERSISTENT: gl.constexpr):  # fmt: skip
+              PERSISTENT: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
     h0 = gl.program_id(0) * BLOCK_H  # persistent: unused (the partitions walk the items)
     m = gl.program_id(1).to(gl.int64)
     smem_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
@@ -618,12 +636,12 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                              lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
                              RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES,
                              CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH,
-                             ROW_BYTES, POINTS, PROBE, PERSISTENT)),
+                             ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD)),
                 (_producer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
                              RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES,
                              CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH,
-                             ROW_BYTES, POINTS, PROBE, PERSISTENT)),
+                             ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD)),
             ],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
@@ -633,12 +651,12 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
              QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
-             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
             _consumer,
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
              QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
-             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
             [_producer],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
@@ -648,7 +666,7 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
              QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
-             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
             _consumer,
             [_producer],
             [PRODUCER_WARPS],
@@ -665,7 +683,8 @@ class Tile:
     x ``block_n`` x 528 B). ``overlap``: the consumer issues tile t's score MMA before tile t - 1's p @ v and runs
     tile t's softmax while that p @ v is in flight (FlashAttention-3's intra-warpgroup overlap), holding two stages
     at once. ``prefetch``: the rows of the tile that many ahead asked of L2. ``persistent``: one program an SM walks
-    (row, head block) items."""
+    (row, head block) items. ``index_ahead``: the producer loads each tile's lane indices while the tile before is
+    in hand (codes staged in registers or BF16 rows)."""
 
     block_n: int
     stages: int
@@ -674,6 +693,7 @@ class Tile:
     overlap: bool = False
     prefetch: int = 0
     persistent: bool = False
+    index_ahead: bool = False
 
     def smem_bytes(self, fp8_kv: bool) -> int:
         """The ring's and q's shared memory, in bytes."""
@@ -686,7 +706,7 @@ def label(tile: Tile, fp8_kv: bool) -> str:
     """A tile's name in the benchmark's report."""
     codes = (f",c{tile.code_stages}" if tile.code_stages else f",r{tile.producer_regs}") if fp8_kv else ""
     extra = (",o" if tile.overlap else "") + (f",pf{tile.prefetch}" if tile.prefetch else "")
-    extra += ",p" if tile.persistent else ""
+    extra += (",p" if tile.persistent else "") + (",ia" if tile.index_ahead else "")
     return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}{extra}]"
 
 
@@ -701,6 +721,7 @@ SWEEP = {
         Tile(64, 2, prefetch=3),
         Tile(64, 2, prefetch=4),
         Tile(64, 2, persistent=True),
+        Tile(64, 2, index_ahead=True),
     ),
     True: (
         Tile(64, 2, 0, 152),
@@ -709,6 +730,7 @@ SWEEP = {
         Tile(32, 2, 4),
         *(Tile(64, 2, 0, regs, prefetch=n) for regs in (112, 128) for n in (1, 2)),
         *(Tile(64, 2, 0, regs, prefetch=n, persistent=True) for regs, n in ((112, 0), (128, 0), (128, 1))),
+        *(Tile(64, 2, 0, 128, prefetch=n, index_ahead=True) for n in (0, 1)),
     ),
 }
 """Tiles the benchmark's sweep times besides the defaults."""
@@ -782,7 +804,7 @@ def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool, probe: int = 0) 
     return dict(BLOCK_H=BLOCK_H, BLOCK_N=tile.block_n, DIM=DIM, STAGES=tile.stages, CODE_STAGES=tile.code_stages,
                 CHUNK=CHUNK, HAS_SINK=has_sink, EMPTY_NAN=empty_nan, PRODUCER_WARPS=PRODUCER_WARPS,
                 PRODUCER_REGS=tile.producer_regs, OVERLAP=tile.overlap, PREFETCH=tile.prefetch,
-                PERSISTENT=tile.persistent, PROBE=probe)  # fmt: skip
+                PERSISTENT=tile.persistent, INDEX_AHEAD=tile.index_ahead, PROBE=probe)  # fmt: skip
 
 
 def check_tile(tile: Tile, kv_format: str | None) -> None:
@@ -794,6 +816,8 @@ def check_tile(tile: Tile, kv_format: str | None) -> None:
         raise ValueError(f"tile: {tile} copies codes ahead, which reads v41_fp8_528 caches only, not {kv_format}")
     if tile.overlap and tile.stages < 2:
         raise ValueError(f"tile: {tile} overlaps two tiles in the consumer, which needs stages >= 2")
+    if tile.index_ahead and fp8 and tile.code_stages:
+        raise ValueError(f"tile: {tile} loads indices ahead, which codes copied ahead do already")
     if tile.persistent and (tile.overlap or (fp8 and tile.code_stages)):
         raise ValueError(f"tile: {tile} is persistent, which the overlapped consumer and codes copied ahead are not")
     hint_ok = tile.prefetch == 0 or (tile.prefetch > tile.stages if not fp8 else not tile.code_stages)
