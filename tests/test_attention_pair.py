@@ -8,7 +8,6 @@ the error of the torch twin's bf16 mode plus one ulp, and the refusal of other c
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import pytest
@@ -16,9 +15,12 @@ import torch
 
 from fast.cache import attention, bench_cases
 from fast.cache.checks import AttentionArgs
-
-needs_sm90 = pytest.mark.skipif(
-    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 GPU"
+from tests.gluon_attention import (
+    assert_lse_within_twice,
+    assert_out_within_twice,
+    assert_same_bits,
+    needs_sm90,
+    walk_inputs,
 )
 
 
@@ -79,16 +81,8 @@ def _check(got: AttentionArgs, exact: AttentionArgs, baseline: AttentionArgs) ->
     assert torch.equal(got.lse[~live].isnan(), exact.lse[~live].isnan())
     assert torch.equal(got.out[~live].isnan(), exact.out[~live].isnan())
     assert torch.equal(got.out[~live].nan_to_num(), exact.out[~live].nan_to_num())
-    ulp = torch.finfo(torch.float32).eps * exact.out[live].abs().max().item()
-    base_err = (baseline.out - exact.out)[live].abs().max().item()
-    err = (got.out - exact.out)[live].abs().max().item()
-    assert math.isfinite(err) and err <= 2 * base_err + ulp, (err, base_err)
-    base_lse = (baseline.lse - exact.lse)[live].abs().max().item()
-    got_lse = (got.lse - exact.lse)[live].abs().max().item()
-    assert got_lse <= 2 * base_lse + torch.finfo(torch.float32).eps * exact.lse[live].abs().max().item(), (
-        got_lse,
-        base_lse,
-    )
+    assert_out_within_twice(got, exact, baseline, live)
+    assert_lse_within_twice(got, exact, baseline, live)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -131,16 +125,12 @@ def test_a_persistent_program_walks_many_items(topk: int, programs: int) -> None
     Equal bit for bit to one program an item, and within the f64 rule."""
     from fast.cache import attention_pair
 
-    x = bench_cases.decode_inputs(20, 80, None, "cuda", context_rows=4096, topk=topk)
-    x["indices"][0, ::3] = -1
-    x["indices"][7, 5] = x["N"] + 7
-    x["indices"][13] = -1
+    x = walk_inputs(None, 4096, topk)
     walked = _call(x, "bf16")
     attention_pair.sparse_attention_pair(walked, persistent=True, programs=programs)
     one_each = _call(x, "bf16")
     attention_pair.sparse_attention_pair(one_each, persistent=False)
-    assert torch.equal(walked.out.nan_to_num(7.0), one_each.out.nan_to_num(7.0))
-    assert torch.equal(walked.lse.nan_to_num(7.0), one_each.lse.nan_to_num(7.0))
+    assert_same_bits(walked, one_each)
     exact = _call(x, "f64")
     attention.sparse_attention(exact)
     tl_call = _call(x, "bf16")

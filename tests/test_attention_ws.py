@@ -7,7 +7,6 @@ Skipped without a Hopper GPU, except the host's tile checks."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import pytest
@@ -15,9 +14,12 @@ import torch
 
 from fast.cache import attention, bench_cases
 from fast.cache.checks import AttentionArgs
-
-needs_sm90 = pytest.mark.skipif(
-    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 GPU"
+from tests.gluon_attention import (
+    assert_lse_within_twice,
+    assert_out_within_twice,
+    assert_same_bits,
+    needs_sm90,
+    walk_inputs,
 )
 
 
@@ -60,10 +62,7 @@ def _assert_out_within_rule(got: AttentionArgs, exact: AttentionArgs, tl_call: A
     live = torch.isfinite(exact.lse)
     assert torch.equal(torch.isfinite(got.lse), live) and torch.equal(got.lse[~live], exact.lse[~live])
     assert torch.equal(got.out[~live], exact.out[~live])
-    ulp = torch.finfo(torch.float32).eps * exact.out[live].abs().max().item()
-    tl_err = (tl_call.out - exact.out)[live].abs().max().item()
-    err = (got.out - exact.out)[live].abs().max().item()
-    assert math.isfinite(err) and err <= 2 * tl_err + ulp, (err, tl_err)
+    assert_out_within_twice(got, exact, tl_call, live)
     return live
 
 
@@ -87,9 +86,7 @@ def test_warp_specialized_decode_matches_the_f64_mode(case: str, kv_format: str 
     ws_call = _call(x, "bf16")
     attention_ws.sparse_attention_ws(ws_call, tile)
     live = _assert_out_within_rule(ws_call, exact, tl_call)
-    tl_lse = (tl_call.lse - exact.lse)[live].abs().max().item()
-    ws_lse = (ws_call.lse - exact.lse)[live].abs().max().item()
-    assert ws_lse <= 2 * tl_lse + torch.finfo(torch.float32).eps * exact.lse[live].abs().max().item(), (ws_lse, tl_lse)
+    assert_lse_within_twice(ws_call, exact, tl_call, live)
 
 
 @needs_sm90
@@ -103,17 +100,13 @@ def test_a_persistent_program_walks_many_items(kv_format: str | None, programs: 
     ``test_warp_specialized_decode_matches_the_f64_mode``."""
     from fast.cache import attention_ws
 
-    x = bench_cases.decode_inputs(20, 80, kv_format, "cuda", context_rows=1024, topk=136)
-    x["indices"][0, ::3] = -1
-    x["indices"][7, 5] = x["N"] + 7
-    x["indices"][13] = -1
+    x = walk_inputs(kv_format, 1024, 136)
     default = attention_ws.DEFAULT_TILES[kv_format]
     walked = _call(x, "bf16")
     attention_ws.sparse_attention_ws(walked, dataclasses.replace(default, persistent=True), programs=programs)
     one_each = _call(x, "bf16")
     attention_ws.sparse_attention_ws(one_each, dataclasses.replace(default, persistent=False))
-    assert torch.equal(walked.out.nan_to_num(7.0), one_each.out.nan_to_num(7.0))
-    assert torch.equal(walked.lse.nan_to_num(7.0), one_each.lse.nan_to_num(7.0))
+    assert_same_bits(walked, one_each)
     exact = _call(x, "f64")
     attention.sparse_attention(exact)
     tl_call = _call(x, "bf16")
