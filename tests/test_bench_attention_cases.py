@@ -138,3 +138,23 @@ def test_decode_sweep_checks_every_tile() -> None:
     assert math.isfinite(float(worst.group(1))) and float(worst.group(1)) < 0.05, text
     built.sweep.clear()  # what the benchmark does under --no-sweep: the check then runs no tile
     assert "swept tiles" not in built.check()
+
+
+def test_the_gluon_kernels_beside_the_default_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the paired kernel is the default (BF16 rows on sm_90) the warp-specialized default is timed beside it
+    and the paired kernel at one program an item is swept; on an FP8 cache only the warp-specialized tiles are
+    swept; nothing is swept without ``sweep`` (availability stubbed: the branches an sm_90 GPU takes)."""
+    from fast.cache import attention_pair, attention_ws
+
+    monkeypatch.setattr(attention_ws, "available", lambda call: True)
+    monkeypatch.setattr(attention_pair, "available", lambda call: call.kv_cache is None)
+    t = torch.zeros(1)
+    bf16 = AttentionArgs(t, t, t, None, 1.0, 512, False, t, t, None, "bf16")
+    fp8 = dataclasses.replace(bf16, kv_cache=bench_cases.decode_inputs(1, 4, "v4_584", "cpu", 64, 16)["kv_cache"])
+    impls, swept = bench_cases.gluon_companions(bf16, None, True)
+    tiles = [attention_ws.label(t, False) for t in attention_ws.sweep_tiles(None)]
+    assert set(impls) == {"triton_ws"} and list(swept) == [*tiles, "triton_pair[per_item]"]
+    assert [set(d) for d in bench_cases.gluon_companions(bf16, None, False)] == [{"triton_ws"}, set()]
+    impls, swept = bench_cases.gluon_companions(fp8, "v4_584", True)
+    assert impls == {} and list(swept) == [attention_ws.label(t, True) for t in attention_ws.sweep_tiles("v4_584")]
+    assert bench_cases.gluon_companions(fp8, "v4_584", False) == ({}, {})

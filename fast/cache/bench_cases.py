@@ -214,6 +214,33 @@ def sweep_label(c: attention.Config) -> str:
     return f"triton[{c.block_h},{c.block_n},w{c.num_warps},s{c.num_stages},pf{c.prefetch}]"
 
 
+DEFAULT_PATH = ("triton: the default path (fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, "
+                "one program an SM, the warp-specialized one on an FP8 cache, else the tl kernel)")  # fmt: skip
+GLUON_COMPANIONS = ("triton_ws: the warp-specialized kernel on BF16 rows; triton_pair[per_item] (swept): the paired "
+                    "kernel at one program a (row, head block) item")  # fmt: skip
+"""How the decode and prefill cases' notes name the default path and the Gluon kernels timed beside it."""
+
+
+def gluon_companions(
+    call: AttentionArgs, kv_format: str | None, sweep: bool
+) -> tuple[dict[str, Callable[[], object]], dict[str, Callable[[], object]]]:
+    """The Gluon kernels timed beside the default path on ``call``, as ``(impls, swept)``: with ``sweep``, the
+    warp-specialized kernel's swept tiles; where the paired kernel is the default (BF16 rows on sm_90), the
+    warp-specialized default as ``triton_ws`` and, with ``sweep``, the paired kernel at one program an item."""
+    impls: dict[str, Callable[[], object]] = {}
+    swept: dict[str, Callable[[], object]] = {}
+    if attention_ws.available(call) and sweep:
+        fp8 = kv_format is not None
+        swept = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, call, t)
+                 for t in attention_ws.sweep_tiles(kv_format)}  # fmt: skip
+    if attention_pair.available(call):
+        impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, call)
+        if sweep:
+            swept["triton_pair[per_item]"] = functools.partial(attention_pair.sparse_attention_pair, call,
+                                                               persistent=False)  # fmt: skip
+    return impls, swept
+
+
 def decode_case(
     b: int,
     h: int,
@@ -254,7 +281,6 @@ def decode_case(
             twin = call(torch.empty_like(out), torch.empty_like(lse), precision)
             return lambda: attention_naive.sparse_attention(twin)
 
-        gluon_tiles: dict[str, Callable[[], object]] = {}
         impls = {
             "triton": lambda: dispatch.run(default_call),  # the default path (fast.cache.dispatch)
             "triton_tl": triton_fn("bf16"),
@@ -268,15 +294,8 @@ def decode_case(
             # one stage at every head count: two overflow sm_90's shared memory at D = 512 (246,528 bytes under
             # Triton 3.6 in the 16-head tile), and an explicit tile is launched as given (fast.fitting)
             impls["triton_int_decode"] = triton_fn("bf16", dataclasses.replace(default, native_fp8=False, num_stages=1))
-        if attention_ws.available(default_call):  # the warp-specialized kernel's other tiles
-            tiles_ws = attention_ws.sweep_tiles(kv_format) if sweep else []
-            gluon_tiles = {attention_ws.label(t, kv_format is not None): functools.partial(
-                attention_ws.sparse_attention_ws, default_call, t) for t in tiles_ws}  # fmt: skip
-        if attention_pair.available(default_call):  # the paired kernel is the default: the warp-specialized one beside
-            impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, default_call)
-            if sweep:
-                gluon_tiles["triton_pair[per_item]"] = functools.partial(
-                    attention_pair.sparse_attention_pair, default_call, persistent=False)  # fmt: skip
+        beside, gluon_tiles = gluon_companions(default_call, kv_format, sweep)
+        impls |= beside
         if with_compile:
             compiled = torch.compile(attention_naive.sparse_attention, dynamic=False)
             compiled_call = call(torch.empty_like(out), torch.empty_like(lse), "bf16")
@@ -312,10 +331,7 @@ def decode_case(
 
         notes = [f"M = {M} query rows ({b} requests x {QUERIES_PER_REQUEST}), {h} heads, top-k {topk} distinct rows "
                  f"of {context_rows} per request, D = dv = {DIM}, {KV_WORDS[kv_format]} KV; "
-                 "triton: the default path (fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, "
-                 "one program an SM, the warp-specialized one on an FP8 cache, else the tl kernel), probabilities "
-                 "rounded to bf16 (FlashMLA style); triton_ws: the warp-specialized kernel on BF16 rows; "
-                 "triton_pair[per_item] (swept): the paired kernel at one program a (row, head block) item; "
+                 f"{DEFAULT_PATH}, probabilities rounded to bf16 (FlashMLA style); {GLUON_COMPANIONS}; "
                  "triton_tl: the tl kernel, bf16 p; triton_f32p: the tl kernel, p kept at f32 precision; torch: bf16 "
                  "matmuls on gathered rows"]  # fmt: skip
         return Built(impls, moved, flops, check, sweep=sweep_impls, notes=notes)

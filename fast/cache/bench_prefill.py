@@ -25,7 +25,6 @@ rows, so the times are those of the whole call.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,8 +33,18 @@ import torch
 
 from fast import bench
 from fast.bench import Built, Case
-from fast.cache import attention, attention_naive, attention_pair, attention_ws, dispatch
-from fast.cache.bench_cases import DEVICE, DIM, KV_KINDS, KV_WORDS, attention_model, kv_inputs
+from fast.cache import attention, attention_naive, dispatch
+from fast.cache.bench_cases import (
+    DEFAULT_PATH,
+    DEVICE,
+    DIM,
+    GLUON_COMPANIONS,
+    KV_KINDS,
+    KV_WORDS,
+    attention_model,
+    gluon_companions,
+    kv_inputs,
+)
 from fast.cache.checks import AttentionArgs
 
 S_Q = 4096
@@ -144,20 +153,13 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
 
             return run
 
-        gluon_tiles: dict[str, Callable[[], object]] = {}  # timed as the sweep (none under --no-sweep)
         impls: dict[str, Callable[[], object]] = {
             "triton": lambda: dispatch.run(launch),  # the default path (fast.cache.dispatch)
             "triton_tl": lambda: attention.sparse_attention(launch),
             "torch_eager": over_slices(attention_naive.sparse_attention),
         }
-        if attention_ws.available(launch):  # the warp-specialized kernel's other tiles
-            tiles = attention_ws.sweep_tiles(p.kv_format)
-            gluon_tiles = {attention_ws.label(t, p.kv_format is not None): functools.partial(
-                attention_ws.sparse_attention_ws, launch, t) for t in tiles}  # fmt: skip
-        if attention_pair.available(launch):  # the paired kernel is the default: the warp-specialized one beside it
-            impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, launch)
-            gluon_tiles["triton_pair[per_item]"] = functools.partial(
-                attention_pair.sparse_attention_pair, launch, persistent=False)  # fmt: skip
+        beside, gluon_tiles = gluon_companions(launch, p.kv_format, True)  # swept tiles: none under --no-sweep
+        impls |= beside
         if with_compile:
             impls["torch_compile"] = over_slices(torch.compile(attention_naive.sparse_attention, dynamic=False))
         flops, moved = attention_model(p.s_q, p.h, p.lanes, x["row_bytes"])
@@ -184,12 +186,9 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
 
         lanes = f"top-k {p.topk} distinct rows of {p.s_kv}" + (f" + a window of {p.window} rows" if p.window else "")
         notes = [f"one request of {p.s_q} query rows (the last of {p.s_kv} positions), {p.h} heads, {lanes} "
-                 f"= {p.lanes} lanes, D = dv = {DIM}, {KV_WORDS[p.kv_format]} KV; triton: the default path "
-                 "(fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, one program an SM, the "
-                 "warp-specialized one on an FP8 cache), triton_ws: the warp-specialized kernel on BF16 rows, "
-                 "triton_pair[per_item] (swept): the paired kernel at one program a (row, head block) item, "
-                 "triton_tl: the tl kernel, all with probabilities rounded to bf16 (FlashMLA style); torch: bf16 "
-                 "matmuls on gathered rows"]  # fmt: skip
+                 f"= {p.lanes} lanes, D = dv = {DIM}, {KV_WORDS[p.kv_format]} KV; {DEFAULT_PATH}; "
+                 f"{GLUON_COMPANIONS}; triton_tl: the tl kernel; all with probabilities rounded to bf16 (FlashMLA "
+                 "style); torch: bf16 matmuls on gathered rows"]  # fmt: skip
         if per < p.s_q:
             notes.append(f"torch_eager and torch_compile run the {p.s_q} query rows as {p.s_q // per} calls of {per} "
                          f"(the whole call would need about {twin_bytes(p, p.s_q) / 1e9:.0f} GB, over "
