@@ -194,8 +194,9 @@ def test_topk_tie_path_and_large_k() -> None:
 
 @pytest.mark.parametrize("field", ["block", "sample", "direct", "split_block"])
 def test_topk_config_refuses_tiles_not_powers_of_two(field: str) -> None:
+    fields: dict[str, Any] = {field: 48}
     with pytest.raises(ValueError, match=f"^{field}: must be 0 or a power of two"):
-        tk.TopKConfig(**{field: 48})
+        tk.TopKConfig(**fields)
 
 
 @pytest.mark.parametrize(("field", "value", "rule"), [("resident", 32768, "in \\[0, 16384\\]"),
@@ -203,8 +204,9 @@ def test_topk_config_refuses_tiles_not_powers_of_two(field: str) -> None:
                                                       ("resident_keys", 24, "a power of two"),
                                                       ("resident_keys", 0, "a power of two")])  # fmt: skip
 def test_topk_config_refuses_resident_rows_past_the_registers(field: str, value: int, rule: str) -> None:
+    fields: dict[str, Any] = {field: value}
     with pytest.raises(ValueError, match=f"^{field}: must be {rule}"):
-        tk.TopKConfig(**{field: value})
+        tk.TopKConfig(**fields)
 
 
 def test_topk_paths_by_shape() -> None:
@@ -288,7 +290,8 @@ def split_pair(cap_factor: int, split_lanes: int = 16, block: int = 8) -> tuple[
 def same_three_ways(
     scores: torch.Tensor, lengths: torch.Tensor, cap_factor: int, split_lanes: int = 16, block: int = 8, **kwargs: Any
 ) -> torch.Tensor:
-    """The split-row path's result, asserted equal bit for bit to the one-program path's and the torch twin's."""
+    """The split-row path's result in its three-launch and fused forms, each asserted equal bit for bit to the
+    one-program path's and the torch twin's."""
     one, split = split_pair(cap_factor, split_lanes, block)
     rows, width = scores.shape
     assert tk.uses_split(split, rows, width) and not tk.uses_split(one, rows, width)
@@ -296,6 +299,7 @@ def same_three_ways(
     assert got.dtype == (torch.int64 if "block_table" in kwargs else torch.int32)
     assert torch.equal(got, K.topk(scores, lengths, config=one, **kwargs))
     assert torch.equal(got, naive.topk(scores, lengths, **kwargs))
+    assert torch.equal(got, K.topk(scores, lengths, config=dataclasses.replace(split, split_fused=True), **kwargs))
     return got
 
 
@@ -1077,6 +1081,10 @@ def test_cuda_topk_split_rows_match_one_program() -> None:
         dataclasses.replace(tk.COMPILED, split_lanes=16384, split_block=4096, split_warps=16),
         dataclasses.replace(tk.COMPILED, cap_factor=0),
     ]
+    # the fused form (one launch whose programs wait on lower tickets), also with 1024-lane splits: 294 splits a
+    # row, 3528 programs, many more than are resident at once
+    splits += [dataclasses.replace(cfg, split_fused=True) for cfg in splits]
+    splits.append(dataclasses.replace(tk.COMPILED, split_fused=True, split_lanes=1024, split_block=1024))
     for cfg in splits:
         assert tk.uses_split(cfg, m, n)
         for k, convention in ((2048, "v4.1"), (512, "v4-prefill"), (2048, "select-unsorted")):

@@ -79,11 +79,12 @@ def test_broken_topk_is_caught_with_a_standalone_reproducer(tmp_path: pathlib.Pa
     assert '"result": "bug"' in report.read_text()
 
 
-def test_the_projects_topk_passes(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("entry", ["topk_v41", "topk_v41_split_fused"])
+def test_the_projects_topk_passes(tmp_path: pathlib.Path, entry: str) -> None:
     """Compiled on a CUDA machine (this project's Triton kernels need triton >= 3.8 to run interpreted)."""
     compiled = os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
     device = ("--device", "cuda") if compiled else ()
-    run = csa("--op", "topk", "--impl", "fast.indexing.entry_points:topk_v41", "--max-examples", "10", *device,
+    run = csa("--op", "topk", "--impl", f"fast.indexing.entry_points:{entry}", "--max-examples", "10", *device,
               cwd=tmp_path, interpret=not compiled)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     assert "PASS: 7 properties" in run.stdout

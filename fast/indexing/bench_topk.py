@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -60,7 +61,7 @@ def topk_bytes(lengths: torch.Tensor, lanes: int, out_bytes: int) -> int:
     return int(lengths.sum()) * 4 + lengths.numel() * (lanes * out_bytes + 8)
 
 
-TOPK_SPLITS: tuple[dict[str, int], ...] = (
+TOPK_SPLITS: tuple[dict[str, Any], ...] = (
     dict(split_lanes=16384, split_block=2048, split_warps=8),
     dict(split_lanes=8192, split_block=2048, split_warps=8),
     dict(split_lanes=32768, split_block=2048, split_warps=8),
@@ -93,8 +94,10 @@ def topk_case(
         impls: dict[str, Callable[[], object]] = {"triton": run, "triton+checks": checked}
         one_program = dataclasses.replace(tk.COMPILED, split_lanes=0)
         split_lanes = tk.split_lanes_for(tk.COMPILED, rows, width)
-        if split_lanes:  # the default takes the split-row path: time the one-program path beside it
+        fused = dataclasses.replace(tk.COMPILED, split_fused=True)
+        if split_lanes:  # the default takes the split-row path: time the one-program path and the fused form beside it
             impls["triton_one_program"] = functools.partial(run, one_program)
+            impls["triton_split_fused"] = functools.partial(run, fused)
         sampled = dataclasses.replace(tk.COMPILED, resident=0)
         if tk.uses_resident(tk.COMPILED, rows, width):  # the register-resident path: time the sampled one beside it
             impls["triton_sampled"] = functools.partial(run, sampled)
@@ -109,11 +112,12 @@ def topk_case(
 
         def check() -> str:
             want = naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
-            configs = [tk.COMPILED, one_program, sampled] + [dataclasses.replace(tk.COMPILED, **c) for c in TOPK_SPLITS]
+            configs = [tk.COMPILED, one_program, sampled, fused]
+            configs += [dataclasses.replace(tk.COMPILED, **c) for c in TOPK_SPLITS]
             differ = [str(i) for i, cfg in enumerate(configs) if not torch.equal(run(cfg), want)]
             if differ:
                 return "DIFFERS from the torch twin (configurations " + ", ".join(differ) + ")"
-            return "ok (default, one-program, sampled and every split configuration equal to the torch twin)"
+            return "ok (default, one-program, sampled, fused and every split configuration equal to the torch twin)"
 
         variants: dict[str, Callable[[], object]] = {}
         if sweep:
@@ -131,8 +135,14 @@ def topk_case(
                     variants[f"resident_keys{keys}"] = functools.partial(run, tk.TopKConfig(resident_keys=keys))
         notes = ["torch_topk_plain: scores.topk(k, sorted=False) alone, no mask, sort or fill"]
         if split_lanes:
-            notes.append(f"triton: split-row path, {split_lanes}-lane splits; triton_one_program: one program a row")
-        graphs = ("triton", "torch_topk_plain")  # launch-bound at these sizes: timed as graph replays too
+            notes.append(
+                f"triton: split-row path, {split_lanes}-lane splits; triton_one_program: one program a row; "
+                "triton_split_fused: the split-row path's three kernels in one launch"
+            )
+        # launch-bound at these sizes: timed as graph replays too
+        graphs: tuple[str, ...] = ("triton", "torch_topk_plain")
+        if split_lanes:
+            graphs += ("triton_split_fused",)
         return Built(impls, topk_bytes(lengths, k, 4), 0, check=check, sweep=variants, notes=notes, graphs=graphs)
 
     name = f"indexing/topk_{topk_shape(rows, width, k, convention, distribution)}"

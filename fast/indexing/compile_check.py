@@ -4,11 +4,11 @@
 
 The interpreter runs what a kernel computes but compiles nothing: constructs the compiler refuses, register
 spills and scalar instead of 16-byte vector loads only show when lowering. For each top-k kernel in the
-configurations the launches and the benchmark sweep use (the one-program kernel, the split-row path's threshold,
-count and compaction kernels and its select-and-collect entry, and the register-resident kernel), and for the
-FP8-query index-logits kernels at their default tiles with and without hoisting (``LogitsConfig.hoist``), this prints
-registers, spilled stack bytes, shared memory and global loads with their 16-byte vector form. Exit status 1 if a
-kernel fails to compile or spills.
+configurations the launches and the benchmark sweep use (the one-program kernel; the split-row path's
+threshold, count and compaction kernels, their fused form, and its select-and-collect entry; the
+register-resident kernel), and for the FP8-query index-logits kernels at their default tiles with and without
+hoisting (``LogitsConfig.hoist``), this prints registers, spilled stack bytes, shared memory and global loads
+with their 16-byte vector form. Exit status 1 if a kernel fails to compile or spills.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ RESIDENT_ARGS = {name: kind for name, kind in MAIN_ARGS.items()
 PASS_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, keep_ptr="*u8", thresh_ptr=I32, counts_ptr=I32, buf_key_ptr=I32,
                  buf_idx_ptr=I32, width="i32", k="i32", block_size="i32", keep_stride="i32",
                  splits="i32")  # fmt: skip
+FUSED_ARGS = dict(scores_ptr=F32, lengths_ptr=I32, keep_ptr="*u8", thresh_ptr=I32, counts_ptr=I32, sync_ptr="*i64",
+                  buf_key_ptr=I32, buf_idx_ptr=I32, width="i32", k="i32", block_size="i32", keep_stride="i32",
+                  splits="i32", rows="i32")  # fmt: skip
 
 Case = tuple[str, Any, dict[str, str], dict[str, Any], int]
 
@@ -46,7 +49,7 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
     from fast.indexing.topk.config import COMPILED, buffer_sizes, pow2
     from fast.indexing.topk.resident import _topk_resident_kernel, resident_warps
     from fast.indexing.topk.row import _topk_kernel
-    from fast.indexing.topk.split import _split_pass_kernel, _split_threshold_kernel
+    from fast.indexing.topk.split import _split_fused_kernel, _split_pass_kernel, _split_threshold_kernel
 
     cfg = COMPILED
     kpad, cap = buffer_sizes(cfg, k, width)
@@ -73,6 +76,13 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
              warps),
             (f"{label} select+collect", _topk_kernel, MAIN_ARGS, presplit, cfg.num_warps),
         ]  # fmt: skip
+        fused = dict(HAS_KEEP=False, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample,
+                     DIRECT=cfg.direct, CAP=cap, SPLIT=split_lanes, SPLIT_BLOCK=min(block, split_lanes),
+                     NSPLIT=pow2(splits))  # fmt: skip
+        out += [
+            (f"{label} fused", _split_fused_kernel, FUSED_ARGS, fused, warps),
+            (f"{label} fused keep map", _split_fused_kernel, FUSED_ARGS, fused | dict(HAS_KEEP=True), warps),
+        ]
     out += [
         ("split select+collect slots, rank order", _topk_kernel, MAIN_ARGS | dict(out_ptr="*i64"),
          main | dict(PRESPLIT=True, NSPLIT=32, TRANSLATE=True, RANK=True), cfg.num_warps),

@@ -26,7 +26,8 @@ class TopKConfig:
     Split-row path (:func:`split_lanes_for`): lanes per split program (``split_lanes``, 0: never split), lanes
     per chunk within it (``split_block``) and its warps; taken for at most ``split_max_rows`` rows of at least
     ``split_min_width`` lanes; splits are halved (not below ``split_block``) until the grid has at least
-    ``split_min_programs`` programs."""
+    ``split_min_programs`` programs. ``split_fused``: the split-row path's threshold, count and compaction in one
+    launch (``split.py``) instead of three; off by default until the H200 benchmark times it against the three."""
 
     block: int = 4096
     num_warps: int = 16
@@ -44,6 +45,7 @@ class TopKConfig:
     split_min_programs: int = 264
     resident: int = REGISTER_KEYS
     resident_keys: int = 32
+    split_fused: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block", "sample", "direct", "split_block"):

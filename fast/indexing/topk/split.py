@@ -1,7 +1,23 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
 """The split-row path of the top-k (few long rows): the sampled threshold per row, then programs over (split,
 row) that count and compact each split's survivors, so that :func:`fast.indexing.topk.row._topk_kernel`
-entered with ``PRESPLIT`` selects and collects from the same buffer the one-program pass would leave."""
+entered with ``PRESPLIT`` selects and collects from the same buffer the one-program pass would leave.
+
+Two forms leave the same threshold, counts and buffer. The default launches three kernels (threshold; count;
+compact). The fused form (``TopKConfig.split_fused``) does the three in one launch, whose programs wait on each
+other: a split's survivors go after the earlier splits' survivors. A wait must only ever be on a program that is
+already running, so each fused program draws a ticket from a counter and takes the item of that ticket, not of
+its program id (CUDA does not promise to start blocks in index order): tickets 0 to M - 1 are the rows' first
+splits, the leaders, which find the threshold; later tickets are the other splits, row by row. A program waits
+only on items of lower tickets (its row's leader, its row's earlier splits), whose programs have started and
+wait on lower tickets still, so the lowest never waits and every wait ends, however many programs are resident.
+Its words (int64 in ``sync``, zeroed by the host before the launch; 0 means not yet written, so a published
+value is its own flag):
+
+    sync[0]                          the ticket counter
+    sync[1 + row]                    t + 1 (t widened without sign: never 0), written by the row's leader
+    sync[1 + M + row * NSPLIT + s]   count(key >= t) + 1 of split s, written once the split is counted
+"""
 
 from __future__ import annotations
 
@@ -109,12 +125,105 @@ def _split_pass_kernel(
         tl.store(row_counts + NSPLIT + split, above_t)
 
 
+@triton.jit
+def _wait_word(ptr):
+    """The int64 at ``ptr`` once another program has made it non-zero."""
+    word = tl.load(ptr, volatile=True)
+    while word == 0:
+        word = tl.load(ptr, volatile=True)
+    return word
+
+
+@triton.jit
+def _split_fused_kernel(
+    scores_ptr,
+    lengths_ptr,
+    keep_ptr,
+    thresh_ptr,
+    counts_ptr,
+    sync_ptr,
+    buf_key_ptr,
+    buf_idx_ptr,
+    width,
+    k,
+    block_size,
+    keep_stride,
+    splits,
+    rows,
+    HAS_KEEP: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    OVERSAMPLE: tl.constexpr,
+    DIRECT: tl.constexpr,
+    CAP: tl.constexpr,
+    SPLIT: tl.constexpr,
+    SPLIT_BLOCK: tl.constexpr,
+    NSPLIT: tl.constexpr,
+):
+    """The three kernels above in one launch: one program per (split, row), the item of its ticket (module
+    docstring), for rows on the sampled path. The leader (split 0) finds t as ``_split_threshold_kernel`` does
+    and publishes it; each split counts its keys >= t and > t, publishes the first count, waits for the earlier
+    splits' counts of its row and writes its survivors from their sum, as ``_split_pass_kernel`` does
+    (positions at or past ``CAP`` are not written: ``row._topk_kernel`` then does not read the buffer). Leaves
+    ``thresh`` and ``counts`` as the three kernels do."""
+    ticket = tl.atomic_add(sync_ptr, 1).to(tl.int32)
+    others = tl.maximum(splits - 1, 1)
+    leader = ticket < rows
+    row = tl.where(leader, ticket, (ticket - rows) // others).to(tl.int64)
+    split = tl.where(leader, 0, 1 + (ticket - rows) % others)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
+    want = tl.minimum(n, k)
+    row_ptr = scores_ptr + row * width
+    keep_row = keep_ptr + row * keep_stride
+    row_counts = counts_ptr + row * 2 * NSPLIT
+    thresh_word = sync_ptr + 1 + row
+    at_least_words = sync_ptr + 1 + rows + row * NSPLIT
+    if (n > k) & (n > DIRECT):
+        if leader:
+            t = _sample_threshold(
+                row_ptr, keep_row, block_size, buf_key_ptr, buf_idx_ptr, n, want, HAS_KEEP, SAMPLE, OVERSAMPLE, BLOCK
+            )
+            tl.store(thresh_ptr + row, t.to(tl.int32, bitcast=True))
+            word = (t.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF) + 1
+            tl.atomic_xchg(thresh_word, word)
+        else:
+            word = _wait_word(thresh_word)
+        t = (word - 1).to(tl.int32).to(tl.uint32, bitcast=True)
+        start = split * SPLIT
+        end = tl.maximum(tl.minimum(start + SPLIT, n), start)
+        buf_key = buf_key_ptr + row * CAP
+        buf_idx = buf_idx_ptr + row * CAP
+        at_least, above_t = _compact_span(
+            row_ptr, keep_row, block_size, buf_key, buf_idx, start, end, t, n * 0, n * 0, HAS_KEEP, CAP, SPLIT_BLOCK,
+            False,
+        )  # fmt: skip
+        tl.store(row_counts + split, at_least)
+        tl.store(row_counts + NSPLIT + split, above_t)
+        tl.atomic_xchg(at_least_words + split, at_least.to(tl.int64) + 1)
+        s = tl.arange(0, NSPLIT)
+        before = s < split
+        earlier = tl.load(at_least_words + s, mask=before, other=1, volatile=True)
+        while tl.min(earlier, 0) == 0:
+            earlier = tl.load(at_least_words + s, mask=before, other=1, volatile=True)
+        first = tl.sum(earlier - 1, 0).to(tl.int32)
+        if (at_least > 0) & (first < CAP):
+            _compact_span(
+                row_ptr, keep_row, block_size, buf_key, buf_idx, start, end, t, first, n * 0, HAS_KEEP, CAP,
+                SPLIT_BLOCK, True,
+            )  # fmt: skip
+
+
+def sync_words(rows: int, nsplit: int) -> int:
+    """The int64 words of the fused form's ``sync`` for ``rows`` rows of ``nsplit`` splits (module docstring)."""
+    return 1 + rows + rows * nsplit
+
+
 def launch_split(
     ops: Operands, cfg: TopKConfig, split_lanes: int, buffers: tuple[torch.Tensor, torch.Tensor]
 ) -> tuple[int, int, torch.Tensor, torch.Tensor]:
-    """Run the split-row kernels (threshold, count, compact) over ``split_lanes``-lane splits, filling
-    ``buffers`` (keys, lanes: i32[M, CAP]). Returns ``(splits, NSPLIT, thresh i32[M], counts i32[M, 2,
-    NSPLIT])`` for :func:`fast.indexing.topk.row.launch_rows`."""
+    """Run the split-row kernels (threshold, count, compact; one fused launch with ``cfg.split_fused``) over
+    ``split_lanes``-lane splits, filling ``buffers`` (keys, lanes: i32[M, CAP]). Returns ``(splits, NSPLIT,
+    thresh i32[M], counts i32[M, 2, NSPLIT])`` for :func:`fast.indexing.topk.row.launch_rows`."""
     rows, device = ops.scores.shape[0], ops.scores.device
     scores, lengths, _, keep = ops.pointers()[:4]
     width, k, _, _, block_size, keep_stride = ops.sizes()[:6]
@@ -124,6 +233,15 @@ def launch_split(
     thresh = torch.empty(rows, dtype=torch.int32, device=device)
     counts = torch.empty(rows, 2, nsplit, dtype=torch.int32, device=device)
     restrict = ops.keep is not None
+    if cfg.split_fused:
+        sync = torch.zeros(sync_words(rows, nsplit), dtype=torch.int64, device=device)
+        _split_fused_kernel[(splits * rows,)](
+            scores, lengths, keep, thresh, counts, sync, buf_key, buf_idx, width, k, block_size, keep_stride, splits,
+            rows, HAS_KEEP=restrict, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct,
+            CAP=buf_key.shape[1], SPLIT=split_lanes, SPLIT_BLOCK=min(cfg.split_block, split_lanes), NSPLIT=nsplit,
+            num_warps=cfg.split_warps,
+        )  # fmt: skip
+        return splits, nsplit, thresh, counts
     _split_threshold_kernel[(rows,)](
         scores, lengths, keep, thresh, width, k, block_size, keep_stride, HAS_KEEP=restrict, BLOCK=cfg.block,
         SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, num_warps=cfg.num_warps,
