@@ -1,13 +1,12 @@
-"""The host cost of launching the top-k's kernels, without a GPU: Triton's ``JITFunction.run`` up to the driver
-call, against ``fast.launch.Lean``'s launch up to the same call, for the split-row path's calls on 6 x 256K
-rows, k 2048.
+"""The host cost of launching the top-k's kernels, without a GPU: the Python of Triton's ``JITFunction.run`` up to
+the driver call (binding, specialization, cache key, lookup), for the split-row path's calls on 6 x 256K rows,
+k 2048, in both of its forms.
 
     python scripts/launch_cost.py        (TRITON_INTERPRET unset; no GPU needed)
 
 Triton's driver is replaced by a stand-in that names device 0, stream 0 and an sm_90 target, and its compile
 step by one that caches a stand-in kernel whose launcher does nothing: what is timed is the Python each
-launch runs before the driver call (binding, specialization, cache key, lookup), which a GPU adds to, not
-replaces. The calls' arguments are those ``fast.indexing.topk.topk`` passes (CPU tensors stand in for CUDA
+launch runs before the driver call, which a GPU adds to, not replaces. The calls' arguments are those ``fast.indexing.topk.topk`` passes (CPU tensors stand in for CUDA
 ones: Triton specializes on their dtype and alignment alone).
 """
 
@@ -77,7 +76,6 @@ def main() -> int:
     driver.set_active(_Driver())
     jit.JITFunction._do_compile = _compile
     import fast.indexing.topk as tk
-    from fast import launch
     from fast.indexing import validate
     from fast.indexing.topk import row, split
 
@@ -111,14 +109,11 @@ def main() -> int:
         setattr(module, attr, held[name])
 
     print(f"{cpu_name()}, Python {platform.python_version()}, Triton {triton.__version__}")
-    print("| kernel | arguments | JITFunction.run | Lean.launch |")
-    print("|---|---:|---:|---:|")
+    print("| kernel | arguments | JITFunction.run before the driver call |")
+    print("|---|---:|---:|")
     for name, (kernel, grid, args, kwargs) in calls.items():
-        lean = launch.Lean(kernel)
         run_us = per_call_us(lambda k=kernel, g=grid, a=args, kw=kwargs: k[g](*a, **kw))
-        lean_us = per_call_us(lambda le=lean, g=grid, a=args, kw=kwargs: le[g](*a, **kw))
-        print(f"| {name} | {len(args)} + {len(kwargs)} named | {run_us:.1f} us | {lean_us:.1f} us |")
-    print("(each: the Python a launch runs before the driver call, once the kernel is cached)")
+        print(f"| {name} | {len(args)} + {len(kwargs)} named | {run_us:.1f} us |")
     return 0
 
 

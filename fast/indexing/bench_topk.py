@@ -98,8 +98,6 @@ def topk_case(
         if split_lanes:  # the default takes the split-row path: time the one-program path and the fused form beside it
             impls["triton_one_program"] = functools.partial(run, one_program)
             impls["triton_split_fused"] = functools.partial(run, fused)
-        lean = dataclasses.replace(tk.COMPILED, split_fused=bool(split_lanes), lean_launch=True)
-        impls["triton_lean"] = functools.partial(run, lean)  # launched only: the same kernels as a graph
         sampled = dataclasses.replace(tk.COMPILED, resident=0)
         if tk.uses_resident(tk.COMPILED, rows, width):  # the register-resident path: time the sampled one beside it
             impls["triton_sampled"] = functools.partial(run, sampled)
@@ -114,14 +112,12 @@ def topk_case(
 
         def check() -> str:
             want = naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
-            configs = [tk.COMPILED, one_program, sampled, fused, lean]
+            configs = [tk.COMPILED, one_program, sampled, fused]
             configs += [dataclasses.replace(tk.COMPILED, **c) for c in TOPK_SPLITS]
             differ = [str(i) for i, cfg in enumerate(configs) if not torch.equal(run(cfg), want)]
             if differ:
                 return "DIFFERS from the torch twin (configurations " + ", ".join(differ) + ")"
-            return (
-                "ok (default, one-program, sampled, fused, lean and every split configuration equal to the torch twin)"
-            )
+            return "ok (default, one-program, sampled, fused and every split configuration equal to the torch twin)"
 
         variants: dict[str, Callable[[], object]] = {}
         if sweep:
@@ -137,10 +133,7 @@ def topk_case(
             if tk.uses_resident(tk.COMPILED, rows, width):
                 for keys in (16, 128):
                     variants[f"resident_keys{keys}"] = functools.partial(run, tk.TopKConfig(resident_keys=keys))
-        notes = [
-            "torch_topk_plain: scores.topk(k, sorted=False) alone, no mask, sort or fill",
-            "triton_lean: the default's kernels (the split-row path fused) launched through fast.launch.Lean",
-        ]
+        notes = ["torch_topk_plain: scores.topk(k, sorted=False) alone, no mask, sort or fill"]
         if split_lanes:
             notes.append(
                 f"triton: split-row path, {split_lanes}-lane splits; triton_one_program: one program a row; "

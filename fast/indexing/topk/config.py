@@ -27,9 +27,7 @@ class TopKConfig:
     per chunk within it (``split_block``) and its warps; taken for at most ``split_max_rows`` rows of at least
     ``split_min_width`` lanes; splits are halved (not below ``split_block``) until the grid has at least
     ``split_min_programs`` programs. ``split_fused``: the split-row path's threshold, count and compaction in one
-    launch (``split.py``) instead of three; off by default until the H200 benchmark times it against the three.
-    ``lean_launch``: launch the compiled kernels through :class:`fast.launch.Lean` (Triton's per-call argument
-    binding done once per specialization); off by default until a GPU run has checked and timed it."""
+    launch (``split.py``) instead of three; off by default until the H200 benchmark times it against the three."""
 
     block: int = 4096
     num_warps: int = 16
@@ -48,7 +46,6 @@ class TopKConfig:
     resident: int = REGISTER_KEYS
     resident_keys: int = 32
     split_fused: bool = False
-    lean_launch: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block", "sample", "direct", "split_block"):

@@ -22,7 +22,6 @@ import triton.language as tl
 
 from fast.indexing.topk.config import Operands, TopKConfig, pow2
 from fast.indexing.topk.select import _drop, _emit, _finish, _kth_registers, _order_keys
-from fast.launch import launcher
 
 
 @triton.jit
@@ -94,7 +93,7 @@ def launch_resident(ops: Operands, cfg: TopKConfig, kpad: int) -> torch.Tensor:
     """Launch :func:`_topk_resident_kernel`, one program per row, into ``ops.out`` (rows of at most
     ``cfg.resident`` lanes)."""
     wpad = max(16, pow2(ops.scores.shape[1]))
-    launcher(_topk_resident_kernel, cfg.lean_launch)[(ops.scores.shape[0],)](
+    _topk_resident_kernel[(ops.scores.shape[0],)](
         *ops.pointers(), *ops.rank_scratch(kpad), *ops.sizes(), **ops.flags(), WPAD=wpad, KPAD=kpad,
         BLOCK=max(16, min(cfg.block, pow2(ops.out.shape[1]))), num_warps=resident_warps(wpad, cfg.resident_keys),
     )  # fmt: skip

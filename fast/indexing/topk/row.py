@@ -10,7 +10,6 @@ import triton.language as tl
 
 from fast.indexing.topk.config import Operands, TopKConfig
 from fast.indexing.topk.select import _compact_span, _drop, _emit, _finish, _keys, _kth_key, _sample_threshold
-from fast.launch import launcher
 
 
 @triton.jit
@@ -141,7 +140,7 @@ def launch_rows(
     splits, nsplit, thresh, counts = split if split is not None else (0, 1, ops.stand_in, ops.stand_in)
     buf_key, buf_idx = buffers
     rank_key, rank_val = ops.rank_scratch(kpad)
-    launcher(_topk_kernel, cfg.lean_launch)[(rows,)](
+    _topk_kernel[(rows,)](
         *ops.pointers(), buf_key, buf_idx, rank_key, rank_val, thresh, counts, *ops.sizes(), splits, **ops.flags(),
         BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, CAP=buf_key.shape[1],
         KPAD=kpad, PRESPLIT=split is not None, NSPLIT=nsplit, num_warps=cfg.num_warps,

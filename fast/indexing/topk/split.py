@@ -27,7 +27,6 @@ import triton.language as tl
 
 from fast.indexing.topk.config import Operands, TopKConfig, pow2
 from fast.indexing.topk.select import _compact_span, _sample_threshold
-from fast.launch import launcher
 
 
 @triton.jit
@@ -236,19 +235,19 @@ def launch_split(
     restrict = ops.keep is not None
     if cfg.split_fused:
         sync = torch.zeros(sync_words(rows, nsplit), dtype=torch.int64, device=device)
-        launcher(_split_fused_kernel, cfg.lean_launch)[(splits * rows,)](
+        _split_fused_kernel[(splits * rows,)](
             scores, lengths, keep, thresh, counts, sync, buf_key, buf_idx, width, k, block_size, keep_stride, splits,
             rows, HAS_KEEP=restrict, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct,
             CAP=buf_key.shape[1], SPLIT=split_lanes, SPLIT_BLOCK=min(cfg.split_block, split_lanes), NSPLIT=nsplit,
             num_warps=cfg.split_warps,
         )  # fmt: skip
         return splits, nsplit, thresh, counts
-    launcher(_split_threshold_kernel, cfg.lean_launch)[(rows,)](
+    _split_threshold_kernel[(rows,)](
         scores, lengths, keep, thresh, width, k, block_size, keep_stride, HAS_KEEP=restrict, BLOCK=cfg.block,
         SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, num_warps=cfg.num_warps,
     )  # fmt: skip
     for store in (False, True):
-        launcher(_split_pass_kernel, cfg.lean_launch)[(splits, rows)](
+        _split_pass_kernel[(splits, rows)](
             scores, lengths, keep, thresh, counts, buf_key, buf_idx, width, k, block_size, keep_stride, splits,
             HAS_KEEP=restrict, DIRECT=cfg.direct, CAP=buf_key.shape[1], SPLIT=split_lanes,
             BLOCK=min(cfg.split_block, split_lanes), NSPLIT=nsplit, STORE=store, num_warps=cfg.split_warps,
