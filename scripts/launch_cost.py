@@ -6,8 +6,9 @@ k 2048, in both of its forms.
 
 Triton's driver is replaced by a stand-in that names device 0, stream 0 and an sm_90 target, and its compile
 step by one that caches a stand-in kernel whose launcher does nothing: what is timed is the Python each
-launch runs before the driver call, which a GPU adds to, not replaces. The calls' arguments are those ``fast.indexing.topk.topk`` passes (CPU tensors stand in for CUDA
-ones: Triton specializes on their dtype and alignment alone).
+launch runs before the driver call, which a GPU adds to, not replaces. The calls' arguments are those
+``fast.indexing.topk.topk`` passes (CPU tensors stand in for CUDA ones: Triton specializes on their dtype and
+alignment alone).
 """
 
 from __future__ import annotations
