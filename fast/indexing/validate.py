@@ -46,26 +46,32 @@ def tensor(
     if x.dtype not in dtypes:
         names = " or ".join(str(d) for d in dtypes)
         raise TypeError(f"{argument}: must have dtype {names}, got {x.dtype}")
-    require(x.dim() == dims, argument, f"must be {dims}-D, got {x.dim()}-D with shape {list(x.shape)}")
+    # each message is formatted only on failure: these checks run on every call of every indexing operation
+    if x.dim() != dims:
+        raise fail(argument, f"must be {dims}-D, got {x.dim()}-D with shape {list(x.shape)}")
     require(x.is_contiguous(), argument, "must be contiguous")
-    require(device is None or x.device == device, argument, f"must be on {device} like the first input, got {x.device}")
+    if device is not None and x.device != device:
+        raise fail(argument, f"must be on {device} like the first input, got {x.device}")
     return x
 
 
 def shape(x: torch.Tensor, expected: tuple[int, ...], argument: str, what: str) -> None:
-    require(tuple(x.shape) == expected, argument, f"must have shape {list(expected)} ({what}), got {list(x.shape)}")
+    if tuple(x.shape) != expected:
+        raise fail(argument, f"must have shape {list(expected)} ({what}), got {list(x.shape)}")
 
 
 def int_arg(value: object, argument: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{argument}: must be an int, got {type(value).__name__}")
-    require(value >= minimum, argument, f"must be >= {minimum}, got {value}")
+    if value < minimum:
+        raise fail(argument, f"must be >= {minimum}, got {value}")
     return value
 
 
 def backend_for(backend: str, device: torch.device) -> str:
     """``backend`` checked against the device: Triton needs CUDA tensors unless it runs interpreted."""
-    require(backend in BACKENDS, "backend", f"must be one of {BACKENDS}, got {backend!r}")
+    if backend not in BACKENDS:
+        raise fail("backend", f"must be one of {BACKENDS}, got {backend!r}")
     if backend == "triton" and device.type != "cuda" and not interpreted():
         raise fail("backend", f"triton needs CUDA tensors (or TRITON_INTERPRET=1), got tensors on {device}")
     return backend
@@ -172,7 +178,8 @@ def check_topk(
     if translate:
         require(offsets is None, "offsets", "must be None when rows are translated to slots (no gathered offset)")
         table = tensor(block_table, "block_table", INDEX_DTYPES, 2, s.device)
-        require(table.shape[0] == m, "block_table", f"must have one row per score row ({m}), got {table.shape[0]}")
+        if table.shape[0] != m:
+            raise fail("block_table", f"must have one row per score row ({m}), got {table.shape[0]}")
         per_block = int_arg(rows_per_block, "rows_per_block", 1)
     elif offsets is not None:
         off = tensor(offsets, "offsets", INDEX_DTYPES, 1, s.device)
@@ -180,7 +187,8 @@ def check_topk(
     restrict = candidate_blocks is not None
     if restrict:
         cand = tensor(candidate_blocks, "candidate_blocks", INDEX_DTYPES, 2, s.device)
-        require(cand.shape[0] == m, "candidate_blocks", f"must have one row per score row ({m}), got {cand.shape[0]}")
+        if cand.shape[0] != m:
+            raise fail("candidate_blocks", f"must have one row per score row ({m}), got {cand.shape[0]}")
         int_arg(block_size, "block_size", 1)
     if validate and m:
         lengths_in_range(lens, n)
@@ -201,7 +209,8 @@ def check_topk(
         if restrict and cand.numel():
             require(int(cand.min()) >= -1, "candidate_blocks", "must hold block ids >= 0 or -1 (padding)")
     if not translate and offsets is None and empty >= 0:
-        require(empty >= n, "fill", f"must be negative or >= the row width {n} so no row reads as it, got {empty}")
+        if empty < n:
+            raise fail("fill", f"must be negative or >= the row width {n} so no row reads as it, got {empty}")
     return TopKArgs(
         scores=s,
         lengths=lens,

@@ -3,6 +3,7 @@ operands every top-k kernel takes."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,7 +159,7 @@ class Operands:
     drop_neg_inf: bool = False
     drop_nan: bool = False
 
-    @property
+    @functools.cached_property
     def stand_in(self) -> torch.Tensor:
         """A 1-element i32 tensor on the scores' device, passed in place of each absent tensor (never read)."""
         return stand_in(self.scores.device)
@@ -176,8 +177,9 @@ class Operands:
 
     def pointers(self) -> tuple[torch.Tensor, ...]:
         """scores, lengths, offsets, keep map, block table, out: the stand-in for each one absent."""
-        optional = (self.offsets, self.keep, self.block_table)
-        return (self.scores, self.lengths, *(self.stand_in if x is None else x for x in optional), self.out)
+        absent = self.stand_in
+        offsets, keep, table = (absent if x is None else x for x in (self.offsets, self.keep, self.block_table))
+        return (self.scores, self.lengths, offsets, keep, table, self.out)
 
     def sizes(self) -> tuple[int, ...]:
         """width, k, lanes, fill, block_size, keep-map row stride, block-table width, rows per block."""
