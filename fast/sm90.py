@@ -13,6 +13,7 @@ import pathlib
 import re
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,3 +99,35 @@ def compile_for_sm90(
         mma=len(re.findall(r"\bmma\.sync", ptx)),
         ptx=ptx,
     )
+
+
+def lower_cases(
+    cases: Sequence[tuple[str, Any, dict[str, str], dict[str, Any], int, int | None]],
+    *,
+    only: str = "",
+    divisible: frozenset[str] = frozenset(),
+    max_stack: int = 0,
+    ptx_dir: pathlib.Path | None = None,
+) -> bool:
+    """Lower each case ``(name, kernel, argument types, constexprs, warps, stages)`` whose name contains ``only``
+    and print a line of its resources; with ``ptx_dir``, write its PTX there. True when every case compiled
+    and none spilled more than ``max_stack`` bytes (or its stack could not be read)."""
+    ok = True
+    for name, fn, sig, constexprs, warps, stages in cases:
+        if only not in name:
+            continue
+        try:
+            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, num_stages=stages, divisible=divisible)
+        except Exception as err:
+            print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
+            ok = False
+            continue
+        if ptx_dir is not None:
+            ptx_dir.mkdir(parents=True, exist_ok=True)
+            (ptx_dir / (re.sub(r"\W+", "_", name) + ".ptx")).write_text(r.ptx)
+        spills = r.stack is None or r.spills(max_stack)
+        ok &= not spills
+        print(f"{name} (w{warps}): regs {r.registers}, stack {r.stack} B{' (SPILLS)' if spills else ''}, "
+              f"smem {r.shared} B, loads {r.loads} ({r.loads_16b} x16B), stores {r.stores} ({r.stores_16b} x16B), "
+              f"wgmma {r.wgmma}, mma {r.mma}", flush=True)  # fmt: skip
+    return ok

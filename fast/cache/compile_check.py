@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import re
 import sys
 from typing import Any
 
-from fast.sm90 import compile_for_sm90
+from fast.sm90 import compile_for_sm90, lower_cases
 
 MAX_STACK_BYTES = 64
 # integer arguments that are multiples of 16 in the benchmarked launches (Triton specializes on that)
@@ -215,26 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.defaults:
         return 0 if check_default_configs() else 1
-    failed = False
-    for case in _quantize_cases() + _attention_cases():
-        name, fn, sig, constexprs, warps, stages = case
-        if args.only not in name:
-            continue
-        try:
-            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, num_stages=stages, divisible=DIVISIBLE)
-        except Exception as err:
-            print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
-            failed = True
-            continue
-        if args.ptx:
-            args.ptx.mkdir(parents=True, exist_ok=True)
-            (args.ptx / (re.sub(r"\W+", "_", name) + ".ptx")).write_text(r.ptx)
-        spills = r.spills(MAX_STACK_BYTES)
-        failed |= spills
-        print(f"{name}: regs {r.registers}, stack {r.stack} B{' (SPILLS)' if spills else ''}, "
-              f"smem {r.shared} B, loads {r.loads} ({r.loads_16b} x16B), stores {r.stores} "
-              f"({r.stores_16b} x16B), wgmma {r.wgmma}, mma {r.mma}", flush=True)  # fmt: skip
-    return 1 if failed else 0
+    ok = lower_cases(_quantize_cases() + _attention_cases(), only=args.only, divisible=DIVISIBLE,
+                     max_stack=MAX_STACK_BYTES, ptx_dir=args.ptx)  # fmt: skip
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Any
 
-from fast.sm90 import compile_for_sm90
+from fast.sm90 import lower_cases
 
 MAX_STACK_BYTES = 0
 # integer arguments that are multiples of 16 in the benchmarked launches (Triton specializes on that)
@@ -146,21 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
         return 2
-    failed = False
-    for name, fn, sig, constexprs, warps, stages in [(*c, None) for c in cases()] + logits_cases():
-        if args.only not in name:
-            continue
-        try:
-            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, num_stages=stages, divisible=DIVISIBLE)
-        except Exception as err:
-            print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
-            failed = True
-            continue
-        spills = r.stack is None or r.spills(MAX_STACK_BYTES)
-        failed |= spills
-        print(f"{name} (w{warps}): regs {r.registers}, stack {r.stack} B{' (SPILLS)' if spills else ''}, "
-              f"smem {r.shared} B, loads {r.loads} ({r.loads_16b} x16B)", flush=True)  # fmt: skip
-    return 1 if failed else 0
+    all_cases = [(*c, None) for c in cases()] + logits_cases()
+    return 0 if lower_cases(all_cases, only=args.only, divisible=DIVISIBLE, max_stack=MAX_STACK_BYTES) else 1
 
 
 if __name__ == "__main__":
