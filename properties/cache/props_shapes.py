@@ -218,6 +218,21 @@ def _within(
         raise Mismatch(what, lanes, detail=f"{int(bad.sum())} lane(s) beyond twice the float32 baselines' error")
 
 
+def _lanes_and_sink(
+    g: torch.Generator, m: int, lanes: int, n: int, heads: int, invalid: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The drawn lanes (i32[m, lanes]: rows of an ``n``-row cache, an eighth -1, and with ``invalid`` of
+    ``out_of_range`` a quarter past either end) and the sink (f32[heads], an eighth -inf)."""
+    indices = torch.randint(n, (m, lanes), generator=g)
+    kind = torch.randint(8, (m, lanes), generator=g)
+    indices = torch.where(kind == 0, -1, indices)
+    if invalid == "out_of_range":
+        indices = torch.where(kind == 1, n + choice(g, 3), torch.where(kind == 2, -2 - choice(g, 5), indices))
+    sink = torch.randint(-8, 9, (heads,), generator=g).float() / 4
+    sink = torch.where(torch.randint(8, (heads,), generator=g) == 0, float("-inf"), sink)
+    return indices.to(torch.int32), sink
+
+
 def check_attention(impl: Implementation, case: Example) -> None:
     convention = impl.convention or ""
     invalid, _ = attention_convention(convention)
@@ -227,14 +242,7 @@ def check_attention(impl: Implementation, case: Example) -> None:
     dtype = (torch.float32, torch.bfloat16)[choice(g, 2)]
     q = (torch.randint(-8, 9, (m, heads, dim), generator=g).float() / 8).to(dtype)
     kv = (torch.randint(-8, 9, (n, dim), generator=g).float() / 8).to(dtype)
-    indices = torch.randint(n, (m, lanes), generator=g)
-    kind = torch.randint(8, (m, lanes), generator=g)
-    indices = torch.where(kind == 0, -1, indices)
-    if invalid == "out_of_range":
-        indices = torch.where(kind == 1, n + choice(g, 3), torch.where(kind == 2, -2 - choice(g, 5), indices))
-    indices = indices.to(torch.int32)
-    sink = torch.randint(-8, 9, (heads,), generator=g).float() / 4
-    sink = torch.where(torch.randint(8, (heads,), generator=g) == 0, float("-inf"), sink)
+    indices, sink = _lanes_and_sink(g, m, lanes, n, heads, invalid)
     dv = dim if choice(g, 2) else (dim + 1) // 2
     scale = float(torch.tensor(dim**-0.5, dtype=torch.float32))
     tensors = {"q": q, "kv": kv, "indices": indices, "sink": sink}
@@ -310,14 +318,7 @@ def check_bf16(impl: Implementation, case: Example) -> None:
     q.scatter_(1, positions, torch.randint(-4, 5, positions.shape, generator=g).float() / 4)
     q = q.reshape(m, heads, BF16_DIMS).to(torch.bfloat16)
     kv = (torch.randint(-8, 9, (n, BF16_DIMS), generator=g).float() / 4).to(torch.bfloat16)
-    indices = torch.randint(n, (m, lanes), generator=g)
-    kind = torch.randint(8, (m, lanes), generator=g)
-    indices = torch.where(kind == 0, -1, indices)
-    if invalid == "out_of_range":
-        indices = torch.where(kind == 1, n + choice(g, 3), torch.where(kind == 2, -2 - choice(g, 5), indices))
-    indices = indices.to(torch.int32)
-    sink = torch.randint(-8, 9, (heads,), generator=g).float() / 4
-    sink = torch.where(torch.randint(8, (heads,), generator=g) == 0, float("-inf"), sink)
+    indices, sink = _lanes_and_sink(g, m, lanes, n, heads, invalid)
     scale = BF16_SCALES[choice(g, len(BF16_SCALES))]
     tensors = {"q": q, "kv": kv, "indices": indices, "sink": sink}
     raw = run_with_views(impl, tensors, case["layouts"], scale=scale, dv=BF16_DIMS)
