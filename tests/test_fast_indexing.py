@@ -1068,6 +1068,36 @@ def test_cuda_topk_resident_rows_match_twin(width: int) -> None:
         assert torch.equal(tk.topk(scores, lengths, k=2048, **kwargs), want), kwargs
 
 
+def test_fused_split_kernel_lowers_with_its_waits() -> None:
+    """The fused split form lowered for sm_90 at its default tile (Triton ships ptxas): no spill, one thread's
+    atomic for the ticket and for each published word, and waits that load their word again on every turn (a
+    volatile load inside a loop; a load hoisted out of the loop would spin forever on a GPU). The interpreter runs
+    programs one after another, so only the lowering shows what the waits become."""
+    import os
+    import pathlib
+    import re
+    import subprocess
+    import sys
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    with tempfile.TemporaryDirectory() as folder:
+        run = subprocess.run([sys.executable, "-m", "fast.indexing.compile_check", "--only",
+                              "split8192 block1024 w4 fused", "--ptx", folder], capture_output=True, text=True,
+                             env=env, timeout=600)  # fmt: skip
+        assert run.returncode == 0, run.stdout + run.stderr
+        ptx = {p.name: p.read_text() for p in pathlib.Path(folder).glob("*.ptx")}
+    assert len(ptx) == 2, run.stdout  # without and with a keep map
+    for name, text in ptx.items():
+        assert re.search(r"atom\.global\S*\.add\.u64", text), name  # the ticket
+        assert len(re.findall(r"atom\.global\S*\.exch\.b64", text)) >= 2, name  # the threshold and a count
+        waits = 0
+        for loop in re.finditer(r"^(\$L__BB\d+_\d+):.*?\n(.*?)bra(?:\.uni)?\s+\1;", text, re.S | re.M):
+            waits += "ld.volatile.global" in loop.group(2)
+        assert waits >= 2, name  # the leader's threshold and the earlier splits' counts
+
+
 @pytest.mark.skipif(not CUDA, reason="compiled kernels need a CUDA device")
 def test_cuda_topk_split_rows_match_one_program() -> None:
     """Compiled split-row path on long rows (a width no split size divides): random rows, heavy ties, ascending

@@ -1,6 +1,6 @@
 """Lower the top-k and FP8 index-logits kernels to sm_90 (H100 / H200) code on any machine, without a GPU.
 
-    python -m fast.indexing.compile_check [--only NAME]        (TRITON_INTERPRET must be unset)
+    python -m fast.indexing.compile_check [--only NAME] [--ptx DIR]   (TRITON_INTERPRET must be unset)
 
 The interpreter runs what a kernel computes but compiles nothing: constructs the compiler refuses, register
 spills and scalar instead of 16-byte vector loads only show when lowering. For each top-k kernel in the
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import sys
 from typing import Any
 
@@ -142,12 +143,14 @@ def logits_cases(heads: int = 64, dim: int = 128) -> list[tuple[str, Any, dict[s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fast.indexing.compile_check", description=__doc__.split("\n")[0])
     parser.add_argument("--only", default="", help="compile only cases whose name contains this")
+    parser.add_argument("--ptx", type=pathlib.Path, help="write each kernel's PTX into this folder")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("compile_check: unset TRITON_INTERPRET (the interpreter does not compile)", file=sys.stderr)
         return 2
     all_cases = [(*c, None) for c in cases()] + logits_cases()
-    return 0 if lower_cases(all_cases, only=args.only, divisible=DIVISIBLE, max_stack=MAX_STACK_BYTES) else 1
+    ok = lower_cases(all_cases, only=args.only, divisible=DIVISIBLE, max_stack=MAX_STACK_BYTES, ptx_dir=args.ptx)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
