@@ -113,7 +113,9 @@ def topk_case(
         def check() -> str:
             want = naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
             configs = [tk.COMPILED, one_program, sampled, fused]
-            configs += [dataclasses.replace(tk.COMPILED, **c) for c in TOPK_SPLITS]
+            configs += [
+                dataclasses.replace(tk.COMPILED, **c, split_fused=f) for c in TOPK_SPLITS for f in (False, True)
+            ]
             differ = [str(i) for i, cfg in enumerate(configs) if not torch.equal(run(cfg), want)]
             if differ:
                 return "DIFFERS from the torch twin (configurations " + ", ".join(differ) + ")"
@@ -129,6 +131,7 @@ def topk_case(
                 cfg = dataclasses.replace(tk.COMPILED, **c)
                 name = f"split{c['split_lanes']}_block{c['split_block']}_w{c['split_warps']}"
                 variants[name] = functools.partial(run, cfg)
+                variants[name + "_fused"] = functools.partial(run, dataclasses.replace(cfg, split_fused=True))
             variants["oversample4"] = lambda: run(tk.TopKConfig(oversample=4))
             if tk.uses_resident(tk.COMPILED, rows, width):
                 for keys in (16, 128):
