@@ -79,7 +79,7 @@ def test_broken_topk_is_caught_with_a_standalone_reproducer(tmp_path: pathlib.Pa
     assert '"result": "bug"' in report.read_text()
 
 
-@pytest.mark.parametrize("entry", ["topk_v41", "topk_v41_split_fused"])
+@pytest.mark.parametrize("entry", ["topk_v41", "topk_v41_split_one_launch", "topk_v41_split_two_launches"])
 def test_the_projects_topk_passes(tmp_path: pathlib.Path, entry: str) -> None:
     """Compiled on a CUDA machine (this project's Triton kernels need triton >= 3.8 to run interpreted)."""
     compiled = os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()

@@ -94,10 +94,11 @@ def topk_case(
         impls: dict[str, Callable[[], object]] = {"triton": run, "triton+checks": checked}
         one_program = dataclasses.replace(tk.COMPILED, split_lanes=0)
         split_lanes = tk.split_lanes_for(tk.COMPILED, rows, width)
-        fused = dataclasses.replace(tk.COMPILED, split_fused=True)
+        fused = {n: dataclasses.replace(tk.COMPILED, split_launches=n) for n in (1, 2)}
         if split_lanes:  # the default takes the split-row path: time the one-program path and the fused form beside it
             impls["triton_one_program"] = functools.partial(run, one_program)
-            impls["triton_split_fused"] = functools.partial(run, fused)
+            for n, cfg in fused.items():
+                impls[f"triton_split{n}"] = functools.partial(run, cfg)
         sampled = dataclasses.replace(tk.COMPILED, resident=0)
         if tk.uses_resident(tk.COMPILED, rows, width):  # the register-resident path: time the sampled one beside it
             impls["triton_sampled"] = functools.partial(run, sampled)
@@ -112,10 +113,8 @@ def topk_case(
 
         def check() -> str:
             want = naive.topk(scores, lengths, k=k, convention=convention, offsets=offsets)
-            configs = [tk.COMPILED, one_program, sampled, fused]
-            configs += [
-                dataclasses.replace(tk.COMPILED, **c, split_fused=f) for c in TOPK_SPLITS for f in (False, True)
-            ]
+            configs = [tk.COMPILED, one_program, sampled, *fused.values()]
+            configs += [dataclasses.replace(tk.COMPILED, **c, split_launches=n) for c in TOPK_SPLITS for n in (3, 2, 1)]
             differ = [str(i) for i, cfg in enumerate(configs) if not torch.equal(run(cfg), want)]
             if differ:
                 return "DIFFERS from the torch twin (configurations " + ", ".join(differ) + ")"
@@ -131,7 +130,8 @@ def topk_case(
                 cfg = dataclasses.replace(tk.COMPILED, **c)
                 name = f"split{c['split_lanes']}_block{c['split_block']}_w{c['split_warps']}"
                 variants[name] = functools.partial(run, cfg)
-                variants[name + "_fused"] = functools.partial(run, dataclasses.replace(cfg, split_fused=True))
+                for n in (1, 2):
+                    variants[f"{name}_launches{n}"] = functools.partial(run, dataclasses.replace(cfg, split_launches=n))
             variants["oversample4"] = lambda: run(tk.TopKConfig(oversample=4))
             if tk.uses_resident(tk.COMPILED, rows, width):
                 for keys in (16, 128):
@@ -140,12 +140,13 @@ def topk_case(
         if split_lanes:
             notes.append(
                 f"triton: split-row path, {split_lanes}-lane splits; triton_one_program: one program a row; "
-                "triton_split_fused: the split-row path's three kernels in one launch"
+                "triton_split2 / triton_split1: the split-row path's threshold, count and compaction in two / one "
+                "launches"
             )
         # launch-bound at these sizes: timed as graph replays too
         graphs: tuple[str, ...] = ("triton", "torch_topk_plain")
         if split_lanes:
-            graphs += ("triton_split_fused",)
+            graphs += ("triton_split1", "triton_split2")
         return Built(impls, topk_bytes(lengths, k, 4), 0, check=check, sweep=variants, notes=notes, graphs=graphs)
 
     name = f"indexing/topk_{topk_shape(rows, width, k, convention, distribution)}"

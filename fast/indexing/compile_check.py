@@ -80,10 +80,12 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
         fused = dict(HAS_KEEP=False, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample,
                      DIRECT=cfg.direct, CAP=cap, SPLIT=split_lanes, SPLIT_BLOCK=min(block, split_lanes),
                      NSPLIT=pow2(splits))  # fmt: skip
-        out += [
-            (f"{label} fused", _split_fused_kernel, FUSED_ARGS, fused, warps),
-            (f"{label} fused keep map", _split_fused_kernel, FUSED_ARGS, fused | dict(HAS_KEEP=True), warps),
-        ]
+        for leaders, what in ((True, "fused, one launch"), (False, "fused count and compaction")):
+            one = fused | dict(LEADERS=leaders)
+            out += [
+                (f"{label} {what}", _split_fused_kernel, FUSED_ARGS, one, warps),
+                (f"{label} {what}, keep map", _split_fused_kernel, FUSED_ARGS, one | dict(HAS_KEEP=True), warps),
+            ]
     out += [
         ("split select+collect slots, rank order", _topk_kernel, MAIN_ARGS | dict(out_ptr="*i64"),
          main | dict(PRESPLIT=True, NSPLIT=32, TRANSLATE=True, RANK=True), cfg.num_warps),

@@ -20,11 +20,25 @@ def topk_v41(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor,
 topk_v41.csa_convention = "v4.1"  # type: ignore[attr-defined]
 
 
-def topk_v41_split_fused(scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int) -> torch.Tensor:
-    """:func:`topk_v41` with the split-row path in its fused form (``TopKConfig.split_fused``): one launch for the
-    threshold, counts and compaction of few long rows."""
-    config = dataclasses.replace(_topk.default_config(), split_fused=True)
-    return _topk.topk(scores, lengths, k=k, convention="v4.1", offsets=offsets, config=config)
+def _split_launches(launches: int) -> _topk.TopKConfig:
+    return dataclasses.replace(_topk.default_config(), split_launches=launches)
 
 
-topk_v41_split_fused.csa_convention = "v4.1"  # type: ignore[attr-defined]
+def topk_v41_split_one_launch(
+    scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int
+) -> torch.Tensor:
+    """:func:`topk_v41` with the split-row path's threshold, counts and compaction in one launch
+    (``TopKConfig.split_launches`` 1)."""
+    return _topk.topk(scores, lengths, k=k, convention="v4.1", offsets=offsets, config=_split_launches(1))
+
+
+def topk_v41_split_two_launches(
+    scores: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, *, k: int
+) -> torch.Tensor:
+    """:func:`topk_v41` with the split-row path's threshold in one launch, its counts and compaction in another
+    (``TopKConfig.split_launches`` 2)."""
+    return _topk.topk(scores, lengths, k=k, convention="v4.1", offsets=offsets, config=_split_launches(2))
+
+
+topk_v41_split_one_launch.csa_convention = "v4.1"  # type: ignore[attr-defined]
+topk_v41_split_two_launches.csa_convention = "v4.1"  # type: ignore[attr-defined]

@@ -27,8 +27,9 @@ class TopKConfig:
     Split-row path (:func:`split_lanes_for`): lanes per split program (``split_lanes``, 0: never split), lanes
     per chunk within it (``split_block``) and its warps; taken for at most ``split_max_rows`` rows of at least
     ``split_min_width`` lanes; splits are halved (not below ``split_block``) until the grid has at least
-    ``split_min_programs`` programs. ``split_fused``: the split-row path's threshold, count and compaction in one
-    launch (``split.py``) instead of three; off by default until the H200 benchmark times it against the three."""
+    ``split_min_programs`` programs. ``split_launches``: the launches of the split-row path's threshold, count
+    and compaction (``split.py``): 3, 2 (the count and compaction fused) or 1 (all three fused); 3 by default
+    until the H200 benchmark times the fused forms against it."""
 
     block: int = 4096
     num_warps: int = 16
@@ -46,7 +47,7 @@ class TopKConfig:
     split_min_programs: int = 264
     resident: int = REGISTER_KEYS
     resident_keys: int = 32
-    split_fused: bool = False
+    split_launches: int = 3
 
     def __post_init__(self) -> None:
         for name in ("block", "sample", "direct", "split_block"):
@@ -56,6 +57,8 @@ class TopKConfig:
         if not 0 <= self.resident <= REGISTER_KEYS:
             raise ValueError(f"resident: must be in [0, {REGISTER_KEYS}] (a row held in one program's registers), "
                              f"got {self.resident}")  # fmt: skip
+        if self.split_launches not in (1, 2, 3):
+            raise ValueError(f"split_launches: must be 1, 2 or 3, got {self.split_launches}")
         if self.resident_keys < 1 or self.resident_keys & (self.resident_keys - 1):
             raise ValueError(f"resident_keys: must be a power of two (keys a thread), got {self.resident_keys}")
 

@@ -3,16 +3,18 @@
 row) that count and compact each split's survivors, so that :func:`fast.indexing.topk.row._topk_kernel`
 entered with ``PRESPLIT`` selects and collects from the same buffer the one-program pass would leave.
 
-Two forms leave the same threshold, counts and buffer. The default launches three kernels (threshold; count;
-compact). The fused form (``TopKConfig.split_fused``) does the three in one launch, whose programs wait on each
-other: a split's survivors go after the earlier splits' survivors. A wait must only ever be on a program that is
-already running, so each fused program draws a ticket from a counter and takes the item of that ticket, not of
-its program id (CUDA does not promise to start blocks in index order): tickets 0 to M - 1 are the rows' first
-splits, the leaders, which find the threshold; later tickets are the other splits, row by row. A program waits
-only on items of lower tickets (its row's leader, its row's earlier splits), whose programs have started and
-wait on lower tickets still, so the lowest never waits and every wait ends, however many programs are resident.
-Its words (int64 in ``sync``, zeroed by the host before the launch; 0 means not yet written, so a published
-value is its own flag):
+Every form leaves the same threshold, counts and buffer; ``TopKConfig.split_launches`` picks one. With 3 (the
+default), three kernels: threshold; count; compact. With 2, the threshold kernel, then ``_split_fused_kernel``
+counting and compacting in one launch. With 1, ``_split_fused_kernel`` alone, its rows' first programs (the
+leaders) finding the threshold. The fused kernel's programs wait on each other: a split's survivors go after the
+earlier splits' survivors, and the other splits of a row wait for its leader's threshold. A wait must only ever
+be on a program that is already running, so each fused program draws a ticket from a counter and takes the item
+of that ticket, not of its program id (CUDA does not promise to start blocks in index order). With leaders,
+tickets 0 to M - 1 are the rows' first splits and later tickets the other splits, row by row; without, tickets
+go row by row from each row's first split. A program waits only on items of lower tickets (its row's leader, its
+row's earlier splits), whose programs have started and wait on lower tickets still, so the lowest never waits
+and every wait ends, however many programs are resident. Its words (int64 in ``sync``, zeroed by the host
+before the launch; 0 means not yet written, so a published value is its own flag):
 
     sync[0]                          the ticket counter
     sync[1 + row]                    t + 1 (t widened without sign: never 0), written by the row's leader
@@ -159,18 +161,24 @@ def _split_fused_kernel(
     SPLIT: tl.constexpr,
     SPLIT_BLOCK: tl.constexpr,
     NSPLIT: tl.constexpr,
+    LEADERS: tl.constexpr,
 ):
-    """The three kernels above in one launch: one program per (split, row), the item of its ticket (module
-    docstring), for rows on the sampled path. The leader (split 0) finds t as ``_split_threshold_kernel`` does
-    and publishes it; each split counts its keys >= t and > t, publishes the first count, waits for the earlier
-    splits' counts of its row and writes its survivors from their sum, as ``_split_pass_kernel`` does
-    (positions at or past ``CAP`` are not written: ``row._topk_kernel`` then does not read the buffer). Leaves
-    ``thresh`` and ``counts`` as the three kernels do."""
+    """The count and compaction kernels in one launch, and with ``LEADERS`` the threshold kernel too: one program
+    per (split, row), the item of its ticket (module docstring), for rows on the sampled path. With ``LEADERS``
+    the leader (split 0) finds t as ``_split_threshold_kernel`` does and publishes it; without, that kernel ran
+    first and ``thresh`` holds t. Each split counts its keys >= t and > t, publishes the first count, waits for
+    the earlier splits' counts of its row and writes its survivors from their sum, as ``_split_pass_kernel``
+    does (positions at or past ``CAP`` are not written: ``row._topk_kernel`` then does not read the buffer).
+    Leaves ``thresh`` and ``counts`` as the three kernels do."""
     ticket = tl.atomic_add(sync_ptr, 1).to(tl.int32)
-    others = tl.maximum(splits - 1, 1)
-    leader = ticket < rows
-    row = tl.where(leader, ticket, (ticket - rows) // others).to(tl.int64)
-    split = tl.where(leader, 0, 1 + (ticket - rows) % others)
+    if LEADERS:
+        others = tl.maximum(splits - 1, 1)
+        leader = ticket < rows
+        row = tl.where(leader, ticket, (ticket - rows) // others).to(tl.int64)
+        split = tl.where(leader, 0, 1 + (ticket - rows) % others)
+    else:
+        row = (ticket // splits).to(tl.int64)
+        split = ticket % splits
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 0), width)
     want = tl.minimum(n, k)
     row_ptr = scores_ptr + row * width
@@ -179,16 +187,20 @@ def _split_fused_kernel(
     thresh_word = sync_ptr + 1 + row
     at_least_words = sync_ptr + 1 + rows + row * NSPLIT
     if (n > k) & (n > DIRECT):
-        if leader:
-            t = _sample_threshold(
-                row_ptr, keep_row, block_size, buf_key_ptr, buf_idx_ptr, n, want, HAS_KEEP, SAMPLE, OVERSAMPLE, BLOCK
-            )
-            tl.store(thresh_ptr + row, t.to(tl.int32, bitcast=True))
-            word = (t.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF) + 1
-            tl.atomic_xchg(thresh_word, word)
+        if LEADERS:
+            if leader:
+                t = _sample_threshold(
+                    row_ptr, keep_row, block_size, buf_key_ptr, buf_idx_ptr, n, want, HAS_KEEP, SAMPLE, OVERSAMPLE,
+                    BLOCK,
+                )  # fmt: skip
+                tl.store(thresh_ptr + row, t.to(tl.int32, bitcast=True))
+                word = (t.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF) + 1
+                tl.atomic_xchg(thresh_word, word)
+            else:
+                word = _wait_word(thresh_word)
+            t = (word - 1).to(tl.int32).to(tl.uint32, bitcast=True)
         else:
-            word = _wait_word(thresh_word)
-        t = (word - 1).to(tl.int32).to(tl.uint32, bitcast=True)
+            t = tl.load(thresh_ptr + row).to(tl.uint32, bitcast=True)
         start = split * SPLIT
         end = tl.maximum(tl.minimum(start + SPLIT, n), start)
         buf_key = buf_key_ptr + row * CAP
@@ -221,7 +233,7 @@ def sync_words(rows: int, nsplit: int) -> int:
 def launch_split(
     ops: Operands, cfg: TopKConfig, split_lanes: int, buffers: tuple[torch.Tensor, torch.Tensor]
 ) -> tuple[int, int, torch.Tensor, torch.Tensor]:
-    """Run the split-row kernels (threshold, count, compact; one fused launch with ``cfg.split_fused``) over
+    """Run the split-row kernels (threshold, count, compact, in ``cfg.split_launches`` launches) over
     ``split_lanes``-lane splits, filling ``buffers`` (keys, lanes: i32[M, CAP]). Returns ``(splits, NSPLIT,
     thresh i32[M], counts i32[M, 2, NSPLIT])`` for :func:`fast.indexing.topk.row.launch_rows`."""
     rows, device = ops.scores.shape[0], ops.scores.device
@@ -233,19 +245,20 @@ def launch_split(
     thresh = torch.empty(rows, dtype=torch.int32, device=device)
     counts = torch.empty(rows, 2, nsplit, dtype=torch.int32, device=device)
     restrict = ops.keep is not None
-    if cfg.split_fused:
+    if cfg.split_launches > 1:
+        _split_threshold_kernel[(rows,)](
+            scores, lengths, keep, thresh, width, k, block_size, keep_stride, HAS_KEEP=restrict, BLOCK=cfg.block,
+            SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, num_warps=cfg.num_warps,
+        )  # fmt: skip
+    if cfg.split_launches < 3:
         sync = torch.zeros(sync_words(rows, nsplit), dtype=torch.int64, device=device)
         _split_fused_kernel[(splits * rows,)](
             scores, lengths, keep, thresh, counts, sync, buf_key, buf_idx, width, k, block_size, keep_stride, splits,
             rows, HAS_KEEP=restrict, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct,
             CAP=buf_key.shape[1], SPLIT=split_lanes, SPLIT_BLOCK=min(cfg.split_block, split_lanes), NSPLIT=nsplit,
-            num_warps=cfg.split_warps,
+            LEADERS=cfg.split_launches == 1, num_warps=cfg.split_warps,
         )  # fmt: skip
         return splits, nsplit, thresh, counts
-    _split_threshold_kernel[(rows,)](
-        scores, lengths, keep, thresh, width, k, block_size, keep_stride, HAS_KEEP=restrict, BLOCK=cfg.block,
-        SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct, num_warps=cfg.num_warps,
-    )  # fmt: skip
     for store in (False, True):
         _split_pass_kernel[(splits, rows)](
             scores, lengths, keep, thresh, counts, buf_key, buf_idx, width, k, block_size, keep_stride, splits,
