@@ -81,7 +81,7 @@ def cases(k: int = 2048, width: int = 262144) -> list[Case]:
                      DIRECT=cfg.direct, CAP=cap, SPLIT=split_lanes, SPLIT_BLOCK=min(block, split_lanes),
                      NSPLIT=pow2(splits))  # fmt: skip
         for leaders, what in ((True, "fused, one launch"), (False, "fused count and compaction")):
-            one = fused | dict(LEADERS=leaders)
+            one = fused | dict(LEADERS=leaders, INTERPRETED=False)
             out += [
                 (f"{label} {what}", _split_fused_kernel, FUSED_ARGS, one, warps),
                 (f"{label} {what}, keep map", _split_fused_kernel, FUSED_ARGS, one | dict(HAS_KEEP=True), warps),

@@ -19,6 +19,7 @@ before the launch; 0 means not yet written, so a published value is its own flag
     sync[0]                          the ticket counter
     sync[1 + row]                    t + 1 (t widened without sign: never 0), written by the row's leader
     sync[1 + M + row * NSPLIT + s]   count(key >= t) + 1 of split s, written once the split is counted
+    sync[1 + M + M * NSPLIT]         interpreted only: 1 if a wait found its word unwritten (a broken order)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
+from fast.indexing import validate as v
 from fast.indexing.topk.config import Operands, TopKConfig, pow2
 from fast.indexing.topk.select import _compact_span, _sample_threshold
 
@@ -128,11 +130,17 @@ def _split_pass_kernel(
 
 
 @triton.jit
-def _wait_word(ptr):
-    """The int64 at ``ptr`` once another program has made it non-zero."""
+def _wait_word(ptr, fault_ptr, INTERPRETED: tl.constexpr):
+    """The int64 at ``ptr`` once another program has made it non-zero. ``INTERPRETED``: programs run one after
+    another in ticket order, so the word is already written, or ``fault_ptr`` is set (never a wait that hangs)."""
     word = tl.load(ptr, volatile=True)
-    while word == 0:
-        word = tl.load(ptr, volatile=True)
+    if INTERPRETED:
+        if word == 0:
+            tl.store(fault_ptr, 1)
+            word = word + 1
+    else:
+        while word == 0:
+            word = tl.load(ptr, volatile=True)
     return word
 
 
@@ -162,6 +170,7 @@ def _split_fused_kernel(
     SPLIT_BLOCK: tl.constexpr,
     NSPLIT: tl.constexpr,
     LEADERS: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
     """The count and compaction kernels in one launch, and with ``LEADERS`` the threshold kernel too: one program
     per (split, row), the item of its ticket (module docstring), for rows on the sampled path. With ``LEADERS``
@@ -186,6 +195,7 @@ def _split_fused_kernel(
     row_counts = counts_ptr + row * 2 * NSPLIT
     thresh_word = sync_ptr + 1 + row
     at_least_words = sync_ptr + 1 + rows + row * NSPLIT
+    fault = sync_ptr + 1 + rows + rows * NSPLIT
     if (n > k) & (n > DIRECT):
         if LEADERS:
             if leader:
@@ -197,7 +207,7 @@ def _split_fused_kernel(
                 word = (t.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF) + 1
                 tl.atomic_xchg(thresh_word, word)
             else:
-                word = _wait_word(thresh_word)
+                word = _wait_word(thresh_word, fault, INTERPRETED)
             t = (word - 1).to(tl.int32).to(tl.uint32, bitcast=True)
         else:
             t = tl.load(thresh_ptr + row).to(tl.uint32, bitcast=True)
@@ -215,8 +225,12 @@ def _split_fused_kernel(
         s = tl.arange(0, NSPLIT)
         before = s < split
         earlier = tl.load(at_least_words + s, mask=before, other=1, volatile=True)
-        while tl.min(earlier, 0) == 0:
-            earlier = tl.load(at_least_words + s, mask=before, other=1, volatile=True)
+        if INTERPRETED:  # as in _wait_word
+            if tl.min(earlier, 0) == 0:
+                tl.store(fault, 1)
+        else:
+            while tl.min(earlier, 0) == 0:
+                earlier = tl.load(at_least_words + s, mask=before, other=1, volatile=True)
         first = tl.sum(earlier - 1, 0).to(tl.int32)
         if (at_least > 0) & (first < CAP):
             _compact_span(
@@ -227,7 +241,7 @@ def _split_fused_kernel(
 
 def sync_words(rows: int, nsplit: int) -> int:
     """The int64 words of the fused form's ``sync`` for ``rows`` rows of ``nsplit`` splits (module docstring)."""
-    return 1 + rows + rows * nsplit
+    return 1 + rows + rows * nsplit + 1
 
 
 def launch_split(
@@ -245,6 +259,7 @@ def launch_split(
     thresh = torch.empty(rows, dtype=torch.int32, device=device)
     counts = torch.empty(rows, 2, nsplit, dtype=torch.int32, device=device)
     restrict = ops.keep is not None
+    interpreted = v.interpreted()
     if cfg.split_launches > 1:
         _split_threshold_kernel[(rows,)](
             scores, lengths, keep, thresh, width, k, block_size, keep_stride, HAS_KEEP=restrict, BLOCK=cfg.block,
@@ -256,8 +271,10 @@ def launch_split(
             scores, lengths, keep, thresh, counts, sync, buf_key, buf_idx, width, k, block_size, keep_stride, splits,
             rows, HAS_KEEP=restrict, BLOCK=cfg.block, SAMPLE=cfg.sample, OVERSAMPLE=cfg.oversample, DIRECT=cfg.direct,
             CAP=buf_key.shape[1], SPLIT=split_lanes, SPLIT_BLOCK=min(cfg.split_block, split_lanes), NSPLIT=nsplit,
-            LEADERS=cfg.split_launches == 1, num_warps=cfg.split_warps,
+            LEADERS=cfg.split_launches == 1, INTERPRETED=interpreted, num_warps=cfg.split_warps,
         )  # fmt: skip
+        if interpreted and int(sync[-1]):
+            raise RuntimeError("split-row kernel: a wait found its word unwritten (the ticket order is broken)")
         return splits, nsplit, thresh, counts
     for store in (False, True):
         _split_pass_kernel[(splits, rows)](
