@@ -130,18 +130,18 @@ def _split_pass_kernel(
 
 
 @triton.jit
-def _wait_word(ptr, fault_ptr, INTERPRETED: tl.constexpr):
-    """The int64 at ``ptr`` once another program has made it non-zero. ``INTERPRETED``: programs run one after
-    another in ticket order, so the word is already written, or ``fault_ptr`` is set (never a wait that hangs)."""
-    word = tl.load(ptr, volatile=True)
+def _wait_words(ptrs, mask, fault_ptr, INTERPRETED: tl.constexpr):
+    """The int64 words at ``ptrs`` (1 where ``mask`` is off) once other programs have made them all non-zero.
+    ``INTERPRETED``: programs run one after another in ticket order, so the words are already written, or
+    ``fault_ptr`` is set (never a wait that hangs)."""
+    words = tl.load(ptrs, mask=mask, other=1, volatile=True)
     if INTERPRETED:
-        if word == 0:
+        if tl.min(words, 0) == 0:
             tl.store(fault_ptr, 1)
-            word = word + 1
     else:
-        while word == 0:
-            word = tl.load(ptr, volatile=True)
-    return word
+        while tl.min(words, 0) == 0:
+            words = tl.load(ptrs, mask=mask, other=1, volatile=True)
+    return words
 
 
 @triton.jit
@@ -207,7 +207,8 @@ def _split_fused_kernel(
                 word = (t.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF) + 1
                 tl.atomic_xchg(thresh_word, word)
             else:
-                word = _wait_word(thresh_word, fault, INTERPRETED)
+                one = tl.arange(0, 1)
+                word = tl.sum(tl.maximum(_wait_words(thresh_word + one, one == 0, fault, INTERPRETED), 1), 0)
             t = (word - 1).to(tl.int32).to(tl.uint32, bitcast=True)
         else:
             t = tl.load(thresh_ptr + row).to(tl.uint32, bitcast=True)
@@ -223,15 +224,8 @@ def _split_fused_kernel(
         tl.store(row_counts + NSPLIT + split, above_t)
         tl.atomic_xchg(at_least_words + split, at_least.to(tl.int64) + 1)
         s = tl.arange(0, NSPLIT)
-        before = s < split
-        earlier = tl.load(at_least_words + s, mask=before, other=1, volatile=True)
-        if INTERPRETED:  # as in _wait_word
-            if tl.min(earlier, 0) == 0:
-                tl.store(fault, 1)
-        else:
-            while tl.min(earlier, 0) == 0:
-                earlier = tl.load(at_least_words + s, mask=before, other=1, volatile=True)
-        first = tl.sum(earlier - 1, 0).to(tl.int32)
+        earlier = _wait_words(at_least_words + s, s < split, fault, INTERPRETED)
+        first = tl.sum(tl.maximum(earlier, 1) - 1, 0).to(tl.int32)
         if (at_least > 0) & (first < CAP):
             _compact_span(
                 row_ptr, keep_row, block_size, buf_key, buf_idx, start, end, t, first, n * 0, HAS_KEEP, CAP,
