@@ -40,8 +40,9 @@ CASES = {
 
 
 def _tiles() -> list[Any]:
-    """(case, KV format, tile or None for the default): every case in the default tiles, and the partial-tile
-    case (a partial head block, a partial last tile) in every swept tile that serves the format."""
+    """(case, KV format, tile or None for the default): every case in the default tiles, the partial-tile case
+    (a partial head block, a partial last tile) in every swept tile that serves the format, and every case in the
+    tiles whose codes are copied a chunk at a time (their ring runs across tiles)."""
     from fast.cache import attention_ws
 
     out: list[Any] = []
@@ -50,6 +51,9 @@ def _tiles() -> list[Any]:
         out += [pytest.param(case, kv_format, None, id=f"{case}-{kv}") for case in CASES]
         out += [pytest.param(PARTIAL, kv_format, t, id=f"{PARTIAL}-{kv}-{attention_ws.label(t, kv_format is not None)}")
                 for t in attention_ws.sweep_tiles(kv_format)]  # fmt: skip
+        out += [pytest.param(case, kv_format, t, id=f"{case}-{kv}-{attention_ws.label(t, True)}")
+                for t in attention_ws.sweep_tiles(kv_format) if t.code_chunks
+                for case in CASES if case != PARTIAL]  # fmt: skip
     return out
 
 
@@ -148,6 +152,13 @@ def test_other_calls_are_refused() -> None:
         ((64, 2, 0, 56, True, 0, True), None, "is persistent, which the overlapped"),
         ((64, 2, 2, 56, False, 0, True), "v41_fp8_528", "is persistent, which the overlapped"),
         ((32, 2, 4, 56, False, 0, False, True), "v41_fp8_528", "loads indices ahead, which codes copied ahead"),
+        ((64, 2, 0, 96, False, 1, False, False, 7), "v4_584", "reads v41_fp8_528 caches only"),
+        ((64, 2, 0, 96, False, 1, False, False, 2), "v41_fp8_528", r"code_chunks 0 or in \[3, 9\]"),
+        ((64, 2, 0, 96, False, 1, False, False, 10), "v41_fp8_528", r"code_chunks 0 or in \[3, 9\]"),
+        ((32, 2, 4, 96, False, 0, False, False, 5), "v41_fp8_528", r"code_chunks 0 or in \[3, 9\]"),
+        ((64, 2, 0, 96, False, 1, True, False, 7), "v41_fp8_528", "is persistent, which the overlapped"),
+        ((64, 2, 0, 96, False, 1, False, True, 7), "v41_fp8_528", "loads indices ahead, which codes copied ahead"),
+        ((64, 2, 0, 96, False, 1, False, False, 9), "v41_fp8_528", "bytes of shared memory, over"),
     ],
 )
 def test_a_tile_that_breaks_a_rule_is_refused_before_launch(

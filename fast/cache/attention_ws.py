@@ -71,6 +71,9 @@ default partition's arguments and function, then the workers' arguments and func
 every partition, the default function, the workers' functions."""
 _COPY_L = gl.constexpr(gl.BlockedLayout([1, 1, 16], [1, 16, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0]))
 """The FP8 copies' layout of the codes, [lanes, 16 groups, 32]: 16 bytes a thread."""
+_CHUNK_L = gl.constexpr(gl.BlockedLayout([1, 1, 16], [8, 2, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0]))
+"""A 64-column chunk of V4.1 codes, [lanes, 2 groups, 32]: 16 bytes a thread, a thread's codes in one group (one
+scale)."""
 _SCALE_L = gl.constexpr(gl.BlockedLayout([1, 4], [8, 4], [PRODUCER_WARPS, 1], [1, 0]))
 """The FP8 copies' layout of the scales, [lanes, 16]: 4 bytes a thread."""
 ASYNC_LOAD = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
@@ -157,12 +160,61 @@ def _issue_codes(codes, scales, kv_ptr, idx_c, idx_s, N, block_bytes, scale_base
     byte = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, copy_l)))
     at = data_b[:, None, None] + (group * 32)[None, :, None] + byte[None, None, :]
     ASYNC_LOAD(codes, kv_ptr + at, mask=valid[:, None, None])
+    _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE)
+
+
+@gluon.jit
+def _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.constexpr, SCALE_STRIDE: gl.constexpr):
+    """FP8: ``cp.async`` the UE8M0 scales ([lanes, 16]) of the lanes ``idx_s`` (``_SCALE_L``; invalid: zeros)."""
     s_valid = (idx_s >= 0) & (idx_s < N)
     s_row = gl.where(s_valid, idx_s, 0).to(gl.int64)
     s_block = s_row // RPB
     scale_b = s_block * block_bytes + scale_base + (s_row - s_block * RPB) * SCALE_STRIDE
     g = gl.arange(0, 16, gl.SliceLayout(0, _SCALE_L))
     ASYNC_LOAD(scales, kv_ptr + scale_b[:, None] + g[None, :], mask=s_valid[:, None])
+
+
+@gluon.jit
+def _chunk_indices(idx_ptr, m, t, K, BLOCK_N: gl.constexpr):
+    """Tile ``t``'s lane indices (-1 past ``K``) in the chunk copies' layout and in the scale copies'."""
+    lane_c = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, _CHUNK_L)))
+    lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, _SCALE_L))
+    idx_c = gl.load(idx_ptr + m * K + lane_c, mask=lane_c < K, other=-1)
+    idx_s = gl.load(idx_ptr + m * K + lane_s, mask=lane_s < K, other=-1)
+    return idx_c, idx_s
+
+
+@gluon.jit
+def _issue_chunk(slot, kv_ptr, idx_c, c: gl.constexpr, N, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+                 CHUNK: gl.constexpr):  # fmt: skip
+    """FP8 (V4.1): ``cp.async`` the codes of columns ``c * CHUNK`` on ([lanes, 2 groups, 32]) of the lanes ``idx_c``
+    into the ring slot ``slot`` (an invalid lane's zero-filled)."""
+    valid = (idx_c >= 0) & (idx_c < N)
+    row = gl.where(valid, idx_c, 0).to(gl.int64)
+    block = row // RPB
+    data_b = block * block_bytes + (row - block * RPB) * DATA_STRIDE + c * CHUNK
+    group = gl.arange(0, CHUNK // 32, gl.SliceLayout(0, gl.SliceLayout(2, _CHUNK_L)))
+    byte = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, _CHUNK_L)))
+    at = data_b[:, None, None] + (group * 32)[None, :, None] + byte[None, None, :]
+    ASYNC_LOAD(slot, kv_ptr + at, mask=valid[:, None, None])
+
+
+@gluon.jit
+def _convert_chunk(tile, codes, scales, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr):
+    """Columns ``c * CHUNK`` on of ``tile``: the V4.1 codes ``codes`` ([lanes, CHUNK // 32 groups, 32] in shared
+    memory) times their groups' scales (``scales``, [lanes, CHUNK // 32]), as bf16 (powers of two: exact)."""
+    x = codes.load(_CHUNK_L)
+    group_scale = _group_scale(scales.load(gl.SliceLayout(2, _CHUNK_L)))
+    x = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
+    tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(x.to(gl.bfloat16), [BLOCK_N, CHUNK]))
+
+
+@gluon.jit
+def _group_scale(code):
+    """A UE8M0 scale code's value as f32: ``2 ** (code - 127)``, code 0 as ``2 ** -127``, code 255 NaN."""
+    code = code.to(gl.int32)
+    value = gl.where(code == 0, 0x00400000, code << 23).to(gl.float32, bitcast=True)
+    return gl.where(code == 0xFF, float("nan"), value)
 
 
 @gluon.jit
@@ -193,10 +245,7 @@ def _load_chunk(kv_ptr, data_b, scale_b, valid, c: gl.constexpr, CHUNK: gl.const
 def _store_chunk(tile, x, s, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr, QDIMS: gl.constexpr):
     """``_load_chunk``'s columns, scaled to bf16 (powers of two: exact), into ``tile``."""
     if c * CHUNK < QDIMS:
-        code = s.to(gl.int32)
-        group_scale = gl.where(code == 0, 0x00400000, code << 23).to(gl.float32, bitcast=True)
-        group_scale = gl.where(code == 0xFF, float("nan"), group_scale)
-        y = (x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]).to(gl.bfloat16)
+        y = (x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * _group_scale(s)[:, :, None]).to(gl.bfloat16)
     else:
         y = x
     tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(y, [BLOCK_N, CHUNK]))
@@ -291,6 +340,61 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
 
 
 @gluon.jit
+def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base,
+                     RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, BLOCK_N: gl.constexpr,
+                     STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, DIM: gl.constexpr,
+                     PRODUCER_WARPS: gl.constexpr, PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr,
+                     POINTS: gl.constexpr):  # fmt: skip
+    """FP8 (V4.1), codes copied a chunk at a time: a ring of ``CODE_CHUNKS`` slots of one ``CHUNK``-column chunk
+    of a tile's codes, the copies ``CODE_CHUNKS - 2`` chunks ahead of the conversion, across tiles, so that the
+    next tile's codes are in flight while this one converts and waits for its stage, in no register.
+
+    Chunk g (tile ``g // STEPS``, columns ``(g % STEPS) * CHUNK`` on) lands in slot ``g % CODE_CHUNKS``; a tile's
+    scales in scale slot ``tile % 2``, copied with its first chunk. Step g issues chunk ``g + AHEAD``, waits for
+    chunk g's copies, meets the other producer threads at a barrier and converts chunk g. The slot step g fills
+    was last read at step g - 2, before step g - 1's barrier; the scale slot a tile's first chunk fills was last
+    read by the tile two before, whose last step is behind at least one barrier (``AHEAD < STEPS``)."""
+    STEPS: gl.constexpr = DIM // CHUNK
+    AHEAD: gl.constexpr = CODE_CHUNKS - 2
+    n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+    for t in gl.static_range(1, PREFETCH):
+        _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, ROW_BYTES,
+                       POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
+    idx_c, idx_s = _chunk_indices(idx_ptr, m, 0, K, BLOCK_N)
+    _issue_scales(scales.index(0), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE)
+    for j in gl.static_range(AHEAD):  # AHEAD < STEPS: tile 0's first chunks
+        _issue_chunk(codes.index(j), kv_ptr, idx_c, j, N, block_bytes, RPB, DATA_STRIDE, CHUNK)
+        async_copy.commit_group()
+    next_c, next_s = _chunk_indices(idx_ptr, m, 1, K, BLOCK_N)
+    for t in range(n_tiles):
+        if PREFETCH > 0:  # lanes past K ask for nothing
+            _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
+                           SCALE_STRIDE, ROW_BYTES, POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
+        stage = t % STAGES
+        tile = k_smem.index(stage)
+        for c in gl.static_range(STEPS):
+            g = t * STEPS + c
+            if c + AHEAD == STEPS:  # the next tile's first chunk: its lanes, its scales, the lanes after it
+                idx_c = next_c
+                _issue_scales(scales.index((t + 1) % 2), kv_ptr, next_s, N, block_bytes, scale_base, RPB,
+                              SCALE_STRIDE)  # fmt: skip
+                next_c, next_s = _chunk_indices(idx_ptr, m, t + 2, K, BLOCK_N)
+            _issue_chunk(codes.index((g + AHEAD) % CODE_CHUNKS), kv_ptr, idx_c, (c + AHEAD) % STEPS, N, block_bytes,
+                         RPB, DATA_STRIDE, CHUNK)  # fmt: skip
+            async_copy.commit_group()
+            async_copy.wait_group(AHEAD)  # this thread's copies of chunk g have landed
+            BARRIER()  # and every producer thread's
+            if c == 0:
+                mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
+            _convert_chunk(tile, codes.index(g % CODE_CHUNKS), scales.index(t % 2).slice(c * (CHUNK // 32),
+                           CHUNK // 32, dim=1), c, BLOCK_N, CHUNK)  # fmt: skip
+        fence_async_shared()
+        BARRIER()
+        mbarrier.arrive(ready.index(stage), count=1)
+    async_copy.wait_group(0)  # the copies past the last tile (masked: zero fills) land before the program ends
+
+
+@gluon.jit
 def persistent_items(M, H, K, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr):
     """A persistent program's items ``range(first, end, step)`` (item w: row ``w // n_blocks``, head block
     ``w % n_blocks``), and the tiles an item has."""
@@ -303,7 +407,8 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB: gl.constexpr,
               DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
               BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
-              CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+              CODE_STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
+              EMPTY_NAN: gl.constexpr,
               FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
               PERSISTENT: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
@@ -317,10 +422,12 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
             async_copy.mbarrier_arrive(q_ready, increment_count=False)
             _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, row, j * n_tiles, N, K, block_bytes,
                          scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES,
+                         CODE_CHUNKS,
                          CHUNK, FP8_KV, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE, INDEX_AHEAD)  # fmt: skip
     else:
         _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, 0, N, K, block_bytes, scale_base, RPB,
-                     DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, FP8_KV,
+                     DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES, CODE_CHUNKS, CHUNK,
+                     FP8_KV,
                      PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE, INDEX_AHEAD)  # fmt: skip
 
 
@@ -328,7 +435,8 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
 def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base,
                  RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
                  QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
-                 CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
+                 CODE_STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, FP8_KV: gl.constexpr,
+                 PRODUCER_WARPS: gl.constexpr,
                  PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
                  INDEX_AHEAD: gl.constexpr):  # fmt: skip
     """One query row's tiles into the ring, the ``g0``-th tile of the ring's sequence first; ``INDEX_AHEAD``: each
@@ -342,13 +450,15 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
                 mbarrier.arrive(ready.index(stage), count=1)
             else:
                 mbarrier.arrive(ready.index(stage), count=PRODUCER_WARPS * 32)
+    elif FP8_KV and CODE_CHUNKS > 0:
+        _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB,
+                         DATA_STRIDE, SCALE_STRIDE, BLOCK_N, STAGES, CODE_CHUNKS, CHUNK, DIM, PRODUCER_WARPS,
+                         PREFETCH, ROW_BYTES, POINTS)  # fmt: skip
     elif FP8_KV and CODE_STAGES == 0:
         _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                         SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CHUNK, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS,
                         DIM, INDEX_AHEAD)  # fmt: skip
     elif FP8_KV:
-        # [lanes, the chunk's 2 groups, 32 codes]: a thread's 16 codes share one group, hence one scale
-        code_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [8, 2, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
         for t in gl.static_range(CODE_STAGES - 1):  # the codes run CODE_STAGES - 1 tiles ahead of the conversion
             idx_c, idx_s = _tile_indices(idx_ptr, m, t, K, BLOCK_N, PRODUCER_WARPS)
             _issue_codes(codes.index(t), scales.index(t), kv_ptr, idx_c, idx_s, N, block_bytes, scale_base, RPB,
@@ -370,13 +480,8 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
             tile_scales = scales.index(t % CODE_STAGES)
             mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
             for c in gl.static_range(DIM // CHUNK):
-                x = tile_codes.slice(c * (CHUNK // 32), CHUNK // 32, dim=1).load(code_l)
-                scale_code = tile_scales.slice(c * (CHUNK // 32), CHUNK // 32, dim=1).load(gl.SliceLayout(2, code_l))
-                scale_code = scale_code.to(gl.int32)
-                group_scale = gl.where(scale_code == 0, 0x00400000, scale_code << 23).to(gl.float32, bitcast=True)
-                group_scale = gl.where(scale_code == 0xFF, float("nan"), group_scale)
-                x = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
-                tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(x.to(gl.bfloat16), [BLOCK_N, CHUNK]))
+                _convert_chunk(tile, tile_codes.slice(c * (CHUNK // 32), CHUNK // 32, dim=1),
+                               tile_scales.slice(c * (CHUNK // 32), CHUNK // 32, dim=1), c, BLOCK_N, CHUNK)  # fmt: skip
             fence_async_shared()
             BARRIER()  # every thread's stores are in, and its reads of this code stage done before it is refilled
             mbarrier.arrive(ready.index(stage), count=1)
@@ -408,7 +513,8 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB: gl.constexpr,
               DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
               BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
-              CODE_STAGES: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+              CODE_STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
+              EMPTY_NAN: gl.constexpr,
               FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
               PERSISTENT: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
@@ -585,6 +691,7 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                                 SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
                                 BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
                                 DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
+                                CODE_CHUNKS: gl.constexpr,
                                 CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
                                 FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
                                 PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
@@ -605,6 +712,9 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
     ):  # the codes' ring (BF16 rows are copied into k_smem, staged codes loaded into registers)
         codes = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32, 32], plain_3d)
         scales = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32], plain_2d)
+    elif FP8_KV and CODE_CHUNKS > 0:  # a ring of chunks of codes, two tiles' scales
+        codes = gl.allocate_shared_memory(gl.uint8, [CODE_CHUNKS, BLOCK_N, CHUNK // 32, 32], plain_3d)
+        scales = gl.allocate_shared_memory(gl.uint8, [2, BLOCK_N, DIM // 32], plain_2d)
     else:
         codes = gl.allocate_shared_memory(gl.uint8, [1, 1, DIM // 32, 32], plain_3d)
         scales = gl.allocate_shared_memory(gl.uint8, [1, 1, DIM // 32], plain_2d)
@@ -635,12 +745,14 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                 (_consumer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
                              RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES,
-                             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH,
+                             CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP,
+                             PREFETCH,
                              ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD)),
                 (_producer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
                              RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES,
-                             CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP, PREFETCH,
+                             CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP,
+                             PREFETCH,
                              ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD)),
             ],
             [PRODUCER_WARPS],
@@ -650,12 +762,14 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         gl.warp_specialize(
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
-             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
+             PRODUCER_WARPS,
              OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
             _consumer,
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
-             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
+             PRODUCER_WARPS,
              OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
             [_producer],
             [PRODUCER_WARPS],
@@ -665,7 +779,8 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         gl.warp_specialize(
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
-             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
+             PRODUCER_WARPS,
              OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
             _consumer,
             [_producer],
@@ -684,7 +799,9 @@ class Tile:
     tile t's softmax while that p @ v is in flight (FlashAttention-3's intra-warpgroup overlap), holding two stages
     at once. ``prefetch``: the rows of the tile that many ahead asked of L2. ``persistent``: one program an SM walks
     (row, head block) items. ``index_ahead``: the producer loads each tile's lane indices while the tile before is
-    in hand (codes staged in registers or BF16 rows)."""
+    in hand (codes staged in registers or BF16 rows). ``code_chunks``: V4.1 codes copied a 64-column chunk at a
+    time into a ring of that many slots, ``code_chunks - 2`` chunks ahead of the conversion and across tiles
+    (``_produce_chunked``; + ``code_chunks`` x ``block_n`` x 64 B and two tiles' scales)."""
 
     block_n: int
     stages: int
@@ -694,17 +811,22 @@ class Tile:
     prefetch: int = 0
     persistent: bool = False
     index_ahead: bool = False
+    code_chunks: int = 0
 
     def smem_bytes(self, fp8_kv: bool) -> int:
         """The ring's and q's shared memory, in bytes."""
         ring = self.code_stages if fp8_kv and self.code_stages else 1
         lanes = self.block_n if fp8_kv and self.code_stages else 1
-        return BLOCK_H * DIM * 2 + self.stages * self.block_n * DIM * 2 + ring * lanes * (DIM + DIM // 32)
+        codes = ring * lanes * (DIM + DIM // 32)
+        if fp8_kv and self.code_chunks:
+            codes = self.code_chunks * self.block_n * CHUNK + 2 * self.block_n * (DIM // 32)
+        return BLOCK_H * DIM * 2 + self.stages * self.block_n * DIM * 2 + codes
 
 
 def label(tile: Tile, fp8_kv: bool) -> str:
     """A tile's name in the benchmark's report."""
     codes = (f",c{tile.code_stages}" if tile.code_stages else f",r{tile.producer_regs}") if fp8_kv else ""
+    codes = f",k{tile.code_chunks},r{tile.producer_regs}" if fp8_kv and tile.code_chunks else codes
     extra = (",o" if tile.overlap else "") + (f",pf{tile.prefetch}" if tile.prefetch else "")
     extra += (",p" if tile.persistent else "") + (",ia" if tile.index_ahead else "")
     return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}{extra}]"
@@ -731,6 +853,9 @@ SWEEP = {
         *(Tile(64, 2, 0, regs, prefetch=n) for regs in (112, 128) for n in (1, 2)),
         *(Tile(64, 2, 0, regs, prefetch=n, persistent=True) for regs, n in ((112, 0), (128, 0), (128, 1))),
         *(Tile(64, 2, 0, 128, prefetch=n, index_ahead=True) for n in (0, 1)),
+        *(Tile(64, 2, 0, 96, prefetch=n, code_chunks=7) for n in (0, 1, 2)),
+        *(Tile(64, 2, 0, r, prefetch=1, code_chunks=7) for r in (56, 128)),
+        Tile(64, 2, 0, 96, prefetch=1, code_chunks=5),
     ),
 }
 """Tiles the benchmark's sweep times besides the defaults."""
@@ -802,6 +927,7 @@ def _lines(row_bytes: int) -> dict[str, int]:
 def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool, probe: int = 0) -> dict[str, int | bool]:
     """The kernel's tile and partition constexprs."""
     return dict(BLOCK_H=BLOCK_H, BLOCK_N=tile.block_n, DIM=DIM, STAGES=tile.stages, CODE_STAGES=tile.code_stages,
+                CODE_CHUNKS=tile.code_chunks,
                 CHUNK=CHUNK, HAS_SINK=has_sink, EMPTY_NAN=empty_nan, PRODUCER_WARPS=PRODUCER_WARPS,
                 PRODUCER_REGS=tile.producer_regs, OVERLAP=tile.overlap, PREFETCH=tile.prefetch,
                 PERSISTENT=tile.persistent, INDEX_AHEAD=tile.index_ahead, PROBE=probe)  # fmt: skip
@@ -812,13 +938,16 @@ def check_tile(tile: Tile, kv_format: str | None) -> None:
     fp8 = kv_format is not None
     if tile.block_n not in (32, 64) or tile.stages < 1 or tile.code_stages == 1 or tile.code_stages < 0:
         raise ValueError(f"tile: {tile} needs block_n 32 or 64, stages >= 1 and code_stages 0 or >= 2")
-    if fp8 and tile.code_stages and kv_format != "v41_fp8_528":
+    if fp8 and (tile.code_stages or tile.code_chunks) and kv_format != "v41_fp8_528":
         raise ValueError(f"tile: {tile} copies codes ahead, which reads v41_fp8_528 caches only, not {kv_format}")
+    if tile.code_chunks and not (3 <= tile.code_chunks <= 2 + DIM // CHUNK - 1 and tile.code_stages == 0):
+        raise ValueError(f"tile: {tile} needs code_chunks 0 or in [3, {1 + DIM // CHUNK}] (the copies run "
+                         "code_chunks - 2 chunks ahead, fewer than a tile's) and code_stages 0")  # fmt: skip
     if tile.overlap and tile.stages < 2:
         raise ValueError(f"tile: {tile} overlaps two tiles in the consumer, which needs stages >= 2")
-    if tile.index_ahead and fp8 and tile.code_stages:
+    if tile.index_ahead and fp8 and (tile.code_stages or tile.code_chunks):
         raise ValueError(f"tile: {tile} loads indices ahead, which codes copied ahead do already")
-    if tile.persistent and (tile.overlap or (fp8 and tile.code_stages)):
+    if tile.persistent and (tile.overlap or (fp8 and (tile.code_stages or tile.code_chunks))):
         raise ValueError(f"tile: {tile} is persistent, which the overlapped consumer and codes copied ahead are not")
     hint_ok = tile.prefetch == 0 or (tile.prefetch > tile.stages if not fp8 else not tile.code_stages)
     if not 0 <= tile.prefetch <= 4 or not hint_ok:
