@@ -53,7 +53,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from fast import l2
 from fast.cache.checks import AttentionArgs
-from fast.cache.formats import CacheFormat
+from fast.cache.formats import FORMATS, CacheFormat
 
 BLOCK_H = 64
 DIM = 512
@@ -71,11 +71,30 @@ default partition's arguments and function, then the workers' arguments and func
 every partition, the default function, the workers' functions."""
 _COPY_L = gl.constexpr(gl.BlockedLayout([1, 1, 16], [1, 16, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0]))
 """The FP8 copies' layout of the codes, [lanes, 16 groups, 32]: 16 bytes a thread."""
-_CHUNK_L = gl.constexpr(gl.BlockedLayout([1, 1, 16], [8, 2, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0]))
-"""A 64-column chunk of V4.1 codes, [lanes, 2 groups, 32]: 16 bytes a thread, a thread's codes in one group (one
-scale)."""
 _SCALE_L = gl.constexpr(gl.BlockedLayout([1, 4], [8, 4], [PRODUCER_WARPS, 1], [1, 0]))
 """The FP8 copies' layout of the scales, [lanes, 16]: 4 bytes a thread."""
+
+
+@gluon.constexpr_function
+def chunk_layout(CHUNK, GROUP, PRODUCER_WARPS):
+    """A ``CHUNK``-column chunk of codes, [lanes, CHUNK // GROUP groups, GROUP]: 16 bytes a thread, a thread's
+    codes in one group (one scale)."""
+    return gl.BlockedLayout([1, 1, 16], [8, CHUNK // GROUP, GROUP // 16], [PRODUCER_WARPS, 1, 1], [2, 1, 0])
+
+
+@gluon.constexpr_function
+def scale_layout(SCALES, PRODUCER_WARPS):
+    """A row's ``SCALES`` scale bytes, [lanes, SCALES]: 4 bytes a thread."""
+    return gl.BlockedLayout([1, 4], [32 // (SCALES // 4), SCALES // 4], [PRODUCER_WARPS, 1], [1, 0])
+
+
+@gluon.constexpr_function
+def scale_bytes(QDIMS, GROUP):
+    """The scale bytes a chunked copy takes of a row: its groups' count rounded up to a power of two (a V4 row's
+    7 scales and their pad byte, a V4.1 row's 16)."""
+    return max(4, 1 << (QDIMS // GROUP - 1).bit_length())
+
+
 ASYNC_LOAD = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 """``cp.async`` of a tensor of pointers into shared memory (renamed between releases)."""
 _PREFETCH_ASM = gl.constexpr(l2.PREFETCH_ASM.value)
@@ -160,25 +179,29 @@ def _issue_codes(codes, scales, kv_ptr, idx_c, idx_s, N, block_bytes, scale_base
     byte = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, copy_l)))
     at = data_b[:, None, None] + (group * 32)[None, :, None] + byte[None, None, :]
     ASYNC_LOAD(codes, kv_ptr + at, mask=valid[:, None, None])
-    _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE)
+    _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, 16, PRODUCER_WARPS)
 
 
 @gluon.jit
-def _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.constexpr, SCALE_STRIDE: gl.constexpr):
-    """FP8: ``cp.async`` the UE8M0 scales ([lanes, 16]) of the lanes ``idx_s`` (``_SCALE_L``; invalid: zeros)."""
+def _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.constexpr, SCALE_STRIDE: gl.constexpr,
+                  SCALES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """FP8: ``cp.async`` the first ``SCALES`` scale bytes ([lanes, SCALES]) of the lanes ``idx_s``
+    (``scale_layout``; an invalid lane's zero-filled)."""
     s_valid = (idx_s >= 0) & (idx_s < N)
     s_row = gl.where(s_valid, idx_s, 0).to(gl.int64)
     s_block = s_row // RPB
     scale_b = s_block * block_bytes + scale_base + (s_row - s_block * RPB) * SCALE_STRIDE
-    g = gl.arange(0, 16, gl.SliceLayout(0, _SCALE_L))
+    g = gl.arange(0, SCALES, gl.SliceLayout(0, scale_layout(SCALES, PRODUCER_WARPS)))
     ASYNC_LOAD(scales, kv_ptr + scale_b[:, None] + g[None, :], mask=s_valid[:, None])
 
 
 @gluon.jit
-def _chunk_indices(idx_ptr, m, t, K, BLOCK_N: gl.constexpr):
+def _chunk_indices(idx_ptr, m, t, K, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr, GROUP: gl.constexpr,
+                   SCALES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """Tile ``t``'s lane indices (-1 past ``K``) in the chunk copies' layout and in the scale copies'."""
-    lane_c = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, _CHUNK_L)))
-    lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, _SCALE_L))
+    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
+    lane_c = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
+    lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, scale_layout(SCALES, PRODUCER_WARPS)))
     idx_c = gl.load(idx_ptr + m * K + lane_c, mask=lane_c < K, other=-1)
     idx_s = gl.load(idx_ptr + m * K + lane_s, mask=lane_s < K, other=-1)
     return idx_c, idx_s
@@ -186,25 +209,41 @@ def _chunk_indices(idx_ptr, m, t, K, BLOCK_N: gl.constexpr):
 
 @gluon.jit
 def _issue_chunk(slot, kv_ptr, idx_c, c: gl.constexpr, N, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-                 CHUNK: gl.constexpr):  # fmt: skip
-    """FP8 (V4.1): ``cp.async`` the codes of columns ``c * CHUNK`` on ([lanes, 2 groups, 32]) of the lanes ``idx_c``
-    into the ring slot ``slot`` (an invalid lane's zero-filled)."""
+                 CHUNK: gl.constexpr, GROUP: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """FP8: ``cp.async`` the codes of columns ``c * CHUNK`` on ([lanes, CHUNK // GROUP groups, GROUP]) of the lanes
+    ``idx_c`` into the ring slot ``slot`` (an invalid lane's zero-filled)."""
+    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
     valid = (idx_c >= 0) & (idx_c < N)
     row = gl.where(valid, idx_c, 0).to(gl.int64)
     block = row // RPB
     data_b = block * block_bytes + (row - block * RPB) * DATA_STRIDE + c * CHUNK
-    group = gl.arange(0, CHUNK // 32, gl.SliceLayout(0, gl.SliceLayout(2, _CHUNK_L)))
-    byte = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, _CHUNK_L)))
-    at = data_b[:, None, None] + (group * 32)[None, :, None] + byte[None, None, :]
+    group = gl.arange(0, CHUNK // GROUP, gl.SliceLayout(0, gl.SliceLayout(2, code_l)))
+    byte = gl.arange(0, GROUP, gl.SliceLayout(0, gl.SliceLayout(1, code_l)))
+    at = data_b[:, None, None] + (group * GROUP)[None, :, None] + byte[None, None, :]
     ASYNC_LOAD(slot, kv_ptr + at, mask=valid[:, None, None])
 
 
 @gluon.jit
-def _convert_chunk(tile, codes, scales, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr):
-    """Columns ``c * CHUNK`` on of ``tile``: the V4.1 codes ``codes`` ([lanes, CHUNK // 32 groups, 32] in shared
-    memory) times their groups' scales (``scales``, [lanes, CHUNK // 32]), as bf16 (powers of two: exact)."""
-    x = codes.load(_CHUNK_L)
-    group_scale = _group_scale(scales.load(gl.SliceLayout(2, _CHUNK_L)))
+def _issue_rope(tile, kv_ptr, row, valid, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+                QDIMS: gl.constexpr, CHUNK: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """V4: ``cp.async`` the bf16 values past ``QDIMS`` (``CHUNK`` of them) of the cache rows ``row`` straight into
+    ``tile``'s columns ``QDIMS`` on (``tile_rows``'s layout; an invalid lane's zero-filled)."""
+    rows_l: gl.constexpr = rows_layout(CHUNK, PRODUCER_WARPS)
+    block = row // RPB
+    base = block * block_bytes + (row - block * RPB) * DATA_STRIDE + QDIMS
+    e = gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
+    rows = (kv_ptr + base).to(gl.pointer_type(gl.bfloat16), bitcast=True)  # bf16 units: 16-byte copies
+    ASYNC_LOAD(tile.slice(QDIMS, CHUNK, dim=1), rows[:, None] + e[None, :], mask=valid[:, None])
+
+
+@gluon.jit
+def _convert_chunk(tile, codes, scales, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr,
+                   GROUP: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+    """Columns ``c * CHUNK`` on of ``tile``: the codes ``codes`` ([lanes, CHUNK // GROUP groups, GROUP] in shared
+    memory) times their groups' scales (``scales``, [lanes, CHUNK // GROUP]), as bf16 (powers of two: exact)."""
+    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
+    x = codes.load(code_l)
+    group_scale = _group_scale(scales.load(gl.SliceLayout(2, code_l)))
     x = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
     tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(x.to(gl.bfloat16), [BLOCK_N, CHUNK]))
 
@@ -341,31 +380,38 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
 
 @gluon.jit
 def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base,
-                     RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, BLOCK_N: gl.constexpr,
-                     STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, DIM: gl.constexpr,
-                     PRODUCER_WARPS: gl.constexpr, PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr,
-                     POINTS: gl.constexpr):  # fmt: skip
-    """FP8 (V4.1), codes copied a chunk at a time: a ring of ``CODE_CHUNKS`` slots of one ``CHUNK``-column chunk
-    of a tile's codes, the copies ``CODE_CHUNKS - 2`` chunks ahead of the conversion, across tiles, so that the
-    next tile's codes are in flight while this one converts and waits for its stage, in no register.
+                     RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
+                     QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr,
+                     CHUNK: gl.constexpr, DIM: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PREFETCH: gl.constexpr,
+                     ROW_BYTES: gl.constexpr, POINTS: gl.constexpr):  # fmt: skip
+    """FP8, codes copied a chunk at a time: a ring of ``CODE_CHUNKS`` slots of one ``CHUNK``-column chunk of a
+    tile's codes, the copies ``AHEAD = CODE_CHUNKS - 2`` chunks ahead of the conversion and across tiles, so
+    that the next tile's codes are in flight while this one converts and waits for its stage, in no register.
 
-    Chunk g (tile ``g // STEPS``, columns ``(g % STEPS) * CHUNK`` on) lands in slot ``g % CODE_CHUNKS``; a tile's
-    scales in scale slot ``tile % 2``, copied with its first chunk. Step g issues chunk ``g + AHEAD``, waits for
-    chunk g's copies, meets the other producer threads at a barrier and converts chunk g. The slot step g fills
-    was last read at step g - 2, before step g - 1's barrier; the scale slot a tile's first chunk fills was last
-    read by the tile two before, whose last step is behind at least one barrier (``AHEAD < STEPS``)."""
-    STEPS: gl.constexpr = DIM // CHUNK
+    Step g of the ``STEPS`` a tile has (one a chunk of codes) issues chunk g + AHEAD, waits for chunk g's copies,
+    meets the other producer threads at a barrier and converts chunk g. Chunk g lands in slot
+    ``g % CODE_CHUNKS``: the slot step g fills was last read at step g - 2, before step g - 1's barrier. A
+    tile's scales land in scale slot ``tile % 2``, copied with its first chunk, whose slot the tile two before
+    last read behind at least one barrier (``AHEAD < STEPS``). V4's bf16 values past ``QDIMS`` are copied
+    straight into the stage in step 1's copies, once step 0 has seen the stage free; they have landed by the
+    tile's last step when ``AHEAD <= STEPS - 2``."""
+    STEPS: gl.constexpr = QDIMS // CHUNK
     AHEAD: gl.constexpr = CODE_CHUNKS - 2
+    SCALES: gl.constexpr = scale_bytes(QDIMS, GROUP)
+    ROPE: gl.constexpr = QDIMS < DIM
+    gl.static_assert(AHEAD >= 1 and AHEAD <= STEPS - 1 - ROPE, "code_chunks out of range (check_tile)")
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
     for t in gl.static_range(1, PREFETCH):
         _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, ROW_BYTES,
                        POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
-    idx_c, idx_s = _chunk_indices(idx_ptr, m, 0, K, BLOCK_N)
-    _issue_scales(scales.index(0), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE)
+    idx_c, idx_s = _chunk_indices(idx_ptr, m, 0, K, BLOCK_N, CHUNK, GROUP, SCALES, PRODUCER_WARPS)
+    _issue_scales(scales.index(0), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
+                  PRODUCER_WARPS)  # fmt: skip
     for j in gl.static_range(AHEAD):  # AHEAD < STEPS: tile 0's first chunks
-        _issue_chunk(codes.index(j), kv_ptr, idx_c, j, N, block_bytes, RPB, DATA_STRIDE, CHUNK)
+        _issue_chunk(codes.index(j), kv_ptr, idx_c, j, N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)
         async_copy.commit_group()
-    next_c, next_s = _chunk_indices(idx_ptr, m, 1, K, BLOCK_N)
+    next_c, next_s = _chunk_indices(idx_ptr, m, 1, K, BLOCK_N, CHUNK, GROUP, SCALES, PRODUCER_WARPS)
+    rope_row, rope_ok = tile_rows(idx_ptr, m, 0, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
     for t in range(n_tiles):
         if PREFETCH > 0:  # lanes past K ask for nothing
             _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
@@ -377,17 +423,21 @@ def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N,
             if c + AHEAD == STEPS:  # the next tile's first chunk: its lanes, its scales, the lanes after it
                 idx_c = next_c
                 _issue_scales(scales.index((t + 1) % 2), kv_ptr, next_s, N, block_bytes, scale_base, RPB,
-                              SCALE_STRIDE)  # fmt: skip
-                next_c, next_s = _chunk_indices(idx_ptr, m, t + 2, K, BLOCK_N)
+                              SCALE_STRIDE, SCALES, PRODUCER_WARPS)  # fmt: skip
+                next_c, next_s = _chunk_indices(idx_ptr, m, t + 2, K, BLOCK_N, CHUNK, GROUP, SCALES, PRODUCER_WARPS)
             _issue_chunk(codes.index((g + AHEAD) % CODE_CHUNKS), kv_ptr, idx_c, (c + AHEAD) % STEPS, N, block_bytes,
-                         RPB, DATA_STRIDE, CHUNK)  # fmt: skip
+                         RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)  # fmt: skip
+            if ROPE and c == 1:  # the stage is free (step 0 waited for it)
+                _issue_rope(tile, kv_ptr, rope_row, rope_ok, block_bytes, RPB, DATA_STRIDE, QDIMS, CHUNK,
+                            PRODUCER_WARPS)  # fmt: skip
+                rope_row, rope_ok = tile_rows(idx_ptr, m, t + 1, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
             async_copy.commit_group()
             async_copy.wait_group(AHEAD)  # this thread's copies of chunk g have landed
             BARRIER()  # and every producer thread's
             if c == 0:
                 mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
-            _convert_chunk(tile, codes.index(g % CODE_CHUNKS), scales.index(t % 2).slice(c * (CHUNK // 32),
-                           CHUNK // 32, dim=1), c, BLOCK_N, CHUNK)  # fmt: skip
+            _convert_chunk(tile, codes.index(g % CODE_CHUNKS), scales.index(t % 2).slice(c * (CHUNK // GROUP),
+                           CHUNK // GROUP, dim=1), c, BLOCK_N, CHUNK, GROUP, PRODUCER_WARPS)  # fmt: skip
         fence_async_shared()
         BARRIER()
         mbarrier.arrive(ready.index(stage), count=1)
@@ -452,8 +502,8 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
                 mbarrier.arrive(ready.index(stage), count=PRODUCER_WARPS * 32)
     elif FP8_KV and CODE_CHUNKS > 0:
         _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB,
-                         DATA_STRIDE, SCALE_STRIDE, BLOCK_N, STAGES, CODE_CHUNKS, CHUNK, DIM, PRODUCER_WARPS,
-                         PREFETCH, ROW_BYTES, POINTS)  # fmt: skip
+                         DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CODE_CHUNKS, CHUNK, DIM,
+                         PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS)  # fmt: skip
     elif FP8_KV and CODE_STAGES == 0:
         _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                         SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CHUNK, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS,
@@ -481,7 +531,8 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
             mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
             for c in gl.static_range(DIM // CHUNK):
                 _convert_chunk(tile, tile_codes.slice(c * (CHUNK // 32), CHUNK // 32, dim=1),
-                               tile_scales.slice(c * (CHUNK // 32), CHUNK // 32, dim=1), c, BLOCK_N, CHUNK)  # fmt: skip
+                               tile_scales.slice(c * (CHUNK // 32), CHUNK // 32, dim=1), c, BLOCK_N, CHUNK, 32,
+                               PRODUCER_WARPS)  # fmt: skip
             fence_async_shared()
             BARRIER()  # every thread's stores are in, and its reads of this code stage done before it is refilled
             mbarrier.arrive(ready.index(stage), count=1)
@@ -713,8 +764,8 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         codes = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32, 32], plain_3d)
         scales = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32], plain_2d)
     elif FP8_KV and CODE_CHUNKS > 0:  # a ring of chunks of codes, two tiles' scales
-        codes = gl.allocate_shared_memory(gl.uint8, [CODE_CHUNKS, BLOCK_N, CHUNK // 32, 32], plain_3d)
-        scales = gl.allocate_shared_memory(gl.uint8, [2, BLOCK_N, DIM // 32], plain_2d)
+        codes = gl.allocate_shared_memory(gl.uint8, [CODE_CHUNKS, BLOCK_N, CHUNK // GROUP, GROUP], plain_3d)
+        scales = gl.allocate_shared_memory(gl.uint8, [2, BLOCK_N, scale_bytes(QDIMS, GROUP)], plain_2d)
     else:
         codes = gl.allocate_shared_memory(gl.uint8, [1, 1, DIM // 32, 32], plain_3d)
         scales = gl.allocate_shared_memory(gl.uint8, [1, 1, DIM // 32], plain_2d)
@@ -876,7 +927,7 @@ PROBES = {
 leaves one part of the work out, so that the time it saves bounds what that part costs. Their results are wrong;
 nothing but the probe tool passes one."""
 KV_FORMATS = ("v41_fp8_528", "v4_584")
-"""The FP8 caches it reads (V4's only with the codes staged in registers)."""
+"""The FP8 caches it reads (V4's with the codes staged in registers or copied a chunk at a time)."""
 
 
 def sweep_tiles(kv_format: str | None) -> list[Tile]:
@@ -933,16 +984,27 @@ def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool, probe: int = 0) 
                 PERSISTENT=tile.persistent, INDEX_AHEAD=tile.index_ahead, PROBE=probe)  # fmt: skip
 
 
+def most_code_chunks(kv_format: str | None) -> int:
+    """The most ``Tile.code_chunks`` that KV in ``kv_format`` allows (``_produce_chunked``): ``AHEAD`` below a
+    tile's chunks of codes, and for V4's rope values at most that less 2; 0 for BF16 rows."""
+    if kv_format is None:
+        return 0
+    row = FORMATS[kv_format].row
+    steps = row.quantized_dims // CHUNK
+    return 2 + steps - 1 - (row.quantized_dims < DIM)
+
+
 def check_tile(tile: Tile, kv_format: str | None) -> None:
     """ValueError naming ``tile`` and the rule it breaks, for KV in ``kv_format`` (None: BF16 rows)."""
     fp8 = kv_format is not None
     if tile.block_n not in (32, 64) or tile.stages < 1 or tile.code_stages == 1 or tile.code_stages < 0:
         raise ValueError(f"tile: {tile} needs block_n 32 or 64, stages >= 1 and code_stages 0 or >= 2")
-    if fp8 and (tile.code_stages or tile.code_chunks) and kv_format != "v41_fp8_528":
+    if fp8 and tile.code_stages and kv_format != "v41_fp8_528":
         raise ValueError(f"tile: {tile} copies codes ahead, which reads v41_fp8_528 caches only, not {kv_format}")
-    if tile.code_chunks and not (3 <= tile.code_chunks <= 2 + DIM // CHUNK - 1 and tile.code_stages == 0):
-        raise ValueError(f"tile: {tile} needs code_chunks 0 or in [3, {1 + DIM // CHUNK}] (the copies run "
-                         "code_chunks - 2 chunks ahead, fewer than a tile's) and code_stages 0")  # fmt: skip
+    if tile.code_chunks and not (3 <= tile.code_chunks <= most_code_chunks(kv_format) and tile.code_stages == 0):
+        raise ValueError(f"tile: {tile} needs code_chunks 0 or in [3, {most_code_chunks(kv_format)}] for "
+                         f"{kv_format} (the copies run code_chunks - 2 chunks ahead, fewer than a tile's chunks "
+                         "of codes, and V4's rope values land by a tile's last step) and code_stages 0")  # fmt: skip
     if tile.overlap and tile.stages < 2:
         raise ValueError(f"tile: {tile} overlaps two tiles in the consumer, which needs stages >= 2")
     if tile.index_ahead and fp8 and (tile.code_stages or tile.code_chunks):
