@@ -51,10 +51,12 @@ lint: $(SETUP)
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-# The suite runs on every core (pytest-xdist); JOBS=1 runs it in one process.
+# The suite runs on every core (pytest-xdist); JOBS=1 runs it in one process. A test that runs past
+# TEST_TIMEOUT_S seconds fails by name with its stack (pytest-timeout, where installed) instead of hanging the run.
 JOBS ?= auto
+TEST_TIMEOUT_S ?= 600
 test: $(SETUP)
-	$(PY) -m pytest -q -n $(JOBS)
+	$(PY) -m pytest -q -n $(JOBS) $$($(PY) -c "import pytest_timeout" 2>/dev/null && echo --timeout=$(TEST_TIMEOUT_S))
 
 check: lint test
 
