@@ -227,3 +227,75 @@ def test_an_unknown_probe_is_refused_and_every_probe_is_named() -> None:
     with pytest.raises(ValueError, match=r"^case: 'cache/store_v4_584' is not a decode or prefill case"):
         ws_probes.case_call("cache/store_v4_584")
     assert ws_probes.main(["cache/decode_bf16_b64_h64", "--probes", "9"]) == 2
+
+
+def _chunk_schedule(code_chunks: int, steps: int, rope: bool, tiles: int) -> None:
+    """Walk ``_produce_chunked``'s copies, waits and reads for ``tiles`` tiles, as the kernel orders them: groups
+    of copies committed in order, ``cp.async.wait_group(AHEAD)`` completing all but the newest ``AHEAD``, one
+    barrier a step between its wait and its conversion. AssertionError where a conversion would read a slot not
+    holding its chunk's landed codes or its tile's landed scales, a copy would refill a slot with no barrier since
+    its last read, or V4's rope values would not have landed by their tile's last step."""
+    ahead = code_chunks - 2
+    groups: list[list[tuple[tuple[str, int], int]]] = []  # committed, not yet known complete
+    holds: dict[tuple[str, int], tuple[int, bool]] = {}  # location -> (what it holds, landed)
+    last_read: dict[tuple[str, int], int] = {}
+
+    def issue(group: list[tuple[tuple[str, int], int]], where: tuple[str, int], what: int, step: int) -> None:
+        read = last_read.get(where)
+        assert read is None or step - read >= 2, f"{where} refilled at step {step}, read at {read}, no barrier between"
+        holds[where] = (what, False)
+        group.append((where, what))
+
+    def wait_group(keep: int) -> None:
+        while len(groups) > keep:
+            for where, what in groups.pop(0):
+                if holds[where][0] == what:
+                    holds[where] = (what, True)
+
+    first: list[tuple[tuple[str, int], int]] = []
+    issue(first, ("scales", 0), 0, -1)
+    for j in range(ahead):
+        group = first if j == 0 else []
+        issue(group, ("codes", j % code_chunks), j, -1)
+        groups.append(group)
+    for t in range(tiles):
+        for c in range(steps):
+            g = t * steps + c
+            group = []
+            if c + ahead == steps:
+                issue(group, ("scales", (t + 1) % 2), t + 1, g)
+            issue(group, ("codes", (g + ahead) % code_chunks), g + ahead, g)
+            if rope and c == 1:
+                issue(group, ("rope", t), t, g)
+            groups.append(group)
+            wait_group(ahead)
+            for where, what in ((("codes", g % code_chunks), g), (("scales", t % 2), t)):
+                assert holds.get(where) == (what, True), f"step {g} reads {where}: {holds.get(where)}, not {what}"
+                last_read[where] = g
+        if rope:
+            assert holds.get(("rope", t)) == (t, True), f"tile {t}'s rope values have not landed by its last step"
+
+
+@pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584"])
+def test_the_chunked_copies_are_safe_at_every_depth_check_tile_allows(kv_format: str) -> None:
+    """Every ``code_chunks`` that ``check_tile`` allows (from 3 up, at most ``most_code_chunks``; shared memory
+    may stop it sooner) keeps the schedule safe (``_chunk_schedule``), and one past ``most_code_chunks`` breaks
+    it: the bound is the schedule's, not a guess."""
+    from fast.cache import attention_ws
+    from fast.cache.formats import FORMATS
+
+    row = FORMATS[kv_format].row
+    steps, rope = row.quantized_dims // attention_ws.CHUNK, row.quantized_dims < attention_ws.DIM
+    allowed = []
+    for k in range(1, 12):
+        try:
+            attention_ws.check_tile(attention_ws.Tile(64, 2, 0, 96, code_chunks=k), kv_format)
+        except ValueError:
+            continue
+        allowed.append(k)
+        _chunk_schedule(k, steps, rope, tiles=5)
+    most = attention_ws.most_code_chunks(kv_format)
+    assert allowed and allowed == list(range(3, allowed[-1] + 1)) and allowed[-1] <= most, allowed
+    _chunk_schedule(most, steps, rope, tiles=5)
+    with pytest.raises(AssertionError):
+        _chunk_schedule(most + 1, steps, rope, tiles=5)
