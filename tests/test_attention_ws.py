@@ -1,8 +1,8 @@
 """The warp-specialized sparse decode (``fast.cache.attention_ws``, a Gluon kernel, compiled sm_90 only; BF16 KV
-rows and V4.1 FP8 caches): against the float64 mode of the ``tl`` kernel on the same call, within twice the error
+rows, V4.1 and V4 FP8 caches): against the float64 mode of the ``tl`` kernel on the same call, within twice the error
 of the ``tl`` kernel's own bf16-probability mode (the flash-attention rule) plus one f32 ulp of the output's
 scale; lse and the empty rows' conventions as the ``tl`` kernel gives them; the default and every swept tile.
-Skipped without a Hopper GPU, except the host's tile checks."""
+Skipped without a Hopper GPU, except the host's tile checks and the model of the chunked copies' schedule."""
 
 from __future__ import annotations
 
