@@ -152,16 +152,22 @@ def issue_q(q_smem, q_ptr, m, h0, H, BLOCK_H: gl.constexpr, DIM: gl.constexpr, C
 
 
 @gluon.jit
-def _tile_indices(idx_ptr, m, t, K, BLOCK_N: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
-    """Tile ``t``'s lane indices (-1 past ``K``), once in each copy's layout: loading them twice costs less than
-    converting one (a round trip through shared memory with barriers)."""
-    copy_l: gl.constexpr = _COPY_L
-    scale_l: gl.constexpr = _SCALE_L
-    lane_c = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, copy_l)))
+def _tile_indices(idx_ptr, m, t, K, BLOCK_N: gl.constexpr, code_l: gl.constexpr, scale_l: gl.constexpr):
+    """Tile ``t``'s lane indices (-1 past ``K``), once in the code copies' layout ``code_l`` (3-d) and once in the
+    scale copies' ``scale_l``: loading them twice costs less than converting one (a round trip through shared
+    memory with barriers)."""
+    lane_c = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
     lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, scale_l))
     idx_c = gl.load(idx_ptr + m * K + lane_c, mask=lane_c < K, other=-1)
     idx_s = gl.load(idx_ptr + m * K + lane_s, mask=lane_s < K, other=-1)
     return idx_c, idx_s
+
+
+@gluon.jit
+def _cache_offset(row, block_bytes, RPB: gl.constexpr, STRIDE: gl.constexpr):
+    """The byte offset of cache row ``row`` (int64) in its block's section of rows ``STRIDE`` bytes apart."""
+    block = row // RPB
+    return block * block_bytes + (row - block * RPB) * STRIDE
 
 
 @gluon.jit
@@ -173,8 +179,7 @@ def _issue_codes(codes, scales, kv_ptr, idx_c, idx_s, N, block_bytes, scale_base
     copy_l: gl.constexpr = _COPY_L
     valid = (idx_c >= 0) & (idx_c < N)
     row = gl.where(valid, idx_c, 0).to(gl.int64)
-    block = row // RPB
-    data_b = block * block_bytes + (row - block * RPB) * DATA_STRIDE
+    data_b = _cache_offset(row, block_bytes, RPB, DATA_STRIDE)
     group = gl.arange(0, 16, gl.SliceLayout(0, gl.SliceLayout(2, copy_l)))
     byte = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, copy_l)))
     at = data_b[:, None, None] + (group * 32)[None, :, None] + byte[None, None, :]
@@ -189,22 +194,9 @@ def _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.con
     (``scale_layout``; an invalid lane's zero-filled)."""
     s_valid = (idx_s >= 0) & (idx_s < N)
     s_row = gl.where(s_valid, idx_s, 0).to(gl.int64)
-    s_block = s_row // RPB
-    scale_b = s_block * block_bytes + scale_base + (s_row - s_block * RPB) * SCALE_STRIDE
+    scale_b = _cache_offset(s_row, block_bytes, RPB, SCALE_STRIDE) + scale_base
     g = gl.arange(0, SCALES, gl.SliceLayout(0, scale_layout(SCALES, PRODUCER_WARPS)))
     ASYNC_LOAD(scales, kv_ptr + scale_b[:, None] + g[None, :], mask=s_valid[:, None])
-
-
-@gluon.jit
-def _chunk_indices(idx_ptr, m, t, K, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr, GROUP: gl.constexpr,
-                   SCALES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
-    """Tile ``t``'s lane indices (-1 past ``K``) in the chunk copies' layout and in the scale copies'."""
-    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
-    lane_c = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
-    lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, scale_layout(SCALES, PRODUCER_WARPS)))
-    idx_c = gl.load(idx_ptr + m * K + lane_c, mask=lane_c < K, other=-1)
-    idx_s = gl.load(idx_ptr + m * K + lane_s, mask=lane_s < K, other=-1)
-    return idx_c, idx_s
 
 
 @gluon.jit
@@ -215,8 +207,7 @@ def _issue_chunk(slot, kv_ptr, idx_c, c: gl.constexpr, N, block_bytes, RPB: gl.c
     code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
     valid = (idx_c >= 0) & (idx_c < N)
     row = gl.where(valid, idx_c, 0).to(gl.int64)
-    block = row // RPB
-    data_b = block * block_bytes + (row - block * RPB) * DATA_STRIDE + c * CHUNK
+    data_b = _cache_offset(row, block_bytes, RPB, DATA_STRIDE) + c * CHUNK
     group = gl.arange(0, CHUNK // GROUP, gl.SliceLayout(0, gl.SliceLayout(2, code_l)))
     byte = gl.arange(0, GROUP, gl.SliceLayout(0, gl.SliceLayout(1, code_l)))
     at = data_b[:, None, None] + (group * GROUP)[None, :, None] + byte[None, None, :]
@@ -229,8 +220,7 @@ def _issue_rope(tile, kv_ptr, row, valid, block_bytes, RPB: gl.constexpr, DATA_S
     """V4: ``cp.async`` the bf16 values past ``QDIMS`` (``CHUNK`` of them) of the cache rows ``row`` straight into
     ``tile``'s columns ``QDIMS`` on (``tile_rows``'s layout; an invalid lane's zero-filled)."""
     rows_l: gl.constexpr = rows_layout(CHUNK, PRODUCER_WARPS)
-    block = row // RPB
-    base = block * block_bytes + (row - block * RPB) * DATA_STRIDE + QDIMS
+    base = _cache_offset(row, block_bytes, RPB, DATA_STRIDE) + QDIMS
     e = gl.arange(0, CHUNK, gl.SliceLayout(0, rows_l))
     rows = (kv_ptr + base).to(gl.pointer_type(gl.bfloat16), bitcast=True)  # bf16 units: 16-byte copies
     ASYNC_LOAD(tile.slice(QDIMS, CHUNK, dim=1), rows[:, None] + e[None, :], mask=valid[:, None])
@@ -399,18 +389,20 @@ def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N,
     AHEAD: gl.constexpr = CODE_CHUNKS - 2
     SCALES: gl.constexpr = scale_bytes(QDIMS, GROUP)
     ROPE: gl.constexpr = QDIMS < DIM
+    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
+    scale_l: gl.constexpr = scale_layout(SCALES, PRODUCER_WARPS)
     gl.static_assert(AHEAD >= 1 and AHEAD <= STEPS - 1 - ROPE, "code_chunks out of range (check_tile)")
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
     for t in gl.static_range(1, PREFETCH):
         _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, ROW_BYTES,
                        POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
-    idx_c, idx_s = _chunk_indices(idx_ptr, m, 0, K, BLOCK_N, CHUNK, GROUP, SCALES, PRODUCER_WARPS)
+    idx_c, idx_s = _tile_indices(idx_ptr, m, 0, K, BLOCK_N, code_l, scale_l)
     _issue_scales(scales.index(0), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
                   PRODUCER_WARPS)  # fmt: skip
     for j in gl.static_range(AHEAD):  # AHEAD < STEPS: tile 0's first chunks
         _issue_chunk(codes.index(j), kv_ptr, idx_c, j, N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)
         async_copy.commit_group()
-    next_c, next_s = _chunk_indices(idx_ptr, m, 1, K, BLOCK_N, CHUNK, GROUP, SCALES, PRODUCER_WARPS)
+    next_c, next_s = _tile_indices(idx_ptr, m, 1, K, BLOCK_N, code_l, scale_l)
     rope_row, rope_ok = tile_rows(idx_ptr, m, 0, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
     for t in range(n_tiles):
         if PREFETCH > 0:  # lanes past K ask for nothing
@@ -424,7 +416,7 @@ def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N,
                 idx_c = next_c
                 _issue_scales(scales.index((t + 1) % 2), kv_ptr, next_s, N, block_bytes, scale_base, RPB,
                               SCALE_STRIDE, SCALES, PRODUCER_WARPS)  # fmt: skip
-                next_c, next_s = _chunk_indices(idx_ptr, m, t + 2, K, BLOCK_N, CHUNK, GROUP, SCALES, PRODUCER_WARPS)
+                next_c, next_s = _tile_indices(idx_ptr, m, t + 2, K, BLOCK_N, code_l, scale_l)
             _issue_chunk(codes.index((g + AHEAD) % CODE_CHUNKS), kv_ptr, idx_c, (c + AHEAD) % STEPS, N, block_bytes,
                          RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)  # fmt: skip
             if ROPE and c == 1:  # the stage is free (step 0 waited for it)
@@ -510,18 +502,18 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
                         DIM, INDEX_AHEAD)  # fmt: skip
     elif FP8_KV:
         for t in gl.static_range(CODE_STAGES - 1):  # the codes run CODE_STAGES - 1 tiles ahead of the conversion
-            idx_c, idx_s = _tile_indices(idx_ptr, m, t, K, BLOCK_N, PRODUCER_WARPS)
+            idx_c, idx_s = _tile_indices(idx_ptr, m, t, K, BLOCK_N, _COPY_L, _SCALE_L)
             _issue_codes(codes.index(t), scales.index(t), kv_ptr, idx_c, idx_s, N, block_bytes, scale_base, RPB,
                          DATA_STRIDE, SCALE_STRIDE, PRODUCER_WARPS)  # fmt: skip
             async_copy.commit_group()
-        idx_c, idx_s = _tile_indices(idx_ptr, m, CODE_STAGES - 1, K, BLOCK_N, PRODUCER_WARPS)
+        idx_c, idx_s = _tile_indices(idx_ptr, m, CODE_STAGES - 1, K, BLOCK_N, _COPY_L, _SCALE_L)
         for t in range(n_tiles):
             ahead = t + CODE_STAGES - 1
             _issue_codes(codes.index(ahead % CODE_STAGES), scales.index(ahead % CODE_STAGES), kv_ptr, idx_c, idx_s,
                          N, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, PRODUCER_WARPS)  # fmt: skip
             async_copy.commit_group()
             # the next tile's indices: their load runs while this tile converts
-            idx_c, idx_s = _tile_indices(idx_ptr, m, ahead + 1, K, BLOCK_N, PRODUCER_WARPS)
+            idx_c, idx_s = _tile_indices(idx_ptr, m, ahead + 1, K, BLOCK_N, _COPY_L, _SCALE_L)
             async_copy.wait_group(CODE_STAGES - 1)  # this thread's copies of tile t have landed
             BARRIER()  # and every producer thread's
             stage = t % STAGES
