@@ -299,3 +299,10 @@ def test_the_chunked_copies_are_safe_at_every_depth_check_tile_allows(kv_format:
     _chunk_schedule(most, steps, rope, tiles=5)
     with pytest.raises(AssertionError):
         _chunk_schedule(most + 1, steps, rope, tiles=5)
+
+
+def test_an_unknown_kv_format_is_refused_by_name() -> None:
+    from fast.cache import attention_ws
+
+    with pytest.raises(ValueError, match=r"^kv_format: must be None or one of"):
+        attention_ws.most_code_chunks("v4_999")

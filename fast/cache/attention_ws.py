@@ -981,6 +981,8 @@ def most_code_chunks(kv_format: str | None) -> int:
     tile's chunks of codes, and for V4's rope values at most that less 2; 0 for BF16 rows."""
     if kv_format is None:
         return 0
+    if kv_format not in KV_FORMATS:
+        raise ValueError(f"kv_format: must be None or one of {KV_FORMATS}, got {kv_format!r}")
     row = FORMATS[kv_format].row
     steps = row.quantized_dims // CHUNK
     return 2 + steps - 1 - (row.quantized_dims < DIM)
