@@ -142,8 +142,8 @@ def test_decode_sweep_checks_every_tile() -> None:
 
 def test_the_gluon_kernels_beside_the_default_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the paired kernel is the default (BF16 rows on sm_90) the warp-specialized default is timed beside it
-    and the paired kernel at one program an item is swept; on an FP8 cache only the warp-specialized tiles are
-    swept; nothing is swept without ``sweep`` (availability stubbed: the branches an sm_90 GPU takes)."""
+    and the paired kernel at one program an item is swept; on an FP8 cache the staged tile is timed beside the
+    default and only the warp-specialized tiles are swept; nothing is swept without ``sweep`` (availability stubbed: the branches an sm_90 GPU takes)."""
     from fast.cache import attention_pair, attention_ws
 
     monkeypatch.setattr(attention_ws, "available", lambda call: True)
@@ -156,5 +156,8 @@ def test_the_gluon_kernels_beside_the_default_path(monkeypatch: pytest.MonkeyPat
     assert set(impls) == {"triton_ws"} and list(swept) == [*tiles, "triton_pair[per_item]"]
     assert [set(d) for d in bench_cases.gluon_companions(bf16, None, False)] == [{"triton_ws"}, set()]
     impls, swept = bench_cases.gluon_companions(fp8, "v4_584", True)
-    assert impls == {} and list(swept) == [attention_ws.label(t, True) for t in attention_ws.sweep_tiles("v4_584")]
-    assert bench_cases.gluon_companions(fp8, "v4_584", False) == ({}, {})
+    assert set(impls) == {"triton_ws_staged"}
+    assert impls["triton_ws_staged"].args == (fp8, attention_ws.STAGED_TILES["v4_584"])
+    assert list(swept) == [attention_ws.label(t, True) for t in attention_ws.sweep_tiles("v4_584")]
+    impls, swept = bench_cases.gluon_companions(fp8, "v4_584", False)
+    assert set(impls) == {"triton_ws_staged"} and swept == {}

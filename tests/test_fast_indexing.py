@@ -367,15 +367,16 @@ def test_split_forms_leave_the_same_threshold_counts_and_buffer(cap_factor: int)
 
     scores, lengths = score_rows(83 + cap_factor, 6, 44, specials=False)
     scores = scores * torch.arange(1, 7).float()[:, None] + torch.arange(6).float()[:, None]
+    scores, lengths = scores.to(DEVICE), lengths.to(DEVICE)
     k = 5
     _, three = split_pair(cap_factor, 12, 4)
     _, cap = buffer_sizes(three, k, scores.shape[1])
     left = {}
     for launches in (3, 2, 1):
         cfg = dataclasses.replace(three, split_launches=launches)
-        out = torch.empty(6, k, dtype=torch.int32)
+        out = torch.empty(6, k, dtype=torch.int32, device=DEVICE)
         ops = Operands(scores, lengths, out, k, -1)
-        buffers = (torch.full((6, cap), -7, dtype=torch.int32), torch.full((6, cap), -7, dtype=torch.int32))
+        buffers = tuple(torch.full((6, cap), -7, dtype=torch.int32, device=DEVICE) for _ in range(2))
         splits, _, thresh, counts = launch_split(ops, cfg, split_lanes_for(cfg, 6, 44), buffers)
         left[launches] = (splits, thresh, counts[:, :, :splits], *buffers)
     splits, thresh, counts, keys, lanes = left[3]

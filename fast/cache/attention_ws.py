@@ -875,10 +875,18 @@ def label(tile: Tile, fp8_kv: bool) -> str:
     return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}{extra}]"
 
 
-DEFAULT_TILES = {None: Tile(64, 2), "v41_fp8_528": Tile(64, 2, 0, 128, prefetch=1), "v4_584": Tile(64, 2, 0, 128)}
-"""The tile for each KV format (None: BF16 rows), the fastest of the sweeps (results/sweeps/run8-11 on the H200;
-V4.1's L2 prefetch one tile ahead at 128 registers from run14 on an H100: decode 10% and prefill 4% faster than
-112 registers without it, docs/targets.md section 2)."""
+STAGED_TILES = {"v41_fp8_528": Tile(64, 2, 0, 128, prefetch=1), "v4_584": Tile(64, 2, 0, 128)}
+"""The fastest tiles with the codes staged in the producer's registers (results/sweeps/run8-11 on the H200; V4.1's
+L2 prefetch one tile ahead from run14, docs/targets.md section 2): the FP8 defaults before the chunked copies, and
+the base of the persistent form, which the chunked copies do not take."""
+DEFAULT_TILES = {
+    None: Tile(64, 2),
+    "v41_fp8_528": Tile(64, 2, 0, 96, code_chunks=7),
+    "v4_584": Tile(64, 2, 0, 96, code_chunks=7),
+}
+"""The tile for each KV format (None: BF16 rows), the fastest of the sweeps: BF16 rows from results/sweeps/run8-11;
+the FP8 caches' codes copied a chunk at a time, 7 slots, 96 producer registers, from run17 on the H200 (V4 decode
+at b 128, h 64: 0.228 ms against 0.253-0.271 ms staged in registers, docs/targets.md section 2)."""
 SWEEP = {
     False: (
         Tile(32, 4),

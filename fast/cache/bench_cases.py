@@ -216,8 +216,9 @@ def sweep_label(c: attention.Config) -> str:
 
 DEFAULT_PATH = ("triton: the default path (fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, "
                 "one program an SM, the warp-specialized one on an FP8 cache, else the tl kernel)")  # fmt: skip
-GLUON_COMPANIONS = ("triton_ws: the warp-specialized kernel on BF16 rows; triton_pair[per_item] (swept): the paired "
-                    "kernel at one program a (row, head block) item")  # fmt: skip
+GLUON_COMPANIONS = ("triton_ws: the warp-specialized kernel on BF16 rows; triton_ws_staged (FP8 cache): the "
+                    "warp-specialized kernel with the codes staged in the producer's registers (the earlier default "
+                    "tile); triton_pair[per_item] (swept): the paired kernel at one program a (row, head block) item")  # fmt: skip
 """How the decode and prefill cases' notes name the default path and the Gluon kernels timed beside it."""
 
 
@@ -226,13 +227,18 @@ def gluon_companions(
 ) -> tuple[dict[str, Callable[[], object]], dict[str, Callable[[], object]]]:
     """The Gluon kernels timed beside the default path on ``call``, as ``(impls, swept)``: with ``sweep``, the
     warp-specialized kernel's swept tiles; where the paired kernel is the default (BF16 rows on sm_90), the
-    warp-specialized default as ``triton_ws`` and, with ``sweep``, the paired kernel at one program an item."""
+    warp-specialized default as ``triton_ws`` and, with ``sweep``, the paired kernel at one program an item; on an
+    FP8 cache, the warp-specialized kernel in its staged tile (``attention_ws.STAGED_TILES``) as
+    ``triton_ws_staged``."""
     impls: dict[str, Callable[[], object]] = {}
     swept: dict[str, Callable[[], object]] = {}
     if attention_ws.available(call) and sweep:
         fp8 = kv_format is not None
         swept = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, call, t)
                  for t in attention_ws.sweep_tiles(kv_format)}  # fmt: skip
+    if attention_ws.available(call) and kv_format in attention_ws.STAGED_TILES:
+        staged = attention_ws.STAGED_TILES[kv_format]
+        impls["triton_ws_staged"] = functools.partial(attention_ws.sparse_attention_ws, call, staged)
     if attention_pair.available(call):
         impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, call)
         if sweep:
