@@ -143,7 +143,8 @@ def test_decode_sweep_checks_every_tile() -> None:
 def test_the_gluon_kernels_beside_the_default_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the paired kernel is the default (BF16 rows on sm_90) the warp-specialized default is timed beside it
     and the paired kernel at one program an item is swept; on an FP8 cache the staged tile is timed beside the
-    default and only the warp-specialized tiles are swept; nothing is swept without ``sweep`` (availability stubbed: the branches an sm_90 GPU takes)."""
+    default and only the warp-specialized tiles are swept; nothing is swept without ``sweep`` (availability
+    stubbed: the branches an sm_90 GPU takes)."""
     from fast.cache import attention_pair, attention_ws
 
     monkeypatch.setattr(attention_ws, "available", lambda call: True)

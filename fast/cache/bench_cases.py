@@ -217,8 +217,9 @@ def sweep_label(c: attention.Config) -> str:
 DEFAULT_PATH = ("triton: the default path (fast.cache.dispatch: on sm_90 the paired-warp-group kernel on BF16 rows, "
                 "one program an SM, the warp-specialized one on an FP8 cache, else the tl kernel)")  # fmt: skip
 GLUON_COMPANIONS = ("triton_ws: the warp-specialized kernel on BF16 rows; triton_ws_staged (FP8 cache): the "
-                    "warp-specialized kernel with the codes staged in the producer's registers (the earlier default "
-                    "tile); triton_pair[per_item] (swept): the paired kernel at one program a (row, head block) item")  # fmt: skip
+                    "warp-specialized kernel with the codes staged in the producer's registers (the earlier "
+                    "default tile); triton_pair[per_item] (swept): the paired kernel at one program a (row, head "
+                    "block) item")  # fmt: skip
 """How the decode and prefill cases' notes name the default path and the Gluon kernels timed beside it."""
 
 
