@@ -105,7 +105,7 @@ def test_a_persistent_program_walks_many_items(kv_format: str | None, programs: 
     from fast.cache import attention_ws
 
     x = walk_inputs(kv_format, 1024, 136)
-    default = attention_ws.STAGED_TILES.get(kv_format, attention_ws.DEFAULT_TILES[kv_format])
+    default = attention_ws.STAGED_TILES[kv_format] if kv_format else attention_ws.DEFAULT_TILES[None]
     walked = _call(x, "bf16")
     attention_ws.sparse_attention_ws(walked, dataclasses.replace(default, persistent=True), programs=programs)
     one_each = _call(x, "bf16")

@@ -5,6 +5,7 @@ twin. The full-size cases run only on a GPU (``python -m fast.cache.bench_cases`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 
@@ -158,7 +159,8 @@ def test_the_gluon_kernels_beside_the_default_path(monkeypatch: pytest.MonkeyPat
     assert [set(d) for d in bench_cases.gluon_companions(bf16, None, False)] == [{"triton_ws"}, set()]
     impls, swept = bench_cases.gluon_companions(fp8, "v4_584", True)
     assert set(impls) == {"triton_ws_staged"}
-    assert impls["triton_ws_staged"].args == (fp8, attention_ws.STAGED_TILES["v4_584"])
+    staged = impls["triton_ws_staged"]
+    assert isinstance(staged, functools.partial) and staged.args == (fp8, attention_ws.STAGED_TILES["v4_584"])
     assert list(swept) == [attention_ws.label(t, True) for t in attention_ws.sweep_tiles("v4_584")]
     impls, swept = bench_cases.gluon_companions(fp8, "v4_584", False)
     assert set(impls) == {"triton_ws_staged"} and swept == {}

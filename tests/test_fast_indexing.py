@@ -376,7 +376,8 @@ def test_split_forms_leave_the_same_threshold_counts_and_buffer(cap_factor: int)
         cfg = dataclasses.replace(three, split_launches=launches)
         out = torch.empty(6, k, dtype=torch.int32, device=DEVICE)
         ops = Operands(scores, lengths, out, k, -1)
-        buffers = tuple(torch.full((6, cap), -7, dtype=torch.int32, device=DEVICE) for _ in range(2))
+        buffers = (torch.full((6, cap), -7, dtype=torch.int32, device=DEVICE),
+                   torch.full((6, cap), -7, dtype=torch.int32, device=DEVICE))  # fmt: skip
         splits, _, thresh, counts = launch_split(ops, cfg, split_lanes_for(cfg, 6, 44), buffers)
         left[launches] = (splits, thresh, counts[:, :, :splits], *buffers)
     splits, thresh, counts, keys, lanes = left[3]
