@@ -72,6 +72,12 @@ def beside_the_paired_kernel(kv_format: str | None) -> set[str]:
     return {"triton_ws"} if kv_format is None and DEVICE.type == "cuda" and gluon_runs_here() else set()
 
 
+def staged_beside(kv_format: str | None) -> set[str]:
+    """On an FP8 cache where the warp-specialized kernel runs (Gluon on sm_90), the case also times it in its
+    staged tile, as ``triton_ws_staged`` (timed only: the swept-tile tests check that tile)."""
+    return {"triton_ws_staged"} if kv_format is not None and DEVICE.type == "cuda" and gluon_runs_here() else set()
+
+
 @pytest.mark.parametrize("p", BUILT_CASES, ids=[p.name for p in BUILT_CASES])
 def test_prefill_case_builds_and_checks(p: Prefill, monkeypatch: pytest.MonkeyPatch) -> None:
     """The case at a reduced size: distinct top-k lanes inside the KV, the window ending at each query's
@@ -89,7 +95,8 @@ def test_prefill_case_builds_and_checks(p: Prefill, monkeypatch: pytest.MonkeyPa
         position = s.s_kv - s.s_q + torch.arange(s.s_q)
         assert torch.equal(idx[:, -1], position) and torch.equal(idx[:, s.topk], position - s.window + 1)
     built = bench_prefill.prefill_case(s, DEVICE)(False)
-    assert set(built.impls) == {"triton", "triton_tl", "torch_eager"} | beside_the_paired_kernel(s.kv_format)
+    beside = beside_the_paired_kernel(s.kv_format) | staged_beside(s.kv_format)
+    assert set(built.impls) == {"triton", "triton_tl", "torch_eager"} | beside
     assert built.flops == 2 * s.s_q * s.h * s.lanes * 1024
     assert built.bytes_moved == s.s_q * s.lanes * (x["row_bytes"] + 4) + s.s_q * s.h * (1024 + 2048 + 4)
     assert (len(built.notes) == 2) == (bench_prefill.twin_rows(p) < p.s_q)
@@ -116,7 +123,7 @@ def test_decode_case_builds_and_checks(kv_format: str | None) -> None:
     want = {"triton", "triton_tl", "triton_f32p", "triton+checks", "torch_eager"} | (
         {"triton_int_decode"} if kv_format == "v4_584" else set()
     )
-    assert set(built.impls) == want | beside_the_paired_kernel(kv_format)
+    assert set(built.impls) == want | beside_the_paired_kernel(kv_format) | staged_beside(kv_format)
     assert built.flops == 2 * 4 * 4 * 16 * 1024
     for fn in built.impls.values():
         fn()
@@ -152,7 +159,7 @@ def test_the_gluon_kernels_beside_the_default_path(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(attention_pair, "available", lambda call: call.kv_cache is None)
     t = torch.zeros(1)
     bf16 = AttentionArgs(t, t, t, None, 1.0, 512, False, t, t, None, "bf16")
-    fp8 = dataclasses.replace(bf16, kv_cache=bench_cases.decode_inputs(1, 4, "v4_584", "cpu", 64, 16)["kv_cache"])
+    fp8 = dataclasses.replace(bf16, kv_cache=bench_cases.decode_inputs(1, 4, "v4_584", DEVICE, 64, 16)["kv_cache"])
     impls, swept = bench_cases.gluon_companions(bf16, None, True)
     tiles = [attention_ws.label(t, False) for t in attention_ws.sweep_tiles(None)]
     assert set(impls) == {"triton_ws"} and list(swept) == [*tiles, "triton_pair[per_item]"]
