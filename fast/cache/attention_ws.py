@@ -842,7 +842,7 @@ class Tile:
     tile t's softmax while that p @ v is in flight (FlashAttention-3's intra-warpgroup overlap), holding two stages
     at once. ``prefetch``: the rows of the tile that many ahead asked of L2. ``persistent``: one program an SM walks
     (row, head block) items. ``index_ahead``: the producer loads each tile's lane indices while the tile before is
-    in hand (codes staged in registers or BF16 rows). ``code_chunks``: V4.1 codes copied a 64-column chunk at a
+    in hand (codes staged in registers or BF16 rows). ``code_chunks``: V4.1 or V4 codes copied a 64-column chunk at a
     time into a ring of that many slots, ``code_chunks - 2`` chunks ahead of the conversion and across tiles
     (``_produce_chunked``; + ``code_chunks`` x ``block_n`` x 64 B and two tiles' scales)."""
 
