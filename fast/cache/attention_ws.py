@@ -14,8 +14,8 @@ partitions:
    shared memory, waiting on a stage's ``empty`` barrier before it overwrites it and signalling its ``ready``
    barrier: BF16 rows by ``cp.async`` (the barrier completes when the copies land); FP8 codes either staged in
    its registers, a whole tile loaded before the stage is awaited, then converted (``cvt.rn.f16x2.e4m3x2`` times
-   the group's power-of-two scale: exact) and stored, or (V4.1, ``code_stages`` >= 2) copied into a ring of raw
-   tiles ahead of the conversion;
+   the group's power-of-two scale: exact) and stored, or (the default, ``Tile.code_chunks``) copied a 64-column
+   chunk at a time into a ring of chunks, running ahead of the conversion across tiles;
 2. the consumer, the program's 8 warps (two warp groups), waits on ``ready``, runs the scores' ``wgmma`` (q,
    64 x 512, against the tile), the online softmax, the ``p @ v`` ``wgmma`` with the same tile as v, and arrives
    on ``empty``.
@@ -69,10 +69,6 @@ WS_API = gl.constexpr(
 """How this Triton's ``gl.warp_specialize`` takes its partitions: 0, (function, arguments) pairs (3.9); 1, the
 default partition's arguments and function, then the workers' arguments and functions; 2, one argument tuple for
 every partition, the default function, the workers' functions."""
-_COPY_L = gl.constexpr(gl.BlockedLayout([1, 1, 16], [1, 16, 2], [PRODUCER_WARPS, 1, 1], [2, 1, 0]))
-"""The FP8 copies' layout of the codes, [lanes, 16 groups, 32]: 16 bytes a thread."""
-_SCALE_L = gl.constexpr(gl.BlockedLayout([1, 4], [8, 4], [PRODUCER_WARPS, 1], [1, 0]))
-"""The FP8 copies' layout of the scales, [lanes, 16]: 4 bytes a thread."""
 
 
 @gluon.constexpr_function
@@ -168,23 +164,6 @@ def _cache_offset(row, block_bytes, RPB: gl.constexpr, STRIDE: gl.constexpr):
     """The byte offset of cache row ``row`` (int64) in its block's section of rows ``STRIDE`` bytes apart."""
     block = row // RPB
     return block * block_bytes + (row - block * RPB) * STRIDE
-
-
-@gluon.jit
-def _issue_codes(codes, scales, kv_ptr, idx_c, idx_s, N, block_bytes, scale_base, RPB: gl.constexpr,
-                 DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
-    """FP8: ``cp.async`` the e4m3 codes ([lanes, 16 groups, 32]) and UE8M0 scales ([lanes, 16]) of the lanes
-    ``idx_c`` / ``idx_s`` (``_tile_indices``; an invalid lane's are zero-filled: code 0 under the smallest scale
-    is 0)."""
-    copy_l: gl.constexpr = _COPY_L
-    valid = (idx_c >= 0) & (idx_c < N)
-    row = gl.where(valid, idx_c, 0).to(gl.int64)
-    data_b = _cache_offset(row, block_bytes, RPB, DATA_STRIDE)
-    group = gl.arange(0, 16, gl.SliceLayout(0, gl.SliceLayout(2, copy_l)))
-    byte = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, copy_l)))
-    at = data_b[:, None, None] + (group * 32)[None, :, None] + byte[None, None, :]
-    ASYNC_LOAD(codes, kv_ptr + at, mask=valid[:, None, None])
-    _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, 16, PRODUCER_WARPS)
 
 
 @gluon.jit
@@ -313,7 +292,7 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
                     DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
                     QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
                     PRODUCER_WARPS: gl.constexpr, PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr,
-                    POINTS: gl.constexpr, DIM: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
+                    POINTS: gl.constexpr, DIM: gl.constexpr):  # fmt: skip
     """FP8, staged in registers: a tile's eight chunks are loaded before the stage is awaited, so the whole
     tile's bytes are in flight at once, then converted and stored; with ``PREFETCH``, the rows of the tile that
     many ahead are asked of L2 once this tile's loads are issued, so that its loads wait on L2, not DRAM."""
@@ -324,14 +303,9 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
         _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, ROW_BYTES,
                        POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
     lane0 = gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
-    if INDEX_AHEAD:
-        idx_next = gl.load(idx_ptr + m * K + lane0, mask=lane0 < K, other=-1)
     for t in range(n_tiles):
-        if INDEX_AHEAD:
-            idx = idx_next
-        else:
-            lane = t * BLOCK_N + lane0
-            idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+        lane = t * BLOCK_N + lane0
+        idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)
         row = gl.where(valid, idx, 0).to(gl.int64)
         block = row // RPB
@@ -346,9 +320,6 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
         x5, s5 = _load_chunk(kv_ptr, data_b, scale_b, valid, 5, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
         x6, s6 = _load_chunk(kv_ptr, data_b, scale_b, valid, 6, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
         x7, s7 = _load_chunk(kv_ptr, data_b, scale_b, valid, 7, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
-        if INDEX_AHEAD:  # the next tile's indices, in flight while this tile converts
-            lane = (t + 1) * BLOCK_N + lane0
-            idx_next = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         if PREFETCH > 0:  # lanes past K ask for nothing
             _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                            SCALE_STRIDE, ROW_BYTES, POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
@@ -449,11 +420,11 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB: gl.constexpr,
               DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
               BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
-              CODE_STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
+              CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
               EMPTY_NAN: gl.constexpr,
               FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
-              PERSISTENT: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
+              PERSISTENT: gl.constexpr):  # fmt: skip
     if PERSISTENT:  # the program's (row, head block) items in turn; the ring's tiles counted across them
         first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
         for w in range(first, end, step):
@@ -463,26 +434,25 @@ def _producer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
             issue_q(q_smem.index(0), q_ptr, row, (w % n_blocks) * BLOCK_H, H, BLOCK_H, DIM, CHUNK, PRODUCER_WARPS)
             async_copy.mbarrier_arrive(q_ready, increment_count=False)
             _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, row, j * n_tiles, N, K, block_bytes,
-                         scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES,
+                         scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES,
                          CODE_CHUNKS,
-                         CHUNK, FP8_KV, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE, INDEX_AHEAD)  # fmt: skip
+                         CHUNK, FP8_KV, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE)  # fmt: skip
     else:
         _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, 0, N, K, block_bytes, scale_base, RPB,
-                     DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_STAGES, CODE_CHUNKS, CHUNK,
+                     DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, STAGES, CODE_CHUNKS, CHUNK,
                      FP8_KV,
-                     PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE, INDEX_AHEAD)  # fmt: skip
+                     PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS, PROBE)  # fmt: skip
 
 
 @gluon.jit
 def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base,
                  RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
                  QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
-                 CODE_STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, FP8_KV: gl.constexpr,
+                 CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, FP8_KV: gl.constexpr,
                  PRODUCER_WARPS: gl.constexpr,
-                 PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
-                 INDEX_AHEAD: gl.constexpr):  # fmt: skip
-    """One query row's tiles into the ring, the ``g0``-th tile of the ring's sequence first; ``INDEX_AHEAD``: each
-    tile's lane indices loaded while the tile before is in hand, off the path from a freed stage to its refill."""
+                 PREFETCH: gl.constexpr, ROW_BYTES: gl.constexpr, POINTS: gl.constexpr,
+                 PROBE: gl.constexpr):  # fmt: skip
+    """One query row's tiles into the ring, the ``g0``-th tile of the ring's sequence first."""
     n_tiles = (K + BLOCK_N - 1) // BLOCK_N
     if PROBE == 7:
         for t in range(n_tiles):
@@ -496,55 +466,19 @@ def _produce_row(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N,
         _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N, K, block_bytes, scale_base, RPB,
                          DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CODE_CHUNKS, CHUNK, DIM,
                          PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS)  # fmt: skip
-    elif FP8_KV and CODE_STAGES == 0:
+    elif FP8_KV:
         _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
                         SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, STAGES, CHUNK, PRODUCER_WARPS, PREFETCH, ROW_BYTES, POINTS,
-                        DIM, INDEX_AHEAD)  # fmt: skip
-    elif FP8_KV:
-        for t in gl.static_range(CODE_STAGES - 1):  # the codes run CODE_STAGES - 1 tiles ahead of the conversion
-            idx_c, idx_s = _tile_indices(idx_ptr, m, t, K, BLOCK_N, _COPY_L, _SCALE_L)
-            _issue_codes(codes.index(t), scales.index(t), kv_ptr, idx_c, idx_s, N, block_bytes, scale_base, RPB,
-                         DATA_STRIDE, SCALE_STRIDE, PRODUCER_WARPS)  # fmt: skip
-            async_copy.commit_group()
-        idx_c, idx_s = _tile_indices(idx_ptr, m, CODE_STAGES - 1, K, BLOCK_N, _COPY_L, _SCALE_L)
-        for t in range(n_tiles):
-            ahead = t + CODE_STAGES - 1
-            _issue_codes(codes.index(ahead % CODE_STAGES), scales.index(ahead % CODE_STAGES), kv_ptr, idx_c, idx_s,
-                         N, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, PRODUCER_WARPS)  # fmt: skip
-            async_copy.commit_group()
-            # the next tile's indices: their load runs while this tile converts
-            idx_c, idx_s = _tile_indices(idx_ptr, m, ahead + 1, K, BLOCK_N, _COPY_L, _SCALE_L)
-            async_copy.wait_group(CODE_STAGES - 1)  # this thread's copies of tile t have landed
-            BARRIER()  # and every producer thread's
-            stage = t % STAGES
-            tile = k_smem.index(stage)
-            tile_codes = codes.index(t % CODE_STAGES)
-            tile_scales = scales.index(t % CODE_STAGES)
-            mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
-            for c in gl.static_range(DIM // CHUNK):
-                _convert_chunk(tile, tile_codes.slice(c * (CHUNK // 32), CHUNK // 32, dim=1),
-                               tile_scales.slice(c * (CHUNK // 32), CHUNK // 32, dim=1), c, BLOCK_N, CHUNK, 32,
-                               PRODUCER_WARPS)  # fmt: skip
-            fence_async_shared()
-            BARRIER()  # every thread's stores are in, and its reads of this code stage done before it is refilled
-            mbarrier.arrive(ready.index(stage), count=1)
+                        DIM)  # fmt: skip
     else:
         for t in gl.static_range(STAGES, PREFETCH):  # the first STAGES tiles' copies are issued at once
             _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE,
                            ROW_BYTES, POINTS, False, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
-        if INDEX_AHEAD:
-            row_next, ok_next = tile_rows(idx_ptr, m, 0, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
         for t in range(n_tiles):
             stage = (g0 + t) % STAGES
-            if INDEX_AHEAD:  # this tile's rows were loaded a tile ago; the next tile's load while this stage frees
-                row, ok = row_next, ok_next
-                row_next, ok_next = tile_rows(idx_ptr, m, t + 1, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
-                mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)
-                copy_rows(k_smem.index(stage), kv_ptr, row, ok, DIM, CHUNK, PRODUCER_WARPS, 0, DIM // CHUNK)
-            else:
-                mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)
-                issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS, 0,
-                            DIM // CHUNK)  # fmt: skip
+            mbarrier.wait(empty.index(stage), (((g0 + t) // STAGES) & 1) ^ 1)
+            issue_rows(k_smem.index(stage), kv_ptr, idx_ptr, m, t, N, K, BLOCK_N, DIM, CHUNK, PRODUCER_WARPS, 0,
+                       DIM // CHUNK)  # fmt: skip
             async_copy.mbarrier_arrive(ready.index(stage), increment_count=False)  # when this thread's copies land
             if PREFETCH > 0:  # beyond the STAGES tiles the copies keep in flight (check_tile)
                 _prefetch_tile(kv_ptr, idx_ptr, m, t + PREFETCH, N, K, block_bytes, scale_base, RPB, DATA_STRIDE,
@@ -556,11 +490,11 @@ def _consumer(q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink
               q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB: gl.constexpr,
               DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
               BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, STAGES: gl.constexpr,
-              CODE_STAGES: gl.constexpr, CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
+              CODE_CHUNKS: gl.constexpr, CHUNK: gl.constexpr, HAS_SINK: gl.constexpr,
               EMPTY_NAN: gl.constexpr,
               FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
-              PERSISTENT: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
+              PERSISTENT: gl.constexpr):  # fmt: skip
     if PERSISTENT:  # the items in the producer's order
         first, end, step, n_blocks, n_tiles = persistent_items(M, H, K, BLOCK_H, BLOCK_N)
         for w in range(first, end, step):
@@ -733,13 +667,13 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                                 scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
                                 SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
                                 BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr,
-                                DIM: gl.constexpr, STAGES: gl.constexpr, CODE_STAGES: gl.constexpr,
+                                DIM: gl.constexpr, STAGES: gl.constexpr,
                                 CODE_CHUNKS: gl.constexpr,
                                 CHUNK: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
                                 FP8_KV: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
                                 PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr, PREFETCH: gl.constexpr,
               ROW_BYTES: gl.constexpr, POINTS: gl.constexpr, PROBE: gl.constexpr,
-              PERSISTENT: gl.constexpr, INDEX_AHEAD: gl.constexpr):  # fmt: skip
+              PERSISTENT: gl.constexpr):  # fmt: skip
     h0 = gl.program_id(0) * BLOCK_H  # persistent: unused (the partitions walk the items)
     m = gl.program_id(1).to(gl.int64)
     smem_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
@@ -750,15 +684,10 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
     else:
         q_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_H, DIM], smem_l)
     k_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, DIM], smem_l)
-    if (
-        FP8_KV and CODE_STAGES > 0
-    ):  # the codes' ring (BF16 rows are copied into k_smem, staged codes loaded into registers)
-        codes = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32, 32], plain_3d)
-        scales = gl.allocate_shared_memory(gl.uint8, [CODE_STAGES, BLOCK_N, DIM // 32], plain_2d)
-    elif FP8_KV and CODE_CHUNKS > 0:  # a ring of chunks of codes, two tiles' scales
+    if FP8_KV and CODE_CHUNKS > 0:  # a ring of chunks of codes, two tiles' scales
         codes = gl.allocate_shared_memory(gl.uint8, [CODE_CHUNKS, BLOCK_N, CHUNK // GROUP, GROUP], plain_3d)
         scales = gl.allocate_shared_memory(gl.uint8, [2, BLOCK_N, scale_bytes(QDIMS, GROUP)], plain_2d)
-    else:
+    else:  # BF16 rows are copied into k_smem, staged codes loaded into registers
         codes = gl.allocate_shared_memory(gl.uint8, [1, 1, DIM // 32, 32], plain_3d)
         scales = gl.allocate_shared_memory(gl.uint8, [1, 1, DIM // 32], plain_2d)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -788,15 +717,15 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
                 (_consumer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
                              RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES,
-                             CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP,
+                             CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP,
                              PREFETCH,
-                             ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD)),
+                             ROW_BYTES, POINTS, PROBE, PERSISTENT)),
                 (_producer, (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr,
                              lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
                              RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES,
-                             CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP,
+                             CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV, PRODUCER_WARPS, OVERLAP,
                              PREFETCH,
-                             ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD)),
+                             ROW_BYTES, POINTS, PROBE, PERSISTENT)),
             ],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
@@ -805,15 +734,15 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         gl.warp_specialize(
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
-             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
              PRODUCER_WARPS,
-             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
             _consumer,
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
-             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
              PRODUCER_WARPS,
-             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
             [_producer],
             [PRODUCER_WARPS],
             [PRODUCER_REGS],
@@ -822,9 +751,9 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
         gl.warp_specialize(
             (q_smem, k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready,
              q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP,
-             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
+             QDIMS, BLOCK_H, BLOCK_N, DIM, STAGES, CODE_CHUNKS, CHUNK, HAS_SINK, EMPTY_NAN, FP8_KV,
              PRODUCER_WARPS,
-             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT, INDEX_AHEAD),
+             OVERLAP, PREFETCH, ROW_BYTES, POINTS, PROBE, PERSISTENT),
             _consumer,
             [_producer],
             [PRODUCER_WARPS],
@@ -835,32 +764,26 @@ def _sparse_attention_ws_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_p
 @dataclasses.dataclass(frozen=True)
 class Tile:
     """A launch's tile: ``block_n`` lanes a tile, ``stages`` bf16 tiles in the ring the consumer reads, and for an
-    FP8 cache either ``code_stages`` tiles of codes copied ahead of the conversion (V4.1 only; the copies run
-    ``code_stages - 1`` tiles ahead) or, with ``code_stages`` 0, the codes staged in the producer's registers
-    (``producer_regs`` a thread). Shared memory: q (64 KB) + ``stages`` x ``block_n`` x 1 KB (+ ``code_stages``
-    x ``block_n`` x 528 B). ``overlap``: the consumer issues tile t's score MMA before tile t - 1's p @ v and runs
-    tile t's softmax while that p @ v is in flight (FlashAttention-3's intra-warpgroup overlap), holding two stages
-    at once. ``prefetch``: the rows of the tile that many ahead asked of L2. ``persistent``: one program an SM walks
-    (row, head block) items. ``index_ahead``: the producer loads each tile's lane indices while the tile before is
-    in hand (codes staged in registers or BF16 rows). ``code_chunks``: V4.1 or V4 codes copied a 64-column chunk at a
-    time into a ring of that many slots, ``code_chunks - 2`` chunks ahead of the conversion and across tiles
-    (``_produce_chunked``; + ``code_chunks`` x ``block_n`` x 64 B and two tiles' scales)."""
+    FP8 cache the codes either copied a 64-column chunk at a time into a ring of ``code_chunks`` slots,
+    ``code_chunks - 2`` chunks ahead of the conversion and across tiles (``_produce_chunked``), or, with
+    ``code_chunks`` 0, staged in the producer's registers (``_produce_staged``); ``producer_regs`` a producer
+    thread. Shared memory: q (64 KB) + ``stages`` x ``block_n`` x 1 KB (+ ``code_chunks`` x ``block_n`` x 64 B and
+    two tiles' scales). ``overlap``: the consumer issues tile t's score MMA before tile t - 1's p @ v and runs tile
+    t's softmax while that p @ v is in flight (FlashAttention-3's intra-warpgroup overlap), holding two stages at
+    once. ``prefetch``: the rows of the tile that many ahead asked of L2. ``persistent``: one program an SM walks
+    (row, head block) items."""
 
     block_n: int
     stages: int
-    code_stages: int = 0
     producer_regs: int = PRODUCER_REGS
     overlap: bool = False
     prefetch: int = 0
     persistent: bool = False
-    index_ahead: bool = False
     code_chunks: int = 0
 
     def smem_bytes(self, fp8_kv: bool) -> int:
         """The ring's and q's shared memory, in bytes."""
-        ring = self.code_stages if fp8_kv and self.code_stages else 1
-        lanes = self.block_n if fp8_kv and self.code_stages else 1
-        codes = ring * lanes * (DIM + DIM // 32)
+        codes = DIM + DIM // 32  # the kernel's placeholder of one row where no ring of codes is held
         if fp8_kv and self.code_chunks:
             codes = self.code_chunks * self.block_n * CHUNK + 2 * self.block_n * (DIM // 32)
         return BLOCK_H * DIM * 2 + self.stages * self.block_n * DIM * 2 + codes
@@ -868,21 +791,21 @@ class Tile:
 
 def label(tile: Tile, fp8_kv: bool) -> str:
     """A tile's name in the benchmark's report."""
-    codes = (f",c{tile.code_stages}" if tile.code_stages else f",r{tile.producer_regs}") if fp8_kv else ""
+    codes = f",r{tile.producer_regs}" if fp8_kv else ""
     codes = f",k{tile.code_chunks},r{tile.producer_regs}" if fp8_kv and tile.code_chunks else codes
     extra = (",o" if tile.overlap else "") + (f",pf{tile.prefetch}" if tile.prefetch else "")
-    extra += (",p" if tile.persistent else "") + (",ia" if tile.index_ahead else "")
+    extra += ",p" if tile.persistent else ""
     return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}{extra}]"
 
 
-STAGED_TILES = {"v41_fp8_528": Tile(64, 2, 0, 128, prefetch=1), "v4_584": Tile(64, 2, 0, 128)}
+STAGED_TILES = {"v41_fp8_528": Tile(64, 2, 128, prefetch=1), "v4_584": Tile(64, 2, 128)}
 """The fastest tiles with the codes staged in the producer's registers (results/sweeps/run8-11 on the H200; V4.1's
 L2 prefetch one tile ahead from run14, docs/targets.md section 2): the FP8 defaults before the chunked copies, and
 the base of the persistent form, which the chunked copies do not take."""
 DEFAULT_TILES = {
     None: Tile(64, 2),
-    "v41_fp8_528": Tile(64, 2, 0, 96, code_chunks=7),
-    "v4_584": Tile(64, 2, 0, 96, code_chunks=7),
+    "v41_fp8_528": Tile(64, 2, 96, code_chunks=7),
+    "v4_584": Tile(64, 2, 96, code_chunks=7),
 }
 """The tile for each KV format (None: BF16 rows), the fastest of the sweeps: BF16 rows from results/sweeps/run8-11;
 the FP8 caches' codes copied a chunk at a time, 7 slots, 96 producer registers, from run17 on the H200 (V4 decode
@@ -894,19 +817,16 @@ SWEEP = {
         Tile(64, 2, prefetch=3),
         Tile(64, 2, prefetch=4),
         Tile(64, 2, persistent=True),
-        Tile(64, 2, index_ahead=True),
     ),
     True: (
-        Tile(64, 2, 0, 152),
-        Tile(64, 2, 0, 128),
-        Tile(64, 2, 0, 112),
-        Tile(32, 2, 4),
-        *(Tile(64, 2, 0, regs, prefetch=n) for regs in (112, 128) for n in (1, 2)),
-        *(Tile(64, 2, 0, regs, prefetch=n, persistent=True) for regs, n in ((112, 0), (128, 0), (128, 1))),
-        *(Tile(64, 2, 0, 128, prefetch=n, index_ahead=True) for n in (0, 1)),
-        *(Tile(64, 2, 0, 96, prefetch=n, code_chunks=7) for n in (0, 1, 2)),
-        *(Tile(64, 2, 0, r, prefetch=1, code_chunks=7) for r in (56, 128)),
-        Tile(64, 2, 0, 96, prefetch=1, code_chunks=5),
+        Tile(64, 2, 152),
+        Tile(64, 2, 128),
+        Tile(64, 2, 112),
+        *(Tile(64, 2, regs, prefetch=n) for regs in (112, 128) for n in (1, 2)),
+        *(Tile(64, 2, regs, prefetch=n, persistent=True) for regs, n in ((112, 0), (128, 0), (128, 1))),
+        *(Tile(64, 2, 96, prefetch=n, code_chunks=7) for n in (0, 1, 2)),
+        *(Tile(64, 2, r, prefetch=1, code_chunks=7) for r in (56, 128)),
+        Tile(64, 2, 96, prefetch=1, code_chunks=5),
     ),
 }
 """Tiles the benchmark's sweep times besides the defaults."""
@@ -977,11 +897,11 @@ def _lines(row_bytes: int) -> dict[str, int]:
 
 def tile_constants(tile: Tile, has_sink: bool, empty_nan: bool, probe: int = 0) -> dict[str, int | bool]:
     """The kernel's tile and partition constexprs."""
-    return dict(BLOCK_H=BLOCK_H, BLOCK_N=tile.block_n, DIM=DIM, STAGES=tile.stages, CODE_STAGES=tile.code_stages,
+    return dict(BLOCK_H=BLOCK_H, BLOCK_N=tile.block_n, DIM=DIM, STAGES=tile.stages,
                 CODE_CHUNKS=tile.code_chunks,
                 CHUNK=CHUNK, HAS_SINK=has_sink, EMPTY_NAN=empty_nan, PRODUCER_WARPS=PRODUCER_WARPS,
                 PRODUCER_REGS=tile.producer_regs, OVERLAP=tile.overlap, PREFETCH=tile.prefetch,
-                PERSISTENT=tile.persistent, INDEX_AHEAD=tile.index_ahead, PROBE=probe)  # fmt: skip
+                PERSISTENT=tile.persistent, PROBE=probe)  # fmt: skip
 
 
 def most_code_chunks(kv_format: str | None) -> int:
@@ -999,26 +919,18 @@ def most_code_chunks(kv_format: str | None) -> int:
 def check_tile(tile: Tile, kv_format: str | None) -> None:
     """ValueError naming ``tile`` and the rule it breaks, for KV in ``kv_format`` (None: BF16 rows)."""
     fp8 = kv_format is not None
-    if tile.block_n not in (32, 64) or tile.stages < 1 or tile.code_stages == 1 or tile.code_stages < 0:
-        raise ValueError(f"tile: {tile} needs block_n 32 or 64, stages >= 1 and code_stages 0 or >= 2")
-    if fp8 and tile.code_stages and kv_format != "v41_fp8_528":
-        raise ValueError(f"tile: {tile} copies codes ahead, which reads v41_fp8_528 caches only, not {kv_format}")
-    if tile.code_chunks and not (3 <= tile.code_chunks <= most_code_chunks(kv_format) and tile.code_stages == 0):
+    if tile.block_n not in (32, 64) or tile.stages < 1:
+        raise ValueError(f"tile: {tile} needs block_n 32 or 64 and stages >= 1")
+    if tile.code_chunks and not 3 <= tile.code_chunks <= most_code_chunks(kv_format):
         raise ValueError(f"tile: {tile} needs code_chunks 0 or in [3, {most_code_chunks(kv_format)}] for "
                          f"{kv_format} (the copies run code_chunks - 2 chunks ahead, fewer than a tile's chunks "
-                         "of codes, and V4's rope values land by a tile's last step) and code_stages 0")  # fmt: skip
+                         "of codes, and V4's rope values land by a tile's last step)")  # fmt: skip
     if tile.overlap and tile.stages < 2:
         raise ValueError(f"tile: {tile} overlaps two tiles in the consumer, which needs stages >= 2")
-    if tile.index_ahead and fp8 and (tile.code_stages or tile.code_chunks):
-        raise ValueError(f"tile: {tile} loads indices ahead, which codes copied ahead do already")
-    if tile.persistent and (tile.overlap or (fp8 and (tile.code_stages or tile.code_chunks))):
+    if tile.persistent and (tile.overlap or (fp8 and tile.code_chunks)):
         raise ValueError(f"tile: {tile} is persistent, which the overlapped consumer and codes copied ahead are not")
-    hint_ok = tile.prefetch == 0 or (tile.prefetch > tile.stages if not fp8 else not tile.code_stages)
-    if not 0 <= tile.prefetch <= 4 or not hint_ok:
-        raise ValueError(
-            f"tile: {tile} needs prefetch in [0, 4], past the stages' copies for BF16 rows (> stages) "
-            "and 0 with codes copied ahead"
-        )
+    if not 0 <= tile.prefetch <= 4 or (not fp8 and 0 < tile.prefetch <= tile.stages):
+        raise ValueError(f"tile: {tile} needs prefetch in [0, 4], past the stages' copies for BF16 rows (> stages)")
     if tile.producer_regs % 8 or not 24 <= tile.producer_regs <= 160:
         raise ValueError(f"tile: {tile} needs producer_regs a multiple of 8 in [24, 160]")
     if tile.smem_bytes(fp8) > SMEM_LIMIT:
