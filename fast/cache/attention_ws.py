@@ -791,8 +791,8 @@ class Tile:
 
 def label(tile: Tile, fp8_kv: bool) -> str:
     """A tile's name in the benchmark's report."""
-    codes = f",r{tile.producer_regs}" if fp8_kv else ""
-    codes = f",k{tile.code_chunks},r{tile.producer_regs}" if fp8_kv and tile.code_chunks else codes
+    chunks = f",k{tile.code_chunks}" if tile.code_chunks else ""
+    codes = f"{chunks},r{tile.producer_regs}" if fp8_kv else ""
     extra = (",o" if tile.overlap else "") + (f",pf{tile.prefetch}" if tile.prefetch else "")
     extra += ",p" if tile.persistent else ""
     return f"triton_ws[n{tile.block_n},s{tile.stages}{codes}{extra}]"
@@ -927,7 +927,7 @@ def check_tile(tile: Tile, kv_format: str | None) -> None:
                          "of codes, and V4's rope values land by a tile's last step)")  # fmt: skip
     if tile.overlap and tile.stages < 2:
         raise ValueError(f"tile: {tile} overlaps two tiles in the consumer, which needs stages >= 2")
-    if tile.persistent and (tile.overlap or (fp8 and tile.code_chunks)):
+    if tile.persistent and (tile.overlap or tile.code_chunks):
         raise ValueError(f"tile: {tile} is persistent, which the overlapped consumer and codes copied ahead are not")
     if not 0 <= tile.prefetch <= 4 or (not fp8 and 0 < tile.prefetch <= tile.stages):
         raise ValueError(f"tile: {tile} needs prefetch in [0, 4], past the stages' copies for BF16 rows (> stages)")

@@ -233,13 +233,14 @@ def gluon_companions(
     ``triton_ws_staged``."""
     impls: dict[str, Callable[[], object]] = {}
     swept: dict[str, Callable[[], object]] = {}
-    if attention_ws.available(call) and sweep:
-        fp8 = kv_format is not None
-        swept = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, call, t)
-                 for t in attention_ws.sweep_tiles(kv_format)}  # fmt: skip
-    if attention_ws.available(call) and kv_format in attention_ws.STAGED_TILES:
-        staged = attention_ws.STAGED_TILES[kv_format]
-        impls["triton_ws_staged"] = functools.partial(attention_ws.sparse_attention_ws, call, staged)
+    if attention_ws.available(call):
+        if sweep:
+            fp8 = kv_format is not None
+            swept = {attention_ws.label(t, fp8): functools.partial(attention_ws.sparse_attention_ws, call, t)
+                     for t in attention_ws.sweep_tiles(kv_format)}  # fmt: skip
+        if kv_format in attention_ws.STAGED_TILES:
+            staged = attention_ws.STAGED_TILES[kv_format]
+            impls["triton_ws_staged"] = functools.partial(attention_ws.sparse_attention_ws, call, staged)
     if attention_pair.available(call):
         impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, call)
         if sweep:
