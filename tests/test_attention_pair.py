@@ -1,9 +1,10 @@
 """The paired-warp-group sparse attention (``fast.cache.attention_pair``, a Gluon kernel, compiled sm_90 only;
-BF16 KV rows): against the float64 mode of the ``tl`` kernel on the same call, within twice the error of the
-``tl`` kernel's own bf16-probability mode (the flash-attention rule) plus one f32 ulp of the output's scale; lse
-and the empty rows' conventions as the ``tl`` kernel gives them. Skipped without a Hopper GPU. On any device:
-the schedule's arithmetic (``attention_pair_naive``, step for step) against the float64 torch twin, within twice
-the error of the torch twin's bf16 mode plus one ulp, and the refusal of other calls."""
+BF16 KV rows and V4 / V4.1 FP8 caches): against the float64 mode of the ``tl`` kernel on the same call, within
+twice the error of the ``tl`` kernel's own bf16-probability mode (the flash-attention rule) plus one f32 ulp of
+the output's scale; lse and the empty rows' conventions as the ``tl`` kernel gives them; on an FP8 cache, bit for
+bit the kernel on BF16 rows holding the cache's values. Skipped without a Hopper GPU. On any device: the
+schedule's arithmetic (``attention_pair_naive``, step for step) against the float64 torch twin, within twice the
+error of the torch twin's bf16 mode plus one ulp, and the refusal of other calls."""
 
 from __future__ import annotations
 
@@ -153,10 +154,74 @@ def test_other_calls_are_refused() -> None:
 
     # inputs where a cache can be built: a Triton store on CPU tensors runs only in the interpreter
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    x = bench_cases.decode_inputs(1, 64, "v41_fp8_528", device, context_rows=256, topk=64)
-    call = dataclasses.replace(_call(x, "bf16"), kv_cache=x["kv_cache"])
-    with pytest.raises(ValueError, match=r"^call: the paired-group kernel serves bf16 q"):
-        attention_pair.sparse_attention_pair(call)
+    x = bench_cases.decode_inputs(1, 64, "v41_fp4_288", device, context_rows=256, topk=64)
+    fp4 = dataclasses.replace(_call(x, "bf16"), kv_cache=x["kv_cache"])
+    rows = bench_cases.decode_inputs(1, 64, None, device, context_rows=256, topk=64)
+    for call in (fp4, _call(rows, "f32")):
+        with pytest.raises(ValueError, match=r"^call: the paired-group kernel serves bf16 q"):
+            attention_pair.sparse_attention_pair(call)
+
+
+FP8_FORMATS = ["v41_fp8_528", "v4_584"]
+
+
+def _on_fp8(x: dict[str, Any], kv_format: str, precision: str = "bf16") -> tuple[AttentionArgs, AttentionArgs]:
+    """The call on ``x``'s FP8 cache, and the same call on BF16 rows holding the cache's values (exact in bf16:
+    an e4m3 code times a power of two, V4's tail already bf16)."""
+    from fast.cache import gather_dequantize
+
+    slots = torch.arange(x["N"], device=x["kv"].device)
+    rows = gather_dequantize(x["kv"], slots, fmt=kv_format, rows_per_block=x["kv_cache"][1]).to(torch.bfloat16)
+    on_cache = dataclasses.replace(_call(x, precision), kv_cache=x["kv_cache"])
+    on_rows = _call({**x, "kv": rows}, precision)
+    return on_cache, on_rows
+
+
+@needs_sm90
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "per_item"])
+@pytest.mark.parametrize("kv_format", FP8_FORMATS)
+@pytest.mark.parametrize("case", [c for c in CASES if CASES[c][3] != "negative"])
+def test_an_fp8_cache_gives_the_bits_of_its_values_as_bf16_rows(case: str, kv_format: str, persistent: bool) -> None:
+    """The producer's conversion is exact, and the consumers are the BF16 rows' own: on an FP8 cache the kernel
+    equals, bit for bit, itself on BF16 rows holding the cache's values (so the f64 rule of
+    ``test_paired_groups_match_the_f64_mode`` carries over); every case of that test whose inputs a cache can hold
+    (partial tiles and head blocks, invalid lanes and empty rows, a row maximum that moves between the groups)."""
+    from fast.cache import attention_pair
+
+    b, h, topk, _ = CASES[case]
+    x = bench_cases.decode_inputs(b, h, kv_format, "cuda", context_rows=4096, topk=topk)
+    plain, nan = _inputs(case, "cuda", 4096)
+    x = {**x, "q": plain["q"], "indices": plain["indices"], "sink": plain["sink"]}
+    on_cache, on_rows = _on_fp8(x, kv_format)
+    on_cache, on_rows = dataclasses.replace(on_cache, empty_nan=nan), dataclasses.replace(on_rows, empty_nan=nan)
+    attention_pair.sparse_attention_pair(on_cache, persistent=persistent)
+    attention_pair.sparse_attention_pair(on_rows, persistent=persistent)
+    assert_same_bits(on_cache, on_rows)
+    assert torch.isfinite(on_rows.lse).any()
+
+
+@needs_sm90
+@pytest.mark.parametrize("programs", [1, 3, 7])
+@pytest.mark.parametrize("kv_format", FP8_FORMATS)
+def test_a_persistent_program_walks_an_fp8_cache(kv_format: str, programs: int) -> None:
+    """The walk of ``test_a_persistent_program_walks_many_items`` (3 pairs an item, the last pair's second tile past
+    the lanes) on an FP8 cache: equal bit for bit to one program an item and to the BF16 rows of its values, and
+    within the f64 rule."""
+    from fast.cache import attention_pair
+
+    x = walk_inputs(kv_format, 4096, 136)
+    walked, on_rows = _on_fp8(x, kv_format)
+    attention_pair.sparse_attention_pair(walked, persistent=True, programs=programs)
+    one_each, _ = _on_fp8(x, kv_format)
+    attention_pair.sparse_attention_pair(one_each, persistent=False)
+    attention_pair.sparse_attention_pair(on_rows, persistent=True, programs=programs)
+    assert_same_bits(walked, one_each)
+    assert_same_bits(walked, on_rows)
+    exact, _ = _on_fp8(x, kv_format, "f64")
+    attention.sparse_attention(exact)
+    tl_call, _ = _on_fp8(x, kv_format)
+    attention.sparse_attention(tl_call)
+    _check(walked, exact, tl_call)
 
 
 @pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9, reason="off sm_90")

@@ -73,9 +73,11 @@ def beside_the_paired_kernel(kv_format: str | None) -> set[str]:
 
 
 def staged_beside(kv_format: str | None) -> set[str]:
-    """On an FP8 cache where the warp-specialized kernel runs (Gluon on sm_90), the case also times it in its
-    staged tile, as ``triton_ws_staged`` (timed only: the swept-tile tests check that tile)."""
-    return {"triton_ws_staged"} if kv_format is not None and DEVICE.type == "cuda" and gluon_runs_here() else set()
+    """On an FP8 cache where the Gluon kernels run (sm_90), the case also times the warp-specialized kernel in its
+    staged tile, as ``triton_ws_staged`` (timed only: the swept-tile tests check that tile), and the paired kernel
+    with its FP8 producer, as ``triton_pair``."""
+    gluon = kv_format is not None and DEVICE.type == "cuda" and gluon_runs_here()
+    return {"triton_ws_staged", "triton_pair"} if gluon else set()
 
 
 @pytest.mark.parametrize("p", BUILT_CASES, ids=[p.name for p in BUILT_CASES])
@@ -150,13 +152,13 @@ def test_decode_sweep_checks_every_tile() -> None:
 
 def test_the_gluon_kernels_beside_the_default_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the paired kernel is the default (BF16 rows on sm_90) the warp-specialized default is timed beside it
-    and the paired kernel at one program an item is swept; on an FP8 cache the staged tile is timed beside the
-    default and only the warp-specialized tiles are swept; nothing is swept without ``sweep`` (availability
-    stubbed: the branches an sm_90 GPU takes)."""
+    and the paired kernel at one program an item is swept; on an FP8 cache the staged tile and the paired kernel
+    are timed beside the default and only the warp-specialized tiles are swept; nothing is swept without
+    ``sweep`` (availability stubbed: the branches an sm_90 GPU takes)."""
     from fast.cache import attention_pair, attention_ws
 
     monkeypatch.setattr(attention_ws, "available", lambda call: True)
-    monkeypatch.setattr(attention_pair, "available", lambda call: call.kv_cache is None)
+    monkeypatch.setattr(attention_pair, "available", lambda call: True)
     t = torch.zeros(1)
     bf16 = AttentionArgs(t, t, t, None, 1.0, 512, False, t, t, None, "bf16")
     fp8 = dataclasses.replace(bf16, kv_cache=bench_cases.decode_inputs(1, 4, "v4_584", DEVICE, 64, 16)["kv_cache"])
@@ -165,9 +167,11 @@ def test_the_gluon_kernels_beside_the_default_path(monkeypatch: pytest.MonkeyPat
     assert set(impls) == {"triton_ws"} and list(swept) == [*tiles, "triton_pair[per_item]"]
     assert [set(d) for d in bench_cases.gluon_companions(bf16, None, False)] == [{"triton_ws"}, set()]
     impls, swept = bench_cases.gluon_companions(fp8, "v4_584", True)
-    assert set(impls) == {"triton_ws_staged"}
-    staged = impls["triton_ws_staged"]
+    assert set(impls) == {"triton_ws_staged", "triton_pair"}
+    staged, pair = impls["triton_ws_staged"], impls["triton_pair"]
     assert isinstance(staged, functools.partial) and staged.args == (fp8, attention_ws.STAGED_TILES["v4_584"])
+    assert isinstance(pair, functools.partial) and pair.func is attention_pair.sparse_attention_pair
+    assert pair.args == (fp8,) and not pair.keywords
     assert list(swept) == [attention_ws.label(t, True) for t in attention_ws.sweep_tiles("v4_584")]
     impls, swept = bench_cases.gluon_companions(fp8, "v4_584", False)
-    assert set(impls) == {"triton_ws_staged"} and swept == {}
+    assert set(impls) == {"triton_ws_staged", "triton_pair"} and swept == {}

@@ -1,15 +1,18 @@
 # mypy: disable-error-code="no-untyped-def,untyped-decorator"
-"""Sparse MQA attention with a sink, BF16 KV rows, two consumer warp groups that each score their own tile (Gluon,
-compiled sm_90 only).
+"""Sparse MQA attention with a sink, BF16 KV rows or a V4 / V4.1 FP8 cache, two consumer warp groups that each
+score their own tile (Gluon, compiled sm_90 only).
 
     sparse_attention_pair(call: fast.cache.checks.AttentionArgs) -> (out: f32[M, H, 512], lse: f32[M, H])
 
 The same operation as ``fast.cache.attention`` (its twin and its contract) for bf16 q, D = dv = 512, bf16
-probabilities and KV as BF16 rows, the default path's kernel for them on sm_90 (``fast.cache.dispatch``). One
+probabilities and KV as BF16 rows (the default path's kernel for them on sm_90, ``fast.cache.dispatch``) or in
+a V4 584-byte or V4.1 528-byte FP8 cache (``Pair()``; ``default_for`` says why not yet the default). One
 program per (query row, 64 heads) runs three partitions of one warp group:
 
 1. the producer copies the lanes' rows by ``cp.async`` into two stages of 64 lanes, each in two halves of 256
-   columns with their own ``ready`` and ``empty`` barriers, in the order the consumers free them;
+   columns with their own ``ready`` and ``empty`` barriers, in the order the consumers free them; on an FP8
+   cache it copies a half's codes into the back of the half itself and converts them there in place
+   (``_produce_row_fp8``), so the consumers see the same bf16 tiles and need no more shared memory;
 2. warp group 0 scores the even tiles (q @ k^T, 64 x 64 x 512), warp group 1 the odd ones; each adds to its half
    of the output (256 of the 512 columns) the p of both tiles of a pair: its own from registers, the other's
    from shared memory.
@@ -47,12 +50,21 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from fast.cache.attention_ws import (
     BARRIER,
+    KV_FORMATS,
     WS_API,
+    _group_scale,
+    _issue_chunk,
+    _issue_rope,
+    _issue_scales,
     check_programs,
+    chunk_layout,
     copy_rows,
     issue_q,
+    kv_constants,
     normalize,
     persistent_items,
+    scale_bytes,
+    scale_layout,
     sm_count,
     tile_rows,
 )
@@ -77,10 +89,12 @@ _P_L = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_O_L.value, k_wi
 
 
 @gluon.jit
-def _producer(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-              lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
-              EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-              CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+def _producer(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr, sink_ptr,
+              out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
+              RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
+              QDIMS: gl.constexpr, FP8_KV: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+              BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr,
+              PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
     """The row's pairs; persistent: each item's q (once both groups have done their last score of the item
     before), then its pairs, the pairs counted across items."""
     if PERSISTENT:
@@ -92,10 +106,119 @@ def _producer(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr
             mbarrier.wait(q_empty, (i & 1) ^ 1)
             issue_q(q_smem.index(0), q_ptr, row, (w % n_blocks) * BLOCK_H, H, BLOCK_H, DIM, CHUNK, WARPS)
             async_copy.mbarrier_arrive(q_ready, increment_count=False)
-            _produce_row(k_smem, ready, empty, kv_ptr, idx_ptr, row, i * n_pairs, N, K, BLOCK_N, DIM, CHUNK, WARPS,
-                         PROBE)  # fmt: skip
+            if FP8_KV and PROBE != 1:
+                _produce_row_fp8(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, row, i * n_pairs, N, K,
+                                 block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM,
+                                 CHUNK, WARPS)  # fmt: skip
+            else:
+                _produce_row(k_smem, ready, empty, kv_ptr, idx_ptr, row, i * n_pairs, N, K, BLOCK_N, DIM, CHUNK,
+                             WARPS, PROBE)  # fmt: skip
+    elif FP8_KV and PROBE != 1:
+        _produce_row_fp8(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, 0, N, K, block_bytes, scale_base,
+                         RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
     else:
         _produce_row(k_smem, ready, empty, kv_ptr, idx_ptr, m, 0, N, K, BLOCK_N, DIM, CHUNK, WARPS, PROBE)
+
+
+@gluon.jit
+def _produce_row_fp8(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_bytes, scale_base,
+                     RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
+                     QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+                     WARPS: gl.constexpr):  # fmt: skip
+    """FP8 codes: each stage half is filled in ``_produce_row``'s order, its codes copied by ``cp.async`` into the
+    half itself (``_issue_half``), then converted there in place (``_convert_half``); half u + 1's copies are
+    issued before half u is converted, so one half's codes are in flight while another converts. One half ahead
+    and no more: the half two ahead may be one that a consumer frees only after scoring the half being converted.
+    Half k of pair j: tile 2j + k % 2 (stage k % 2), side (k + 1) // 2 % 2 (0 left, 1 right)."""
+    n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
+    if n_pairs > 0:
+        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 0, N, K, block_bytes, scale_base,
+                    (g0 & 1) ^ 1, 0, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
+                    WARPS)  # fmt: skip
+    for j in range(n_pairs):
+        free = ((g0 + j) & 1) ^ 1  # the first round passes at once
+        for k in gl.static_range(4):
+            if k < 3:
+                _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + (k + 1) % 2, N, K,
+                            block_bytes, scale_base, free, (k + 1) % 2, (k + 2) // 2 % 2, RPB, DATA_STRIDE,
+                            SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
+            elif j + 1 < n_pairs:
+                _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + 2, N, K, block_bytes,
+                            scale_base, free ^ 1, 0, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM,
+                            CHUNK, WARPS)  # fmt: skip
+            else:
+                async_copy.commit_group()  # an empty group: the wait below counts the same
+            _convert_half(k_smem, codes, scales, ready, k % 2, (k + 1) // 2 % 2, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
+                          WARPS)  # fmt: skip
+
+
+@gluon.constexpr_function
+def _half_chunks(side, QDIMS, DIM, CHUNK):
+    """The chunks of FP8 codes in a tile's ``side`` half: all of the left half's, the right half's before QDIMS."""
+    return DIM // 2 // CHUNK if side == 0 else (QDIMS - DIM // 2) // CHUNK
+
+
+@gluon.jit
+def _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, free,
+                stage: gl.constexpr, side: gl.constexpr, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+                SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_N: gl.constexpr,
+                DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    """Once the consumers have freed it, ``cp.async`` the codes of tile ``t``'s ``side`` half into that half of
+    stage ``stage``: its Q chunks of codes (4 KB each at 64 lanes) into code slots Q to 2Q - 1 of the half's
+    eight (a chunk's bf16 columns take two slots, so converting chunk i, into slots 2i and 2i + 1, overwrites
+    only codes already converted, or its own); with the tile's first half its scales (scale slot ``stage``);
+    with V4's right half the bf16 values past QDIMS straight into their columns. One commit group."""
+    Q: gl.constexpr = _half_chunks(side, QDIMS, DIM, CHUNK)
+    SLOTS: gl.constexpr = DIM // CHUNK  # code slots a half holds
+    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, WARPS)
+    mbarrier.wait(empty.index(2 * stage + side), free)
+    lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
+    idx_c = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
+    for i in gl.static_range(Q):
+        _issue_chunk(codes.index((2 * stage + side) * SLOTS + Q + i), kv_ptr, idx_c, side * (DIM // 2 // CHUNK) + i,
+                     N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, WARPS)  # fmt: skip
+    if side == stage:
+        SCALES: gl.constexpr = scale_bytes(QDIMS, GROUP)
+        lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, scale_layout(SCALES, WARPS)))
+        idx_s = gl.load(idx_ptr + m * K + lane_s, mask=lane_s < K, other=-1)
+        _issue_scales(scales.index(stage), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
+                      WARPS)  # fmt: skip
+    if side == 1 and QDIMS < DIM:
+        row, ok = tile_rows(idx_ptr, m, t, N, K, BLOCK_N, CHUNK, WARPS)
+        _issue_rope(k_smem.index(stage), kv_ptr, row, ok, block_bytes, RPB, DATA_STRIDE, QDIMS, CHUNK, WARPS)
+    async_copy.commit_group()
+
+
+@gluon.jit
+def _convert_half(k_smem, codes, scales, ready, stage: gl.constexpr, side: gl.constexpr, GROUP: gl.constexpr,
+                  QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
+                  WARPS: gl.constexpr):  # fmt: skip
+    """Once its copies have landed (one later group may still be in flight), convert the codes of ``stage``'s
+    ``side`` half in place: each chunk's codes times their groups' scales, as bf16 (powers of two: exact), into
+    its columns; where those columns hold codes (slots Q and on), every thread has read this chunk's codes first.
+    Then the half is ready."""
+    Q: gl.constexpr = _half_chunks(side, QDIMS, DIM, CHUNK)
+    SLOTS: gl.constexpr = DIM // CHUNK
+    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, WARPS)
+    async_copy.wait_group(1)  # this thread's copies of the half have landed
+    BARRIER()  # and every producer thread's
+    tile = k_smem.index(stage)
+    for i in gl.static_range(Q):
+        x = codes.index((2 * stage + side) * SLOTS + Q + i).load(code_l)
+        group_scale = _group_scale(
+            scales.index(stage)
+            .slice((side * (DIM // 2 // CHUNK) + i) * (CHUNK // GROUP), CHUNK // GROUP, dim=1)
+            .load(gl.SliceLayout(2, code_l))
+        )
+        if 2 * i + 1 >= Q:  # chunk i's columns hold codes: of chunk i or before, read by every thread
+            BARRIER()
+        y = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
+        tile.slice((side * (DIM // 2 // CHUNK) + i) * CHUNK, CHUNK, dim=1).store(
+            gl.reshape(y.to(gl.bfloat16), [BLOCK_N, CHUNK])
+        )
+    fence_async_shared()
+    BARRIER()
+    mbarrier.arrive(ready.index(2 * stage + side), count=WARPS * 32)
 
 
 @gluon.jit
@@ -227,10 +350,12 @@ def _walk(ROW: gl.constexpr, q_smem, k_smem, p_smem, m_smem, l_smem, ready, empt
 
 
 @gluon.jit
-def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-            lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
-            EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-            CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+def _group0(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr, sink_ptr,
+            out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
+            RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
+            QDIMS: gl.constexpr, FP8_KV: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+            BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr,
+            PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
     """The even tiles' scores; output columns [0, DIM / 2)."""
     _walk(_group0_row, q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, idx_ptr, sink_ptr,
           out_ptr, lse_ptr, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS, PROBE,
@@ -307,10 +432,12 @@ def _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_re
 
 
 @gluon.jit
-def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr,
-            lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK: gl.constexpr,
-            EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
-            CHUNK: gl.constexpr, WARPS: gl.constexpr, PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+def _group1(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr, sink_ptr,
+            out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base,
+            RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
+            QDIMS: gl.constexpr, FP8_KV: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+            BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr,
+            PROBE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
     """The odd tiles' scores; output columns [DIM / 2, DIM)."""
     _walk(_group1_row, q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_ready, q_empty, idx_ptr, sink_ptr,
           out_ptr, lse_ptr, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, WARPS, PROBE,
@@ -372,7 +499,10 @@ def _group1_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_re
 
 @gluon.jit
 def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, M, H, N, K, scale,
-                                  HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr, BLOCK_H: gl.constexpr,
+                                  block_bytes, scale_base, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+                                  SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr,
+                                  FP8_KV: gl.constexpr, HAS_SINK: gl.constexpr, EMPTY_NAN: gl.constexpr,
+                                  BLOCK_H: gl.constexpr,
                                   BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
                                   WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                                   CONSUMER_REGS: gl.constexpr, PROBE: gl.constexpr,
@@ -383,6 +513,15 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
     plain_1d: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     q_smem = gl.allocate_shared_memory(gl.bfloat16, [1, BLOCK_H, DIM], smem_l)
     k_smem = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_N, DIM], smem_l)
+    # FP8: the stages as slots of one chunk of codes (``_issue_half``), a half's columns 64 at a time being one
+    # 128-byte swizzle row, [BLOCK_N rows] contiguous; two tiles' scales
+    codes = k_smem._reinterpret(gl.uint8, [2 * 2 * (DIM // CHUNK), BLOCK_N, CHUNK // GROUP, GROUP],
+                                gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))  # fmt: skip
+    if FP8_KV:
+        scales = gl.allocate_shared_memory(gl.uint8, [2, BLOCK_N, scale_bytes(QDIMS, GROUP)],
+                                           gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))  # fmt: skip
+    else:
+        scales = gl.allocate_shared_memory(gl.uint8, [1, 1, 4], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     p_smem = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_H, BLOCK_N], smem_l)
     m_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_H], plain_1d)
     l_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_H], plain_1d)
@@ -412,37 +551,43 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
     if WS_API == 0:
         gl.warp_specialize(
             [
-                (_group0, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
-                           out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN,
+                (_group0, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr,
+                           sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes,
+                           scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, FP8_KV, HAS_SINK, EMPTY_NAN,
                            BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE, PERSISTENT)),
-                (_group1, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
-                           out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN,
+                (_group1, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr,
+                           sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes,
+                           scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, FP8_KV, HAS_SINK, EMPTY_NAN,
                            BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE, PERSISTENT)),
-                (_producer, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr,
-                             out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK,
-                             EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE, PERSISTENT)),
+                (_producer, (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr,
+                             sink_ptr, out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes,
+                             scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, FP8_KV, HAS_SINK, EMPTY_NAN,
+                             BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS, PROBE, PERSISTENT)),
             ],
             [WARPS, WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )  # fmt: skip
     elif WS_API == 1:
         gl.warp_specialize(
-            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
-             WARPS, PROBE, PERSISTENT),
+            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr, sink_ptr,
+             out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB,
+             DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, FP8_KV, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS,
+             PROBE, PERSISTENT),
             _group0,
-            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
-             WARPS, PROBE, PERSISTENT),
+            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr, sink_ptr,
+             out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB,
+             DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, FP8_KV, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS,
+             PROBE, PERSISTENT),
             [_group1, _producer],
             [WARPS, WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )  # fmt: skip
     else:
         gl.warp_specialize(
-            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr,
-             q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK,
-             WARPS, PROBE, PERSISTENT),
+            (q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, codes, scales, kv_ptr, idx_ptr, sink_ptr,
+             out_ptr, lse_ptr, q_ptr, q_ready, q_empty, M, m, h0, H, N, K, scale, block_bytes, scale_base, RPB,
+             DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, FP8_KV, HAS_SINK, EMPTY_NAN, BLOCK_H, BLOCK_N, DIM, CHUNK, WARPS,
+             PROBE, PERSISTENT),
             _group0,
             [_group1, _producer],
             [WARPS, WARPS],
@@ -472,17 +617,32 @@ def available(call: AttentionArgs) -> bool:
     return call.q.is_cuda and torch.cuda.get_device_capability(call.q.device)[0] == 9 and supports(call)
 
 
+def default_for(call: AttentionArgs) -> bool:
+    """Whether the default path runs ``call`` on this kernel: ``available`` and on BF16 rows. FP8 caches stay on
+    the warp-specialized kernel until this kernel's FP8 producer is timed faster there (docs/targets.md, section
+    2); ``Pair()`` runs them here."""
+    return call.kv_cache is None and available(call)
+
+
 def supports(call: AttentionArgs) -> bool:
-    """Whether ``call`` is a case this kernel serves: bf16 q, D = dv = 512, bf16 probabilities, BF16 KV rows."""
-    return (call.kv_cache is None and call.q.dtype == torch.bfloat16 and call.q.shape[-1] == DIM and call.dv == DIM
+    """Whether ``call`` is a case this kernel serves: bf16 q, D = dv = 512, bf16 probabilities, KV as BF16 rows or
+    in a V4.1 or V4 FP8 cache."""
+    kv_ok = call.kv_cache is None or call.kv_cache[0].convention in KV_FORMATS
+    return (kv_ok and call.q.dtype == torch.bfloat16 and call.q.shape[-1] == DIM and call.dv == DIM
             and call.precision == "bf16")  # fmt: skip
 
 
-def constants(has_sink: bool, empty_nan: bool, probe: int = 0, persistent: bool = False) -> dict[str, int | bool]:
-    """The kernel's constexprs."""
-    return dict(HAS_SINK=has_sink, EMPTY_NAN=empty_nan, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N, DIM=DIM, CHUNK=CHUNK,
-                WARPS=WARPS, PRODUCER_REGS=PRODUCER_REGS, CONSUMER_REGS=CONSUMER_REGS, PROBE=probe,
-                PERSISTENT=persistent)  # fmt: skip
+KV_KEYS = ("RPB", "DATA_STRIDE", "SCALE_STRIDE", "GROUP", "QDIMS", "FP8_KV")
+"""The KV constexprs this kernel takes of ``attention_ws.kv_constants``."""
+
+
+def constants(has_sink: bool, empty_nan: bool, probe: int = 0, persistent: bool = False,
+              kv: dict[str, int | bool] | None = None) -> dict[str, int | bool]:  # fmt: skip
+    """The kernel's constexprs; ``kv``: ``attention_ws.kv_constants`` of the call's KV (default: BF16 rows)."""
+    kv = kv_constants(None, 1) if kv is None else kv
+    return dict(**{k: kv[k] for k in KV_KEYS}, HAS_SINK=has_sink, EMPTY_NAN=empty_nan, BLOCK_H=BLOCK_H,
+                BLOCK_N=BLOCK_N, DIM=DIM, CHUNK=CHUNK, WARPS=WARPS, PRODUCER_REGS=PRODUCER_REGS,
+                CONSUMER_REGS=CONSUMER_REGS, PROBE=probe, PERSISTENT=persistent)  # fmt: skip
 
 
 def sparse_attention_pair(
@@ -498,20 +658,28 @@ def sparse_attention_pair(
     check_programs(programs)
     if not supports(call):
         raise ValueError("call: the paired-group kernel serves bf16 q at D = dv = 512 with bf16 probabilities and "
-                         "KV as BF16 rows")  # fmt: skip
+                         "KV as BF16 rows or in a V4.1 or V4 FP8 cache")  # fmt: skip
     if not available(call):
         raise ValueError(f"call: the paired-group kernel runs on an sm_90 GPU, got tensors on {call.q.device}")
-    q, out, lse = call.q, call.out, call.lse
+    q, out, lse, kv = call.q, call.out, call.lse, call.kv
     M, H, _ = q.shape
     if M == 0 or H == 0:
         return out, lse
     K = call.indices.shape[1]
     persistent = persistent and K > 0  # with no lanes no score would free q: one program an item gives the rows
+    if call.kv_cache is not None:
+        fmt, rows_per_block = call.kv_cache
+        layout = kv_constants(fmt, rows_per_block)
+        n, block_bytes, scale_base = kv.shape[0] * rows_per_block, kv.shape[-1], fmt.offsets(rows_per_block)[1]
+    else:
+        layout = kv_constants(None, 1)
+        n, block_bytes, scale_base = kv.shape[0], 0, 0
     grid = (triton.cdiv(H, BLOCK_H), M)
     if persistent:
         grid = (min(grid[0] * M, programs or sm_count(q.device)), 1)
     _sparse_attention_pair_kernel[grid](
-        q, call.kv, call.indices, call.sink if call.sink is not None else out, out, lse, M, H, call.kv.shape[0], K,
-        float(call.scale), **constants(call.sink is not None, call.empty_nan, probe, persistent), num_warps=WARPS,
+        q, kv, call.indices, call.sink if call.sink is not None else out, out, lse, M, H, n, K, float(call.scale),
+        block_bytes, scale_base, **constants(call.sink is not None, call.empty_nan, probe, persistent, layout),
+        num_warps=WARPS,
     )  # fmt: skip
     return out, lse

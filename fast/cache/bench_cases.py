@@ -218,9 +218,12 @@ DEFAULT_PATH = ("triton: the default path (fast.cache.dispatch: on sm_90 the pai
                 "one program an SM, the warp-specialized one on an FP8 cache, else the tl kernel)")  # fmt: skip
 GLUON_COMPANIONS = ("triton_ws: the warp-specialized kernel on BF16 rows; triton_ws_staged (FP8 cache): the "
                     "warp-specialized kernel with the codes staged in the producer's registers (the earlier "
-                    "default tile); triton_pair[per_item] (swept): the paired kernel at one program a (row, head "
-                    "block) item")  # fmt: skip
+                    "default tile); triton_pair (FP8 cache): the paired kernel, its producer converting the codes "
+                    "in the stage halves; triton_pair[per_item] (swept): the paired kernel at one program a (row, "
+                    "head block) item")  # fmt: skip
 """How the decode and prefill cases' notes name the default path and the Gluon kernels timed beside it."""
+GLUON_CHECKED = {"triton_ws": "warp-specialized kernel", "triton_pair": "paired kernel"}
+"""The Gluon kernels beside the default path whose results a case's check compares with f64, and their words."""
 
 
 def gluon_companions(
@@ -230,7 +233,7 @@ def gluon_companions(
     warp-specialized kernel's swept tiles; where the paired kernel is the default (BF16 rows on sm_90), the
     warp-specialized default as ``triton_ws`` and, with ``sweep``, the paired kernel at one program an item; on an
     FP8 cache, the warp-specialized kernel in its staged tile (``attention_ws.STAGED_TILES``) as
-    ``triton_ws_staged``."""
+    ``triton_ws_staged`` and the paired kernel with its FP8 producer as ``triton_pair``."""
     impls: dict[str, Callable[[], object]] = {}
     swept: dict[str, Callable[[], object]] = {}
     if attention_ws.available(call):
@@ -241,11 +244,13 @@ def gluon_companions(
         if kv_format in attention_ws.STAGED_TILES:
             staged = attention_ws.STAGED_TILES[kv_format]
             impls["triton_ws_staged"] = functools.partial(attention_ws.sparse_attention_ws, call, staged)
-    if attention_pair.available(call):
+    if attention_pair.default_for(call):
         impls["triton_ws"] = functools.partial(attention_ws.sparse_attention_ws, call)
         if sweep:
             swept["triton_pair[per_item]"] = functools.partial(attention_pair.sparse_attention_pair, call,
                                                                persistent=False)  # fmt: skip
+    elif attention_pair.available(call):
+        impls["triton_pair"] = functools.partial(attention_pair.sparse_attention_pair, call)
     return impls, swept
 
 
@@ -318,7 +323,7 @@ def decode_case(
             ref_o, ref_l = torch.empty(n, h, DIM, device=device), torch.empty(n, h, device=device)
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             parts = []
-            ws = [("warp-specialized kernel, bf16 p", impls["triton_ws"])] if "triton_ws" in impls else []
+            ws = [(f"{GLUON_CHECKED[k]}, bf16 p", impls[k]) for k in GLUON_CHECKED if k in impls]
             for label, fn in (("bf16 p", impls["triton"]), ("tl kernel, bf16 p", impls["triton_tl"]),
                               ("f32 p", impls["triton_f32p"]), *ws):  # fmt: skip
                 fn()

@@ -38,6 +38,7 @@ from fast.cache.bench_cases import (
     DEFAULT_PATH,
     DEVICE,
     DIM,
+    GLUON_CHECKED,
     GLUON_COMPANIONS,
     KV_KINDS,
     KV_WORDS,
@@ -173,7 +174,7 @@ def prefill_case(p: Prefill, device: str | torch.device = DEVICE) -> Callable[[b
             attention_naive.sparse_attention(call(ref_o, ref_l, "f64", rows))
             impls["torch_eager"]()
             errors = {}
-            ws = [("triton_ws", impls["triton_ws"])] if "triton_ws" in impls else []
+            ws = [(k, impls[k]) for k in GLUON_CHECKED if k in impls]
             for who, fn in (("triton", impls["triton"]), ("triton_tl", impls["triton_tl"]), *ws, *gluon_tiles.items()):
                 fn()
                 errors[who] = (out[rows] - ref_o).abs().max().item(), (lse[rows] - ref_l).abs().max().item()

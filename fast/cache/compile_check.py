@@ -131,12 +131,15 @@ def _attention_cases() -> list[Case]:
                         ws._sparse_attention_ws_kernel, ws_args, ws_constants, ws.CONSUMER_WARPS, 1))  # fmt: skip
     from fast.cache import attention_pair as pair
 
-    pair_args = dict(q_ptr="*bf16", kv_ptr="*bf16", idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
-                     lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32")  # fmt: skip
-    for persistent in (False, True):
-        out.append((f"attention paired warp groups (Gluon), bf16 kv, bf16 p{', persistent' if persistent else ''}",
-                    pair._sparse_attention_pair_kernel, pair_args, pair.constants(True, False, 0, persistent),
-                    pair.WARPS, 1))  # fmt: skip
+    for conv, kv_type in ((None, "*bf16"), ("v41_fp8_528", "*u8"), ("v4_584", "*u8")):
+        pair_args = dict(q_ptr="*bf16", kv_ptr=kv_type, idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
+                         lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32",
+                         scale_base="i32")  # fmt: skip
+        kv = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK)
+        for persistent in (False, True):
+            out.append((f"attention paired warp groups (Gluon), {conv or 'bf16'} kv, bf16 p"
+                        f"{', persistent' if persistent else ''}", pair._sparse_attention_pair_kernel, pair_args,
+                        pair.constants(True, False, 0, persistent, kv), pair.WARPS, 1))  # fmt: skip
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
     for name, extra in (
         ("f64 (the contract's form)", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True)),

@@ -6,9 +6,9 @@ With no ``config``, on an sm_90 GPU, for bf16 q at D = dv = 512 with bf16 probab
 Gluon kernel (``attention_pair``, persistent: one program an SM) on BF16 rows, the warp-specialized one
 (``attention_ws``) on a V4 / V4.1 FP8 cache; the ``tl`` kernel (``attention``) everywhere else: other precisions,
 shapes and formats, other GPUs, the interpreter. An ``attention.Config`` runs the ``tl`` kernel in that tile, an
-``attention_ws.Tile`` the warp-specialized one (BF16 rows too), ``attention_pair.Pair()`` the paired one
-(``Pair(persistent=False)``: one program an item). Why the paired kernel for BF16 rows, and persistent: docs/targets.md,
-section 3.
+``attention_ws.Tile`` the warp-specialized one (BF16 rows too), ``attention_pair.Pair()`` the paired one (FP8
+caches too; ``Pair(persistent=False)``: one program an item). Why the paired kernel for BF16 rows, and persistent:
+docs/targets.md, section 3.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def run(
     if isinstance(config, attention_pair.Pair):
         if not attention_pair.available(call):
             raise ValueError("config: the paired-warp-group kernel needs an sm_90 GPU and a call it serves (bf16 q, "
-                             "D = dv = 512, precision 'bf16', BF16 rows)")  # fmt: skip
+                             "D = dv = 512, precision 'bf16', BF16 rows or a V4 / V4.1 FP8 cache)")  # fmt: skip
         return attention_pair.sparse_attention_pair(call, persistent=config.persistent)
     if isinstance(config, attention_ws.Tile):
         if not attention_ws.available(call):
@@ -38,7 +38,7 @@ def run(
     if config is not None and not isinstance(config, attention.Config):
         raise TypeError(f"config: must be a fast.cache.attention.Config, attention_ws.Tile or "
                         f"attention_pair.Pair, got {type(config).__name__}")  # fmt: skip
-    if config is None and attention_pair.available(call):
+    if config is None and attention_pair.default_for(call):
         return attention_pair.sparse_attention_pair(call)
     if config is None and attention_ws.available(call):
         return attention_ws.sparse_attention_ws(call)
