@@ -666,6 +666,12 @@ def sparse_attention_pair(
     if M == 0 or H == 0:
         return out, lse
     K = call.indices.shape[1]
+    if call.kv_cache is not None and K == 1:
+        # Triton specializes K = 1 as a constant; the second tile's lanes are then known to lie past K, and their
+        # fully masked code copies lower with no known alignment (Triton 3.6 refuses them: cp.async under 4
+        # bytes). An invalid second lane gives the same rows.
+        call = dataclasses.replace(call, indices=torch.nn.functional.pad(call.indices, (0, 1), value=-1))
+        K = 2
     persistent = persistent and K > 0  # with no lanes no score would free q: one program an item gives the rows
     if call.kv_cache is not None:
         fmt, rows_per_block = call.kv_cache
