@@ -165,6 +165,30 @@ def test_other_calls_are_refused() -> None:
 FP8_FORMATS = ["v41_fp8_528", "v4_584"]
 
 
+@pytest.mark.parametrize("kv_format", FP8_FORMATS)
+def test_converting_a_half_in_place_overwrites_no_codes_it_still_needs(kv_format: str) -> None:
+    """The FP8 producer's slots (``attention_pair.code_slot``): a half's code slots lie inside it, apart, and
+    clear of V4's bf16 tail; the slots chunk i's bf16 takes (2i, 2i + 1) hold no codes of a later chunk, and hold
+    codes exactly where ``holds_codes`` puts a barrier before the store."""
+    from fast.cache import attention_pair as pair
+    from fast.cache.formats import FORMATS
+
+    qdims, dim, chunk = FORMATS[kv_format].row.quantized_dims, pair.DIM, pair.CHUNK
+    per_half = dim // chunk  # 4 KB slots a half holds
+    for stage in (0, 1):
+        for side in (0, 1):
+            first = (2 * stage + side) * per_half
+            n = pair.half_chunks(side, qdims, dim, chunk)
+            slots = [pair.code_slot(stage, side, i, qdims, dim, chunk) - first for i in range(n)]
+            assert len(set(slots)) == n and all(0 <= s < per_half for s in slots)
+            tail = range(2 * (qdims - side * dim // 2) // chunk, per_half) if side else range(0)
+            assert not set(slots) & set(tail)
+            for i in range(n):
+                written = {2 * i, 2 * i + 1}
+                assert not written & set(slots[i + 1 :])
+                assert bool(written & set(slots)) == pair.holds_codes(side, i, qdims, dim, chunk)
+
+
 def _on_fp8(x: dict[str, Any], kv_format: str, precision: str = "bf16") -> tuple[AttentionArgs, AttentionArgs]:
     """The call on ``x``'s FP8 cache, and the same call on BF16 rows holding the cache's values (exact in bf16:
     an e4m3 code times a power of two, V4's tail already bf16)."""

@@ -153,9 +153,24 @@ def _produce_row_fp8(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0
 
 
 @gluon.constexpr_function
-def _half_chunks(side, QDIMS, DIM, CHUNK):
+def half_chunks(side, QDIMS, DIM, CHUNK):
     """The chunks of FP8 codes in a tile's ``side`` half: all of the left half's, the right half's before QDIMS."""
     return DIM // 2 // CHUNK if side == 0 else (QDIMS - DIM // 2) // CHUNK
+
+
+@gluon.constexpr_function
+def code_slot(stage, side, i, QDIMS, DIM, CHUNK):
+    """The 4 KB slot of the stages (``CHUNK`` bytes of 64 lanes; ``DIM // CHUNK`` a half) that holds the codes of
+    chunk ``i`` of the ``side`` half of stage ``stage``: slot Q + i of the half's, Q its chunks of codes. Chunk i's
+    bf16 takes the half's slots 2i and 2i + 1, so converting the chunks in order overwrites only codes already
+    converted or chunk i's own (``tests/test_attention_pair.py`` checks this, and that V4's tail misses them)."""
+    return (2 * stage + side) * (DIM // CHUNK) + half_chunks(side, QDIMS, DIM, CHUNK) + i
+
+
+@gluon.constexpr_function
+def holds_codes(side, i, QDIMS, DIM, CHUNK):
+    """Whether the slots chunk ``i``'s bf16 takes (2i and 2i + 1 of the half's) hold codes when it is converted."""
+    return 2 * i + 1 >= half_chunks(side, QDIMS, DIM, CHUNK)
 
 
 @gluon.jit
@@ -164,19 +179,16 @@ def _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, t, N, K, block
                 SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_N: gl.constexpr,
                 DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
     """Once the consumers have freed it, ``cp.async`` the codes of tile ``t``'s ``side`` half into that half of
-    stage ``stage``: its Q chunks of codes (4 KB each at 64 lanes) into code slots Q to 2Q - 1 of the half's
-    eight (a chunk's bf16 columns take two slots, so converting chunk i, into slots 2i and 2i + 1, overwrites
-    only codes already converted, or its own); with the tile's first half its scales (scale slot ``stage``);
-    with V4's right half the bf16 values past QDIMS straight into their columns. One commit group."""
-    Q: gl.constexpr = _half_chunks(side, QDIMS, DIM, CHUNK)
-    SLOTS: gl.constexpr = DIM // CHUNK  # code slots a half holds
+    stage ``stage`` (``code_slot``); with the tile's first half its scales (scale slot ``stage``); with V4's right
+    half the bf16 values past QDIMS straight into their columns. One commit group."""
+    Q: gl.constexpr = half_chunks(side, QDIMS, DIM, CHUNK)
     code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, WARPS)
     mbarrier.wait(empty.index(2 * stage + side), free)
     lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
     idx_c = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
     for i in gl.static_range(Q):
-        _issue_chunk(codes.index((2 * stage + side) * SLOTS + Q + i), kv_ptr, idx_c, side * (DIM // 2 // CHUNK) + i,
-                     N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, WARPS)  # fmt: skip
+        _issue_chunk(codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)), kv_ptr, idx_c,
+                     side * (DIM // 2 // CHUNK) + i, N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, WARPS)  # fmt: skip
     if side == stage:
         SCALES: gl.constexpr = scale_bytes(QDIMS, GROUP)
         lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, scale_layout(SCALES, WARPS)))
@@ -195,22 +207,21 @@ def _convert_half(k_smem, codes, scales, ready, stage: gl.constexpr, side: gl.co
                   WARPS: gl.constexpr):  # fmt: skip
     """Once its copies have landed (one later group may still be in flight), convert the codes of ``stage``'s
     ``side`` half in place: each chunk's codes times their groups' scales, as bf16 (powers of two: exact), into
-    its columns; where those columns hold codes (slots Q and on), every thread has read this chunk's codes first.
+    its columns; where those columns hold codes (``code_slot``), every thread has read this chunk's codes first.
     Then the half is ready."""
-    Q: gl.constexpr = _half_chunks(side, QDIMS, DIM, CHUNK)
-    SLOTS: gl.constexpr = DIM // CHUNK
+    Q: gl.constexpr = half_chunks(side, QDIMS, DIM, CHUNK)
     code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, WARPS)
     async_copy.wait_group(1)  # this thread's copies of the half have landed
     BARRIER()  # and every producer thread's
     tile = k_smem.index(stage)
     for i in gl.static_range(Q):
-        x = codes.index((2 * stage + side) * SLOTS + Q + i).load(code_l)
+        x = codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)).load(code_l)
         group_scale = _group_scale(
             scales.index(stage)
             .slice((side * (DIM // 2 // CHUNK) + i) * (CHUNK // GROUP), CHUNK // GROUP, dim=1)
             .load(gl.SliceLayout(2, code_l))
         )
-        if 2 * i + 1 >= Q:  # chunk i's columns hold codes: of chunk i or before, read by every thread
+        if holds_codes(side, i, QDIMS, DIM, CHUNK):  # of chunk i or before: read by every thread first
             BARRIER()
         y = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
         tile.slice((side * (DIM // 2 // CHUNK) + i) * CHUNK, CHUNK, dim=1).store(
