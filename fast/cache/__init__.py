@@ -245,7 +245,7 @@ def sparse_attention(
     ``config`` (Triton): None for the default kernel (``fast.cache.dispatch``: for bf16 q, D = dv = 512, precision
     "bf16" on an sm_90 GPU the paired-warp-group one on BF16 rows, the warp-specialized one on an FP8 cache), a
     ``fast.cache.attention.Config`` for the ``tl`` kernel in that tile, a ``fast.cache.attention_ws.Tile`` for the
-    warp-specialized one, ``fast.cache.attention_pair.Pair()`` for the paired-warp-group one (BF16 rows).
+    warp-specialized one, ``fast.cache.attention_pair.Pair()`` for the paired-warp-group one (BF16 rows, FP8 caches).
     """
     qt = checks.tensor(q, "q", (torch.float32, torch.bfloat16), 3)
     checks.contiguous(qt, "q")
