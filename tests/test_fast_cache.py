@@ -432,6 +432,15 @@ def test_layers_of_one_allocation_do_not_alias(conv: str, backend: str) -> None:
         assert torch.equal(got, gather_dequantize(alone[layer], slots, fmt=conv, backend=backend)), layer
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("conv", ["v4_584", "v41_fp8_528"])
+def test_gather_from_an_empty_cache_gives_the_fill(conv: str, backend: str) -> None:
+    """A cache of no block holds no slot: slot -1 reads as ``fill`` (the torch twin once indexed its empty bytes)."""
+    cache = torch.zeros(0, FORMATS[conv].block_bytes(64), dtype=torch.uint8, device=DEVICE)
+    got = gather_dequantize(cache, torch.tensor([-1, -1], device=DEVICE), fmt=conv, fill=2.5, backend=backend)
+    assert torch.equal(got, torch.full((2, 512), 2.5, device=DEVICE))
+
+
 def test_gather_refuses_slots_past_the_cache_and_bad_outputs() -> None:
     cache = poisoned_cache("index_fp4_68", 4, 2)
     with pytest.raises(ValueError, match=r"^slots: slot 8 is past"):

@@ -121,6 +121,8 @@ def gather_rows(call: GatherArgs) -> torch.Tensor:
     cache, slots, out = call.cache, call.slots, call.out
     if slots.shape[0] == 0:
         return out
+    if cache.numel() == 0:  # no slot is inside, and there is no byte to index
+        return out.fill_(call.fill)
     ok = (slots >= 0) & (slots < cache.shape[0] * call.rows_per_block)
     page = call.layer * call.page_bytes
     data_at, scale_at = _offsets(torch.where(ok, slots, 0), call.fmt, call.rows_per_block, cache.shape[1], page)

@@ -10,7 +10,9 @@ and bf16 modes are checked against their own stated tolerances in tests/test_fas
 rounded to bf16 once), the operation's own precision; its Triton one only where Triton compiles (CUDA: on an
 sm_90 GPU the default path runs the paired-warp-group kernel for these shapes), since the interpreter's bf16
 casts are not the GPU's; on an sm_90 GPU also ``cache_ws``, the warp-specialized kernel on the same BF16 rows
-(``fast.cache.attention_ws``, the default on FP8 caches). The Triton ones exist only where Triton is installed;
+(``fast.cache.attention_ws``, the default on FP8 caches), and the Gluon kernels on FP8 caches holding the
+examples' rows exactly (``fp8_cache_adapter``): ``cache_ws_v4`` / ``cache_ws_v41`` (the default path there) and
+``cache_pair_v4`` / ``cache_pair_v41`` (``fast.cache.attention_pair``), in two conventions. The Triton ones exist only where Triton is installed;
 where they run is ``properties.devices``'s policy (they declare that device, so the property suite builds its
 tensors there).
 """
@@ -131,6 +133,42 @@ def bf16_adapter(
     return sparse_attention_bf16_impl
 
 
+def fp8_cache_adapter(
+    backend: str, convention: str, kv_format: str, config: object = None, kernel: str = ""
+) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """``sparse_attention`` at bf16 probabilities on an FP8 cache, judged as sparse_attention_bf16: the example's
+    BF16 rows are stored into a ``kv_format`` cache (the torch twin of ``quantize_store``, as many rows a block as
+    the largest power of two up to 64 that divides them, so the cache has exactly the rows' slots) and the call
+    runs on the cache in ``config`` (None: the default kernel). The properties' rows (the 1/4 grid within +-2)
+    are e4m3 codes times a power of two, which every FP8 format holds exactly; rows a cache would not hold exactly
+    are refused (ValueError naming kv), so the rule stays the operation's own."""
+    invalid, empty = attention_convention(convention)
+
+    def sparse_attention_fp8_cache_impl(
+        q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        check_bf16_attention(q, kv, dv)
+        n = kv.shape[0]
+        rows_per_block = min(64, n & -n) if n else 1
+        fmt = cache_format(kv_format)
+        cache = torch.zeros(n // rows_per_block, fmt.block_bytes(rows_per_block), dtype=torch.uint8, device=kv.device)
+        slots = torch.arange(n, device=kv.device)
+        quantize_store(kv.float(), slots, cache, fmt=kv_format, rows_per_block=rows_per_block, backend="torch")
+        held = gather_dequantize(cache, slots, fmt=kv_format, rows_per_block=rows_per_block, backend="torch")
+        if not torch.equal(held, kv.float()):
+            raise ValueError(f"kv: rows a {kv_format} cache does not hold exactly (this implementation judges a "
+                             "kernel on an FP8 cache by the rows it holds)")  # fmt: skip
+        return sparse_attention(
+            q, cache, indices, sink, scale=scale, dv=dv, empty_row=empty, invalid=invalid, kv_format=kv_format,
+            rows_per_block=rows_per_block, precision="bf16", backend=backend, config=config,
+        )  # fmt: skip
+
+    sparse_attention_fp8_cache_impl.__name__ = (
+        f"sparse_attention_bf16_{kernel or backend}_{kv_format}_{invalid}_{empty}"
+    )
+    return sparse_attention_fp8_cache_impl
+
+
 def bf16_backends() -> list[str]:
     """torch; Triton only where it compiles (on the CPU it would run the ``tl`` kernel interpreted, not the
     kernels this operation exists for)."""
@@ -169,6 +207,10 @@ IMPLEMENTATIONS = [
         *(_kernel("sparse_attention_fp8_kv", backend, fp8_kv_adapter(backend, f), f) for f in FP8_KV_CONVENTIONS),
     )
 ] + [_kernel("sparse_attention_bf16", b, bf16_adapter(b, c), c) for b in bf16_backends() for c in BF16_CONVENTIONS]
+FP8_CACHES = {"v41_fp8_528": "v41", "v4_584": "v4"}
+"""The FP8 caches the Gluon kernels serve, and the word for each in an implementation's name."""
+FP8_CACHE_CONVENTIONS = ("out_of_range+empty_zero", "minus_one_only+empty_nan")
+"""The conventions the Gluon kernels are judged in on FP8 caches: both lane rules, both empty-row rules."""
 if gluon_runs_here():
     from fast.cache.attention_ws import DEFAULT_TILES
 
@@ -177,3 +219,15 @@ if gluon_runs_here():
             Implementation("sparse_attention_bf16", "cache_ws", bf16_adapter("triton", c, DEFAULT_TILES[None], "ws"),
                            c, device="cuda", note="fast.cache.attention_ws (the warp-specialized kernel, sm_90)")
         )  # fmt: skip
+    from fast.cache.attention_pair import Pair
+
+    for c in FP8_CACHE_CONVENTIONS:
+        for kv_format, short in FP8_CACHES.items():
+            IMPLEMENTATIONS += [
+                Implementation("sparse_attention_bf16", f"cache_ws_{short}",
+                               fp8_cache_adapter("triton", c, kv_format, None, "ws"), c, device="cuda",
+                               note=f"the default path on a {kv_format} cache (the warp-specialized kernel, sm_90)"),
+                Implementation("sparse_attention_bf16", f"cache_pair_{short}",
+                               fp8_cache_adapter("triton", c, kv_format, Pair(), "pair"), c, device="cuda",
+                               note=f"fast.cache.attention_pair on a {kv_format} cache (sm_90)"),
+            ]  # fmt: skip

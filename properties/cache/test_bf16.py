@@ -18,7 +18,7 @@ from properties.cache.kernels import bf16_adapter
 from properties.cache.props_bf16 import key_rows, lanes_for, query_rows
 from properties.cache.strategies import BF16_SCORE_BOUND, bf16_attention_examples
 from properties.devices import kernel_device
-from properties.registry import discover
+from properties.registry import Implementation, discover
 
 CONVENTION = "out_of_range+empty_zero"
 
@@ -182,3 +182,35 @@ def test_the_twin_takes_a_first_maximum_below_exp_range() -> None:
     dense_out, dense_lse = dense_attention(AttentionCall(q, kv, indices, sink, 64.0, BF16_DIMS, CONVENTION),
                                            dtype=torch.float64)  # fmt: skip
     assert torch.equal(out, dense_out.float()) and torch.equal(lse, dense_lse.float()), (out[0, 0, :4], lse)
+
+
+def _on_fp8_cache(kv_format: str, convention: str = CONVENTION) -> Implementation:
+    """The torch twin behind ``fp8_cache_adapter``: the adapter's own logic (the store, its exactness check, the
+    blocks) on any device; on an sm_90 GPU the registry runs the Gluon kernels behind it."""
+    from properties.cache.kernels import fp8_cache_adapter
+
+    fn = fp8_cache_adapter("torch", convention, kv_format)
+    return Implementation("sparse_attention_bf16", f"cache_torch_{kv_format}", fn, convention, device="cpu")
+
+
+@pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584"])
+@settings(max_examples=8, deadline=None)
+@given(example=bf16_attention_examples(empty_rows=True))
+def test_an_fp8_cache_holding_the_examples_rows_passes_the_properties(kv_format: str, example) -> None:  # type: ignore[no-untyped-def]
+    """The properties' rows stored into an FP8 cache (blocks of the rows' largest power-of-two divisor, up to 64;
+    an empty cache too) and attended there by the torch twin meet the bf16 rule: the adapter loses nothing that
+    the judgment of the Gluon kernels on FP8 caches would then blame on them."""
+    from properties.cache.props_bf16 import check_matches_reference
+
+    for convention in ("minus_one_only+empty_nan", CONVENTION):
+        check_matches_reference(_on_fp8_cache(kv_format, convention), example)
+
+
+@pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584"])
+def test_an_fp8_cache_adapter_refuses_rows_the_cache_would_not_hold(kv_format: str) -> None:
+    kv = torch.full((3, BF16_DIMS), 1 / 3).bfloat16()
+    impl = _on_fp8_cache(kv_format)
+    with pytest.raises(ValueError, match=f"^kv: rows a {kv_format} cache does not hold exactly"):
+        impl.fn(_q(), kv, torch.zeros(1, 1, dtype=torch.int32), torch.zeros(2), scale=1.0, dv=BF16_DIMS)
+    with pytest.raises(ValueError, match=r"^q: must be bf16\[M, H, 512\]"):
+        impl.fn(_q(torch.float32), kv, torch.zeros(1, 1, dtype=torch.int32), torch.zeros(2), scale=1.0, dv=512)
