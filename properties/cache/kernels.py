@@ -12,9 +12,9 @@ sm_90 GPU the default path runs the paired-warp-group kernel for these shapes), 
 casts are not the GPU's; on an sm_90 GPU also ``cache_ws``, the warp-specialized kernel on the same BF16 rows
 (``fast.cache.attention_ws``, the default on FP8 caches), and the Gluon kernels on FP8 caches holding the
 examples' rows exactly (``fp8_cache_adapter``): ``cache_ws_v4`` / ``cache_ws_v41`` (the default path there) and
-``cache_pair_v4`` / ``cache_pair_v41`` (``fast.cache.attention_pair``), in two conventions. The Triton ones exist only where Triton is installed;
-where they run is ``properties.devices``'s policy (they declare that device, so the property suite builds its
-tensors there).
+``cache_pair_v4`` / ``cache_pair_v41`` (``fast.cache.attention_pair``), in two conventions. The Triton ones
+exist only where Triton is installed; where they run is ``properties.devices``'s policy (they declare that
+device, so the property suite builds its tensors there).
 """
 
 from __future__ import annotations
