@@ -15,8 +15,9 @@
 # tests/ and run in the tests phase.
 #
 # tests: the suite under the Hypothesis profile `gpu` (CSA_PROFILE; 20 examples a property, production shapes).
-# One device command (10 minutes) does not hold the whole suite: run it in two, PYTEST_ARGS=properties (about 6
-# minutes on an H200 with 14 workers) and PYTEST_ARGS=tests (about 4). outcomes.txt lists every test's outcome.
+# One device command (10 minutes) does not hold the whole suite: run PYTEST_ARGS=tests (about 6 minutes on an
+# H100, 14 workers) and the properties in two, PYTEST_ARGS="properties -k ladder" and PYTEST_ARGS="properties -k
+# 'not ladder'" (the whole took over 7 minutes on an H100). outcomes.txt lists every test's outcome.
 #
 # profile: ncu (Nsight Compute) on one kernel launch of each benchmark case in PROFILE_CASES (space-separated
 # "CASE:KERNEL_REGEX" pairs), the sections that show the limiting resource; output ncu.txt. PROFILE_SKIP (default 2)
