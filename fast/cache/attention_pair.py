@@ -52,14 +52,13 @@ from fast.cache.attention_ws import (
     BARRIER,
     KV_FORMATS,
     WS_API,
-    _group_scale,
-    _issue_chunk,
-    _issue_rope,
-    _issue_scales,
     check_programs,
     chunk_layout,
     copy_rows,
+    issue_chunk,
     issue_q,
+    issue_rope,
+    issue_scales,
     kv_constants,
     normalize,
     persistent_items,
@@ -67,6 +66,7 @@ from fast.cache.attention_ws import (
     scale_layout,
     sm_count,
     tile_rows,
+    ue8m0_scale,
 )
 from fast.cache.checks import AttentionArgs
 
@@ -187,17 +187,17 @@ def _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, t, N, K, block
     lane = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, gl.SliceLayout(2, code_l)))
     idx_c = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
     for i in gl.static_range(Q):
-        _issue_chunk(codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)), kv_ptr, idx_c,
+        issue_chunk(codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)), kv_ptr, idx_c,
                      side * (DIM // 2 // CHUNK) + i, N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, WARPS)  # fmt: skip
     if side == stage:
         SCALES: gl.constexpr = scale_bytes(QDIMS, GROUP)
         lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, scale_layout(SCALES, WARPS)))
         idx_s = gl.load(idx_ptr + m * K + lane_s, mask=lane_s < K, other=-1)
-        _issue_scales(scales.index(stage), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
+        issue_scales(scales.index(stage), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
                       WARPS)  # fmt: skip
     if side == 1 and QDIMS < DIM:
         row, ok = tile_rows(idx_ptr, m, t, N, K, BLOCK_N, CHUNK, WARPS)
-        _issue_rope(k_smem.index(stage), kv_ptr, row, ok, block_bytes, RPB, DATA_STRIDE, QDIMS, CHUNK, WARPS)
+        issue_rope(k_smem.index(stage), kv_ptr, row, ok, block_bytes, RPB, DATA_STRIDE, QDIMS, CHUNK, WARPS)
     async_copy.commit_group()
 
 
@@ -216,7 +216,7 @@ def _convert_half(k_smem, codes, scales, ready, stage: gl.constexpr, side: gl.co
     tile = k_smem.index(stage)
     for i in gl.static_range(Q):
         x = codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)).load(code_l)
-        group_scale = _group_scale(
+        group_scale = ue8m0_scale(
             scales.index(stage)
             .slice((side * (DIM // 2 // CHUNK) + i) * (CHUNK // GROUP), CHUNK // GROUP, dim=1)
             .load(gl.SliceLayout(2, code_l))

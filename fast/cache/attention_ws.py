@@ -167,7 +167,7 @@ def _cache_offset(row, block_bytes, RPB: gl.constexpr, STRIDE: gl.constexpr):
 
 
 @gluon.jit
-def _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.constexpr, SCALE_STRIDE: gl.constexpr,
+def issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.constexpr, SCALE_STRIDE: gl.constexpr,
                   SCALES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """FP8: ``cp.async`` the first ``SCALES`` scale bytes ([lanes, SCALES]) of the lanes ``idx_s``
     (``scale_layout``; an invalid lane's zero-filled)."""
@@ -179,7 +179,7 @@ def _issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.con
 
 
 @gluon.jit
-def _issue_chunk(slot, kv_ptr, idx_c, c: gl.constexpr, N, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+def issue_chunk(slot, kv_ptr, idx_c, c: gl.constexpr, N, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
                  CHUNK: gl.constexpr, GROUP: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """FP8: ``cp.async`` the codes of columns ``c * CHUNK`` on ([lanes, CHUNK // GROUP groups, GROUP]) of the lanes
     ``idx_c`` into the ring slot ``slot`` (an invalid lane's zero-filled)."""
@@ -194,7 +194,7 @@ def _issue_chunk(slot, kv_ptr, idx_c, c: gl.constexpr, N, block_bytes, RPB: gl.c
 
 
 @gluon.jit
-def _issue_rope(tile, kv_ptr, row, valid, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+def issue_rope(tile, kv_ptr, row, valid, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
                 QDIMS: gl.constexpr, CHUNK: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """V4: ``cp.async`` the bf16 values past ``QDIMS`` (``CHUNK`` of them) of the cache rows ``row`` straight into
     ``tile``'s columns ``QDIMS`` on (``tile_rows``'s layout; an invalid lane's zero-filled)."""
@@ -212,13 +212,13 @@ def _convert_chunk(tile, codes, scales, c: gl.constexpr, BLOCK_N: gl.constexpr, 
     memory) times their groups' scales (``scales``, [lanes, CHUNK // GROUP]), as bf16 (powers of two: exact)."""
     code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
     x = codes.load(code_l)
-    group_scale = _group_scale(scales.load(gl.SliceLayout(2, code_l)))
+    group_scale = ue8m0_scale(scales.load(gl.SliceLayout(2, code_l)))
     x = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
     tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(x.to(gl.bfloat16), [BLOCK_N, CHUNK]))
 
 
 @gluon.jit
-def _group_scale(code):
+def ue8m0_scale(code):
     """A UE8M0 scale code's value as f32: ``2 ** (code - 127)``, code 0 as ``2 ** -127``, code 255 NaN."""
     code = code.to(gl.int32)
     value = gl.where(code == 0, 0x00400000, code << 23).to(gl.float32, bitcast=True)
@@ -253,7 +253,7 @@ def _load_chunk(kv_ptr, data_b, scale_b, valid, c: gl.constexpr, CHUNK: gl.const
 def _store_chunk(tile, x, s, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr, QDIMS: gl.constexpr):
     """``_load_chunk``'s columns, scaled to bf16 (powers of two: exact), into ``tile``."""
     if c * CHUNK < QDIMS:
-        y = (x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * _group_scale(s)[:, :, None]).to(gl.bfloat16)
+        y = (x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * ue8m0_scale(s)[:, :, None]).to(gl.bfloat16)
     else:
         y = x
     tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(y, [BLOCK_N, CHUNK]))
@@ -368,10 +368,10 @@ def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N,
         _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB, DATA_STRIDE, SCALE_STRIDE, ROW_BYTES,
                        POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
     idx_c, idx_s = _tile_indices(idx_ptr, m, 0, K, BLOCK_N, code_l, scale_l)
-    _issue_scales(scales.index(0), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
+    issue_scales(scales.index(0), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
                   PRODUCER_WARPS)  # fmt: skip
     for j in gl.static_range(AHEAD):  # AHEAD < STEPS: tile 0's first chunks
-        _issue_chunk(codes.index(j), kv_ptr, idx_c, j, N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)
+        issue_chunk(codes.index(j), kv_ptr, idx_c, j, N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)
         async_copy.commit_group()
     next_c, next_s = _tile_indices(idx_ptr, m, 1, K, BLOCK_N, code_l, scale_l)
     rope_row, rope_ok = tile_rows(idx_ptr, m, 0, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
@@ -385,13 +385,13 @@ def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N,
             g = t * STEPS + c
             if c + AHEAD == STEPS:  # the next tile's first chunk: its lanes, its scales, the lanes after it
                 idx_c = next_c
-                _issue_scales(scales.index((t + 1) % 2), kv_ptr, next_s, N, block_bytes, scale_base, RPB,
+                issue_scales(scales.index((t + 1) % 2), kv_ptr, next_s, N, block_bytes, scale_base, RPB,
                               SCALE_STRIDE, SCALES, PRODUCER_WARPS)  # fmt: skip
                 next_c, next_s = _tile_indices(idx_ptr, m, t + 2, K, BLOCK_N, code_l, scale_l)
-            _issue_chunk(codes.index((g + AHEAD) % CODE_CHUNKS), kv_ptr, idx_c, (c + AHEAD) % STEPS, N, block_bytes,
+            issue_chunk(codes.index((g + AHEAD) % CODE_CHUNKS), kv_ptr, idx_c, (c + AHEAD) % STEPS, N, block_bytes,
                          RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)  # fmt: skip
             if ROPE and c == 1:  # the stage is free (step 0 waited for it)
-                _issue_rope(tile, kv_ptr, rope_row, rope_ok, block_bytes, RPB, DATA_STRIDE, QDIMS, CHUNK,
+                issue_rope(tile, kv_ptr, rope_row, rope_ok, block_bytes, RPB, DATA_STRIDE, QDIMS, CHUNK,
                             PRODUCER_WARPS)  # fmt: skip
                 rope_row, rope_ok = tile_rows(idx_ptr, m, t + 1, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
             async_copy.commit_group()
