@@ -264,3 +264,48 @@ def test_an_unknown_probe_is_refused_and_every_probe_is_named() -> None:
         attention_pair.sparse_attention_pair(None, probe=3)  # type: ignore[arg-type]
     assert ws_probes.main(["--kernel", "pair", "cache/decode_bf16_b64_h64", "--probes", "3"]) == 2
     assert ws_probes.main(["--kernel", "ws", "cache/decode_bf16_b64_h64", "--probes", "9"]) == 2
+
+
+@pytest.mark.parametrize("pairs", range(7))
+def test_the_shipped_producers_finish_in_the_protocol_model(pairs: int) -> None:
+    """``pair_protocol``: the BF16 producer and the FP8 one (one half ahead) finish with both groups, on no pair
+    (the persistent form's last item), one, and several."""
+    from fast.cache import pair_protocol as p
+
+    assert p.run(p.bf16_producer(pairs), pairs) == []
+    assert p.run(p.fp8_producer(pairs), pairs) == []
+
+
+@pytest.mark.parametrize(
+    ("ahead", "stuck"),
+    [
+        ((2, 2, 1, 1), None),
+        ((2, 1, 1, 1), None),
+        ((0, 0, 0, 0), None),
+        ((1, 1, 2, 1), "producer: ('wait', 'empty0', 0)"),
+        ((1, 1, 1, 2), "producer: ('wait', 'empty3', 0)"),
+        ((2, 2, 2, 2), "producer: ('wait', 'empty0', 0)"),
+        ((3, 1, 1, 1), "producer: ('wait', 'empty2', 0)"),
+    ],
+)
+def test_an_in_place_producer_may_run_two_halves_ahead_only_before_a_left_and_b_right(
+    ahead: tuple[int, int, int, int], stuck: str | None
+) -> None:
+    """docs/cache-kernels.md's rule in the model, on three pairs: copies two halves ahead before converting
+    a-left or b-right finish; before a-right or b-left, or three ahead, the producer waits for a half that a
+    group frees only after the half it has not converted."""
+    from fast.cache import pair_protocol as p
+
+    left = p.run(p.fp8_producer(3, ahead), 3)
+    assert (stuck in left and len(left) == 3) if stuck else left == []
+
+
+def test_the_protocol_model_reports_a_producer_that_never_signals() -> None:
+    from fast.cache import pair_protocol as p
+
+    silent = [op for op in p.bf16_producer(2) if op[0] == "wait"]
+    assert p.run(silent, 2) == [
+        "group 0: ('wait', 'ready0', 0)",
+        "group 1: ('wait', 'ready3', 0)",
+        "producer: ('wait', 'empty0', 0)",
+    ]

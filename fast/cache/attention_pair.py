@@ -128,7 +128,8 @@ def _produce_row_fp8(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0
     """FP8 codes: each stage half is filled in ``_produce_row``'s order, its codes copied by ``cp.async`` into the
     half itself (``_issue_half``), then converted there in place (``_convert_half``); half u + 1's copies are
     issued before half u is converted, so one half's codes are in flight while another converts. One half ahead
-    and no more: the half two ahead may be one that a consumer frees only after scoring the half being converted.
+    and no more: the half two ahead may be one that a consumer frees only after scoring the half being converted
+    (``pair_protocol`` models the orders).
     Half k of pair j: tile 2j + k % 2 (stage k % 2), side (k + 1) // 2 % 2 (0 left, 1 right)."""
     n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
     if n_pairs > 0:
