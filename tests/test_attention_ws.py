@@ -298,3 +298,22 @@ def test_an_unknown_kv_format_is_refused_by_name() -> None:
 
     with pytest.raises(ValueError, match=r"^kv_format: must be None or one of"):
         attention_ws.most_code_chunks("v4_999")
+
+
+def test_a_launch_takes_the_rows_blocks_and_scale_offset_of_its_kv() -> None:
+    """``kv_launch`` (both Gluon kernels' host side): BF16 rows give their count and no block; a cache gives its
+    slots (blocks x rows a block), a block's bytes and where the scales start in one."""
+    from fast.cache import attention_ws
+    from fast.cache.formats import FORMATS
+
+    t = torch.zeros(1)
+    rows = AttentionArgs(t, torch.zeros(5, 512), t, None, 1.0, 512, False, t, t, None, "bf16")
+    layout, n, block_bytes, scale_base = attention_ws.kv_launch(rows)
+    assert (n, block_bytes, scale_base) == (5, 0, 0) and layout == attention_ws.kv_constants(None, 1)
+    for conv, rows_per_block in (("v4_584", 64), ("v41_fp8_528", 16)):
+        fmt = FORMATS[conv]
+        cache = torch.zeros(3, fmt.block_bytes(rows_per_block), dtype=torch.uint8)
+        call = dataclasses.replace(rows, kv=cache, kv_cache=(fmt, rows_per_block))
+        layout, n, block_bytes, scale_base = attention_ws.kv_launch(call)
+        assert (n, block_bytes) == (3 * rows_per_block, fmt.block_bytes(rows_per_block))
+        assert scale_base == fmt.offsets(rows_per_block)[1] and layout["FP8_KV"] and layout["RPB"] == rows_per_block

@@ -60,6 +60,7 @@ from fast.cache.attention_ws import (
     issue_rope,
     issue_scales,
     kv_constants,
+    kv_launch,
     normalize,
     persistent_items,
     scale_bytes,
@@ -685,13 +686,7 @@ def sparse_attention_pair(
         call = dataclasses.replace(call, indices=torch.nn.functional.pad(call.indices, (0, 1), value=-1))
         K = 2
     persistent = persistent and K > 0  # with no lanes no score would free q: one program an item gives the rows
-    if call.kv_cache is not None:
-        fmt, rows_per_block = call.kv_cache
-        layout = kv_constants(fmt, rows_per_block)
-        n, block_bytes, scale_base = kv.shape[0] * rows_per_block, kv.shape[-1], fmt.offsets(rows_per_block)[1]
-    else:
-        layout = kv_constants(None, 1)
-        n, block_bytes, scale_base = kv.shape[0], 0, 0
+    layout, n, block_bytes, scale_base = kv_launch(call)
     grid = (triton.cdiv(H, BLOCK_H), M)
     if persistent:
         grid = (min(grid[0] * M, programs or sm_count(q.device)), 1)

@@ -888,6 +888,16 @@ def kv_constants(fmt: CacheFormat | None, rows_per_block: int) -> dict[str, int 
                 GROUP=fmt.group_size, QDIMS=qdims, **_lines(qdims + 2 * (DIM - qdims)))  # fmt: skip
 
 
+def kv_launch(call: AttentionArgs) -> tuple[dict[str, int | bool], int, int, int]:
+    """The KV arguments of a launch on ``call``: ``kv_constants``, the rows (cache slots), a block's bytes and the
+    scales' offset in a block (0 and 0 for BF16 rows)."""
+    if call.kv_cache is None:
+        return kv_constants(None, 1), call.kv.shape[0], 0, 0
+    fmt, rows_per_block = call.kv_cache
+    kv = call.kv
+    return kv_constants(fmt, rows_per_block), kv.shape[0] * rows_per_block, kv.shape[-1], fmt.offsets(rows_per_block)[1]
+
+
 def _lines(row_bytes: int) -> dict[str, int]:
     """A row's data bytes and the addresses its L2 prefetch takes (``fast.l2.constants``: one every 128 bytes and
     its last byte, padded to a power of two), under this kernel's names."""
@@ -960,13 +970,7 @@ def sparse_attention_ws(
         tile = dataclasses.replace(tile, overlap=False, persistent=False)
     if M == 0 or H == 0:
         return out, lse
-    if call.kv_cache is not None:
-        fmt, rows_per_block = call.kv_cache
-        layout = kv_constants(fmt, rows_per_block)
-        n, block_bytes, scale_base = kv.shape[0] * rows_per_block, kv.shape[-1], fmt.offsets(rows_per_block)[1]
-    else:
-        layout = kv_constants(None, 1)
-        n, block_bytes, scale_base = kv.shape[0], 0, 0
+    layout, n, block_bytes, scale_base = kv_launch(call)
     grid = (triton.cdiv(H, BLOCK_H), M)
     if tile.persistent:  # one program an SM (the ring's shared memory), each walking items (row, head block)
         grid = (min(grid[0] * M, programs or sm_count(q.device)), 1)
