@@ -50,10 +50,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from fast.cache.attention_ws import (
     BARRIER,
-    KV_FORMATS,
     WS_API,
     check_programs,
     chunk_layout,
+    convert_chunk,
     copy_rows,
     issue_chunk,
     issue_q,
@@ -67,7 +67,9 @@ from fast.cache.attention_ws import (
     scale_layout,
     sm_count,
     tile_rows,
-    ue8m0_scale,
+)
+from fast.cache.attention_ws import (
+    supports as ws_supports,
 )
 from fast.cache.checks import AttentionArgs
 
@@ -161,6 +163,12 @@ def half_chunks(side, QDIMS, DIM, CHUNK):
 
 
 @gluon.constexpr_function
+def tile_chunk(side, i, DIM, CHUNK):
+    """The tile's chunk (``CHUNK`` columns) that is chunk ``i`` of its ``side`` half."""
+    return side * (DIM // 2 // CHUNK) + i
+
+
+@gluon.constexpr_function
 def code_slot(stage, side, i, QDIMS, DIM, CHUNK):
     """The 4 KB slot of the stages (``CHUNK`` bytes of 64 lanes; ``DIM // CHUNK`` a half) that holds the codes of
     chunk ``i`` of the ``side`` half of stage ``stage``: slot Q + i of the half's, Q its chunks of codes. Chunk i's
@@ -190,13 +198,13 @@ def _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, t, N, K, block
     idx_c = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
     for i in gl.static_range(Q):
         issue_chunk(codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)), kv_ptr, idx_c,
-                     side * (DIM // 2 // CHUNK) + i, N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, WARPS)  # fmt: skip
+                    tile_chunk(side, i, DIM, CHUNK), N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, WARPS)  # fmt: skip
     if side == stage:
         SCALES: gl.constexpr = scale_bytes(QDIMS, GROUP)
         lane_s = t * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(1, scale_layout(SCALES, WARPS)))
         idx_s = gl.load(idx_ptr + m * K + lane_s, mask=lane_s < K, other=-1)
         issue_scales(scales.index(stage), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
-                      WARPS)  # fmt: skip
+                     WARPS)  # fmt: skip
     if side == 1 and QDIMS < DIM:
         row, ok = tile_rows(idx_ptr, m, t, N, K, BLOCK_N, CHUNK, WARPS)
         issue_rope(k_smem.index(stage), kv_ptr, row, ok, block_bytes, RPB, DATA_STRIDE, QDIMS, CHUNK, WARPS)
@@ -212,23 +220,14 @@ def _convert_half(k_smem, codes, scales, ready, stage: gl.constexpr, side: gl.co
     its columns; where those columns hold codes (``code_slot``), every thread has read this chunk's codes first.
     Then the half is ready."""
     Q: gl.constexpr = half_chunks(side, QDIMS, DIM, CHUNK)
-    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, WARPS)
     async_copy.wait_group(1)  # this thread's copies of the half have landed
     BARRIER()  # and every producer thread's
     tile = k_smem.index(stage)
     for i in gl.static_range(Q):
-        x = codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)).load(code_l)
-        group_scale = ue8m0_scale(
-            scales.index(stage)
-            .slice((side * (DIM // 2 // CHUNK) + i) * (CHUNK // GROUP), CHUNK // GROUP, dim=1)
-            .load(gl.SliceLayout(2, code_l))
-        )
-        if holds_codes(side, i, QDIMS, DIM, CHUNK):  # of chunk i or before: read by every thread first
-            BARRIER()
-        y = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
-        tile.slice((side * (DIM // 2 // CHUNK) + i) * CHUNK, CHUNK, dim=1).store(
-            gl.reshape(y.to(gl.bfloat16), [BLOCK_N, CHUNK])
-        )
+        convert_chunk(tile, codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)),
+                      scales.index(stage).slice(tile_chunk(side, i, DIM, CHUNK) * (CHUNK // GROUP), CHUNK // GROUP,
+                                                dim=1), tile_chunk(side, i, DIM, CHUNK), BLOCK_N, CHUNK, GROUP, WARPS,
+                      holds_codes(side, i, QDIMS, DIM, CHUNK))  # fmt: skip
     fence_async_shared()
     BARRIER()
     mbarrier.arrive(ready.index(2 * stage + side), count=WARPS * 32)
@@ -638,11 +637,9 @@ def default_for(call: AttentionArgs) -> bool:
 
 
 def supports(call: AttentionArgs) -> bool:
-    """Whether ``call`` is a case this kernel serves: bf16 q, D = dv = 512, bf16 probabilities, KV as BF16 rows or
-    in a V4.1 or V4 FP8 cache."""
-    kv_ok = call.kv_cache is None or call.kv_cache[0].convention in KV_FORMATS
-    return (kv_ok and call.q.dtype == torch.bfloat16 and call.q.shape[-1] == DIM and call.dv == DIM
-            and call.precision == "bf16")  # fmt: skip
+    """Whether ``call`` is a case this kernel serves: the warp-specialized kernel's (bf16 q, D = dv = 512, bf16
+    probabilities, KV as BF16 rows or in a V4.1 or V4 FP8 cache)."""
+    return ws_supports(call)
 
 
 KV_KEYS = ("RPB", "DATA_STRIDE", "SCALE_STRIDE", "GROUP", "QDIMS", "FP8_KV")

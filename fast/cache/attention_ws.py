@@ -168,7 +168,7 @@ def _cache_offset(row, block_bytes, RPB: gl.constexpr, STRIDE: gl.constexpr):
 
 @gluon.jit
 def issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.constexpr, SCALE_STRIDE: gl.constexpr,
-                  SCALES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+                 SCALES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """FP8: ``cp.async`` the first ``SCALES`` scale bytes ([lanes, SCALES]) of the lanes ``idx_s``
     (``scale_layout``; an invalid lane's zero-filled)."""
     s_valid = (idx_s >= 0) & (idx_s < N)
@@ -180,7 +180,7 @@ def issue_scales(scales, kv_ptr, idx_s, N, block_bytes, scale_base, RPB: gl.cons
 
 @gluon.jit
 def issue_chunk(slot, kv_ptr, idx_c, c: gl.constexpr, N, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-                 CHUNK: gl.constexpr, GROUP: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+                CHUNK: gl.constexpr, GROUP: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """FP8: ``cp.async`` the codes of columns ``c * CHUNK`` on ([lanes, CHUNK // GROUP groups, GROUP]) of the lanes
     ``idx_c`` into the ring slot ``slot`` (an invalid lane's zero-filled)."""
     code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
@@ -195,7 +195,7 @@ def issue_chunk(slot, kv_ptr, idx_c, c: gl.constexpr, N, block_bytes, RPB: gl.co
 
 @gluon.jit
 def issue_rope(tile, kv_ptr, row, valid, block_bytes, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
-                QDIMS: gl.constexpr, CHUNK: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+               QDIMS: gl.constexpr, CHUNK: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
     """V4: ``cp.async`` the bf16 values past ``QDIMS`` (``CHUNK`` of them) of the cache rows ``row`` straight into
     ``tile``'s columns ``QDIMS`` on (``tile_rows``'s layout; an invalid lane's zero-filled)."""
     rows_l: gl.constexpr = rows_layout(CHUNK, PRODUCER_WARPS)
@@ -206,13 +206,17 @@ def issue_rope(tile, kv_ptr, row, valid, block_bytes, RPB: gl.constexpr, DATA_ST
 
 
 @gluon.jit
-def _convert_chunk(tile, codes, scales, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr,
-                   GROUP: gl.constexpr, PRODUCER_WARPS: gl.constexpr):  # fmt: skip
+def convert_chunk(tile, codes, scales, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr,
+                  GROUP: gl.constexpr, PRODUCER_WARPS: gl.constexpr, READ_FIRST: gl.constexpr):  # fmt: skip
     """Columns ``c * CHUNK`` on of ``tile``: the codes ``codes`` ([lanes, CHUNK // GROUP groups, GROUP] in shared
-    memory) times their groups' scales (``scales``, [lanes, CHUNK // GROUP]), as bf16 (powers of two: exact)."""
+    memory) times their groups' scales (``scales``, [lanes, CHUNK // GROUP]), as bf16 (powers of two: exact);
+    ``READ_FIRST``: every producer thread reads its codes and scales before any stores (the columns hold codes)."""
     code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
     x = codes.load(code_l)
-    group_scale = ue8m0_scale(scales.load(gl.SliceLayout(2, code_l)))
+    s = scales.load(gl.SliceLayout(2, code_l))
+    if READ_FIRST:
+        BARRIER()
+    group_scale = ue8m0_scale(s)
     x = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
     tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(x.to(gl.bfloat16), [BLOCK_N, CHUNK]))
 
@@ -369,7 +373,7 @@ def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N,
                        POINTS, True, BLOCK_N, DIM, PRODUCER_WARPS)  # fmt: skip
     idx_c, idx_s = _tile_indices(idx_ptr, m, 0, K, BLOCK_N, code_l, scale_l)
     issue_scales(scales.index(0), kv_ptr, idx_s, N, block_bytes, scale_base, RPB, SCALE_STRIDE, SCALES,
-                  PRODUCER_WARPS)  # fmt: skip
+                 PRODUCER_WARPS)  # fmt: skip
     for j in gl.static_range(AHEAD):  # AHEAD < STEPS: tile 0's first chunks
         issue_chunk(codes.index(j), kv_ptr, idx_c, j, N, block_bytes, RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)
         async_copy.commit_group()
@@ -386,21 +390,21 @@ def _produce_chunked(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, N,
             if c + AHEAD == STEPS:  # the next tile's first chunk: its lanes, its scales, the lanes after it
                 idx_c = next_c
                 issue_scales(scales.index((t + 1) % 2), kv_ptr, next_s, N, block_bytes, scale_base, RPB,
-                              SCALE_STRIDE, SCALES, PRODUCER_WARPS)  # fmt: skip
+                             SCALE_STRIDE, SCALES, PRODUCER_WARPS)  # fmt: skip
                 next_c, next_s = _tile_indices(idx_ptr, m, t + 2, K, BLOCK_N, code_l, scale_l)
             issue_chunk(codes.index((g + AHEAD) % CODE_CHUNKS), kv_ptr, idx_c, (c + AHEAD) % STEPS, N, block_bytes,
-                         RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)  # fmt: skip
+                        RPB, DATA_STRIDE, CHUNK, GROUP, PRODUCER_WARPS)  # fmt: skip
             if ROPE and c == 1:  # the stage is free (step 0 waited for it)
                 issue_rope(tile, kv_ptr, rope_row, rope_ok, block_bytes, RPB, DATA_STRIDE, QDIMS, CHUNK,
-                            PRODUCER_WARPS)  # fmt: skip
+                           PRODUCER_WARPS)  # fmt: skip
                 rope_row, rope_ok = tile_rows(idx_ptr, m, t + 1, N, K, BLOCK_N, CHUNK, PRODUCER_WARPS)
             async_copy.commit_group()
             async_copy.wait_group(AHEAD)  # this thread's copies of chunk g have landed
             BARRIER()  # and every producer thread's
             if c == 0:
                 mbarrier.wait(empty.index(stage), ((t // STAGES) & 1) ^ 1)  # the first round passes at once
-            _convert_chunk(tile, codes.index(g % CODE_CHUNKS), scales.index(t % 2).slice(c * (CHUNK // GROUP),
-                           CHUNK // GROUP, dim=1), c, BLOCK_N, CHUNK, GROUP, PRODUCER_WARPS)  # fmt: skip
+            convert_chunk(tile, codes.index(g % CODE_CHUNKS), scales.index(t % 2).slice(c * (CHUNK // GROUP),
+                          CHUNK // GROUP, dim=1), c, BLOCK_N, CHUNK, GROUP, PRODUCER_WARPS, False)  # fmt: skip
         fence_async_shared()
         BARRIER()
         mbarrier.arrive(ready.index(stage), count=1)

@@ -118,10 +118,14 @@ def _attention_cases() -> list[Case]:
     from fast.cache import attention_ws as ws
     from fast.cache.formats import FORMATS
 
-    for conv, kv_type in (("v41_fp8_528", "*u8"), ("v4_584", "*u8"), (None, "*bf16")):
-        ws_args = dict(q_ptr="*bf16", kv_ptr=kv_type, idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
-                       lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32",
-                       scale_base="i32")  # fmt: skip
+    def gluon_args(conv: str | None) -> dict[str, str]:
+        """Both Gluon attention kernels' runtime arguments, on KV in ``conv`` (None: BF16 rows)."""
+        return dict(q_ptr="*bf16", kv_ptr="*u8" if conv else "*bf16", idx_ptr="*i32", sink_ptr="*fp32",
+                    out_ptr="*fp32", lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32",
+                    block_bytes="i32", scale_base="i32")  # fmt: skip
+
+    for conv in ("v41_fp8_528", "v4_584", None):
+        ws_args = gluon_args(conv)
         for tile in (ws.DEFAULT_TILES[conv], *ws.sweep_tiles(conv)):
             ws_constants = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK) | ws.tile_constants(
                 tile, True, False
@@ -131,10 +135,8 @@ def _attention_cases() -> list[Case]:
                         ws._sparse_attention_ws_kernel, ws_args, ws_constants, ws.CONSUMER_WARPS, 1))  # fmt: skip
     from fast.cache import attention_pair as pair
 
-    for conv, kv_type in ((None, "*bf16"), ("v41_fp8_528", "*u8"), ("v4_584", "*u8")):
-        pair_args = dict(q_ptr="*bf16", kv_ptr=kv_type, idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
-                         lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32",
-                         scale_base="i32")  # fmt: skip
+    for conv in (None, "v41_fp8_528", "v4_584"):
+        pair_args = gluon_args(conv)
         kv = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK)
         for persistent in (False, True):
             out.append((f"attention paired warp groups (Gluon), {conv or 'bf16'} kv, bf16 p"
