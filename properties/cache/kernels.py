@@ -11,8 +11,8 @@ rounded to bf16 once), the operation's own precision; its Triton one only where 
 sm_90 GPU the default path runs the paired-warp-group kernel for these shapes), since the interpreter's bf16
 casts are not the GPU's; on an sm_90 GPU also ``cache_ws``, the warp-specialized kernel on the same BF16 rows
 (``fast.cache.attention_ws``, the default on FP8 caches), and the Gluon kernels on FP8 caches holding the
-examples' rows exactly (``fp8_cache_adapter``): ``cache_ws_v4`` / ``cache_ws_v41`` (the default path there) and
-``cache_pair_v4`` / ``cache_pair_v41`` (``fast.cache.attention_pair``), in two conventions. The Triton ones
+examples' rows exactly (``bf16_adapter``'s ``kv_format``): ``cache_ws_v4`` / ``cache_ws_v41`` (the default path
+there) and ``cache_pair_v4`` / ``cache_pair_v41`` (``fast.cache.attention_pair``), in two conventions. The Triton ones
 exist only where Triton is installed; where they run is ``properties.devices``'s policy (they declare that
 device, so the property suite builds its tensors there).
 """
@@ -114,59 +114,48 @@ def fp8_kv_adapter(backend: str, fmt: str) -> Callable[..., tuple[torch.Tensor, 
 
 
 def bf16_adapter(
-    backend: str, convention: str, config: object = None, kernel: str = ""
+    backend: str, convention: str, config: object = None, kernel: str = "", kv_format: str | None = None
 ) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """``sparse_attention`` at bf16 probabilities on ``backend``, in ``config`` (None: the default kernel;
-    ``kernel`` names another in the implementation's name)."""
+    ``kernel`` names another in the implementation's name); with ``kv_format``, on the example's rows stored into
+    a cache of that format (``fp8_cache_holding``), judged by the same rule."""
     invalid, empty = attention_convention(convention)
 
     def sparse_attention_bf16_impl(
         q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
         check_bf16_attention(q, kv, dv)
+        cache: dict[str, Any] = {}
+        if kv_format is not None:
+            kv, rows_per_block = fp8_cache_holding(kv, kv_format)
+            cache = dict(kv_format=kv_format, rows_per_block=rows_per_block)
         return sparse_attention(
             q, kv, indices, sink, scale=scale, dv=dv, empty_row=empty, invalid=invalid, precision="bf16",
-            backend=backend, config=config,
+            backend=backend, config=config, **cache,
         )  # fmt: skip
 
-    sparse_attention_bf16_impl.__name__ = f"sparse_attention_bf16_{kernel or backend}_{invalid}_{empty}"
+    on = f"_{kv_format}" if kv_format else ""
+    sparse_attention_bf16_impl.__name__ = f"sparse_attention_bf16_{kernel or backend}{on}_{invalid}_{empty}"
     return sparse_attention_bf16_impl
 
 
-def fp8_cache_adapter(
-    backend: str, convention: str, kv_format: str, config: object = None, kernel: str = ""
-) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    """``sparse_attention`` at bf16 probabilities on an FP8 cache, judged as sparse_attention_bf16: the example's
-    BF16 rows are stored into a ``kv_format`` cache (the torch twin of ``quantize_store``, as many rows a block as
-    the largest power of two up to 64 that divides them, so the cache has exactly the rows' slots) and the call
-    runs on the cache in ``config`` (None: the default kernel). The properties' rows (the 1/4 grid within +-2)
-    are e4m3 codes times a power of two, which every FP8 format holds exactly; rows a cache would not hold exactly
-    are refused (ValueError naming kv), so the rule stays the operation's own."""
-    invalid, empty = attention_convention(convention)
-
-    def sparse_attention_fp8_cache_impl(
-        q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sink: torch.Tensor, *, scale: float, dv: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        check_bf16_attention(q, kv, dv)
-        n = kv.shape[0]
-        rows_per_block = min(64, n & -n) if n else 1
-        fmt = cache_format(kv_format)
-        cache = torch.zeros(n // rows_per_block, fmt.block_bytes(rows_per_block), dtype=torch.uint8, device=kv.device)
-        slots = torch.arange(n, device=kv.device)
-        quantize_store(kv.float(), slots, cache, fmt=kv_format, rows_per_block=rows_per_block, backend="torch")
-        held = gather_dequantize(cache, slots, fmt=kv_format, rows_per_block=rows_per_block, backend="torch")
-        if not torch.equal(held, kv.float()):
-            raise ValueError(f"kv: rows a {kv_format} cache does not hold exactly (this implementation judges a "
-                             "kernel on an FP8 cache by the rows it holds)")  # fmt: skip
-        return sparse_attention(
-            q, cache, indices, sink, scale=scale, dv=dv, empty_row=empty, invalid=invalid, kv_format=kv_format,
-            rows_per_block=rows_per_block, precision="bf16", backend=backend, config=config,
-        )  # fmt: skip
-
-    sparse_attention_fp8_cache_impl.__name__ = (
-        f"sparse_attention_bf16_{kernel or backend}_{kv_format}_{invalid}_{empty}"
-    )
-    return sparse_attention_fp8_cache_impl
+def fp8_cache_holding(rows: torch.Tensor, kv_format: str) -> tuple[torch.Tensor, int]:
+    """A ``kv_format`` cache holding ``rows`` (bf16[n, 512]) at slots 0 .. n - 1 and no other slot, and its rows a
+    block (the largest power of two up to 64 that divides n), stored by the torch twin of ``quantize_store``. The
+    properties' rows (the 1/4 grid within +-2) are e4m3 codes times a power of two, which every FP8 format holds
+    exactly; rows a cache would not hold exactly are refused (ValueError naming kv), so that a kernel judged on the
+    cache answers for the rows it holds."""
+    n = rows.shape[0]
+    rows_per_block = min(64, n & -n) if n else 1
+    fmt = cache_format(kv_format)
+    cache = torch.zeros(n // rows_per_block, fmt.block_bytes(rows_per_block), dtype=torch.uint8, device=rows.device)
+    slots = torch.arange(n, device=rows.device)
+    quantize_store(rows.float(), slots, cache, fmt=kv_format, rows_per_block=rows_per_block, backend="torch")
+    held = gather_dequantize(cache, slots, fmt=kv_format, rows_per_block=rows_per_block, backend="torch")
+    if not torch.equal(held, rows.float()):
+        raise ValueError(f"kv: rows a {kv_format} cache does not hold exactly (this implementation judges a "
+                         "kernel on an FP8 cache by the rows it holds)")  # fmt: skip
+    return cache, rows_per_block
 
 
 def bf16_backends() -> list[str]:
@@ -225,9 +214,9 @@ if gluon_runs_here():
         for kv_format, short in FP8_CACHES.items():
             IMPLEMENTATIONS += [
                 Implementation("sparse_attention_bf16", f"cache_ws_{short}",
-                               fp8_cache_adapter("triton", c, kv_format, None, "ws"), c, device="cuda",
+                               bf16_adapter("triton", c, None, "ws", kv_format), c, device="cuda",
                                note=f"the default path on a {kv_format} cache (the warp-specialized kernel, sm_90)"),
                 Implementation("sparse_attention_bf16", f"cache_pair_{short}",
-                               fp8_cache_adapter("triton", c, kv_format, Pair(), "pair"), c, device="cuda",
+                               bf16_adapter("triton", c, Pair(), "pair", kv_format), c, device="cuda",
                                note=f"fast.cache.attention_pair on a {kv_format} cache (sm_90)"),
             ]  # fmt: skip

@@ -185,11 +185,9 @@ def test_the_twin_takes_a_first_maximum_below_exp_range() -> None:
 
 
 def _on_fp8_cache(kv_format: str, convention: str = CONVENTION) -> Implementation:
-    """The torch twin behind ``fp8_cache_adapter``: the adapter's own logic (the store, its exactness check, the
-    blocks) on any device; on an sm_90 GPU the registry runs the Gluon kernels behind it."""
-    from properties.cache.kernels import fp8_cache_adapter
-
-    fn = fp8_cache_adapter("torch", convention, kv_format)
+    """The torch twin behind ``bf16_adapter`` on a cache: the adapter's own logic (the store, its exactness check,
+    the blocks) on any device; on an sm_90 GPU the registry runs the Gluon kernels behind it."""
+    fn = bf16_adapter("torch", convention, kv_format=kv_format)
     return Implementation("sparse_attention_bf16", f"cache_torch_{kv_format}", fn, convention, device="cpu")
 
 
@@ -207,7 +205,7 @@ def test_an_fp8_cache_holding_the_examples_rows_passes_the_properties(kv_format:
 
 
 @pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584"])
-def test_an_fp8_cache_adapter_refuses_rows_the_cache_would_not_hold(kv_format: str) -> None:
+def test_an_fp8_cache_refuses_rows_it_would_not_hold(kv_format: str) -> None:
     kv = torch.full((3, BF16_DIMS), 1 / 3).bfloat16()
     impl = _on_fp8_cache(kv_format)
     with pytest.raises(ValueError, match=f"^kv: rows a {kv_format} cache does not hold exactly"):
