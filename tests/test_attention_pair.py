@@ -309,3 +309,14 @@ def test_the_protocol_model_reports_a_producer_that_never_signals() -> None:
         "group 1: ('wait', 'ready3', 0)",
         "producer: ('wait', 'empty0', 0)",
     ]
+
+
+def test_the_protocol_model_refuses_bad_counts_by_name() -> None:
+    from fast.cache import pair_protocol as p
+
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match=r"^pairs: must be a non-negative int"):
+            p.run([], bad)  # type: ignore[arg-type]
+    for ahead in ((1, 1, 1), (1, 1, -1, 1), (1, 1, 1.0, 1)):
+        with pytest.raises(ValueError, match=r"^ahead: must be 4 non-negative ints"):
+            p.fp8_producer(2, ahead)  # type: ignore[arg-type]

@@ -56,14 +56,16 @@ def ready(half: int) -> list[Op]:
 
 def bf16_producer(pairs: int) -> list[Op]:
     """BF16 rows: each half's copies as soon as it is free; its ``ready`` completes when they land."""
-    return [op for j in range(pairs) for h in FILL_ORDER for op in fill(h, j) + ready(h)]
+    return [op for j in range(_pairs(pairs)) for h in FILL_ORDER for op in fill(h, j) + ready(h)]
 
 
 def fp8_producer(pairs: int, ahead: tuple[int, int, int, int] = (1, 1, 1, 1)) -> list[Op]:
     """FP8 codes copied into the half and converted there: before converting the half at place k of a pair's
     ``FILL_ORDER``, the copies of every half up to ``ahead[k]`` places on are issued (``_produce_row_fp8``: one
     everywhere)."""
-    halves = [(h, j) for j in range(pairs) for h in FILL_ORDER]
+    if len(ahead) != 4 or any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in ahead):
+        raise ValueError(f"ahead: must be 4 non-negative ints, one a place of FILL_ORDER, got {ahead!r}")
+    halves = [(h, j) for j in range(_pairs(pairs)) for h in FILL_ORDER]
     ops: list[Op] = []
     issued = 0
     for u, (h, _) in enumerate(halves):
@@ -74,9 +76,16 @@ def fp8_producer(pairs: int, ahead: tuple[int, int, int, int] = (1, 1, 1, 1)) ->
     return ops
 
 
+def _pairs(pairs: int) -> int:
+    """``pairs`` if it is a count of pairs (ValueError naming it otherwise)."""
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 0:
+        raise ValueError(f"pairs: must be a non-negative int, got {pairs!r}")
+    return pairs
+
+
 def run(producer: list[Op], pairs: int) -> list[str]:
     """Step the two groups and ``producer`` until none can move; each unfinished partition's stuck operation."""
-    parts = {"group 0": group0(pairs), "group 1": group1(pairs), "producer": producer}
+    parts = {"group 0": group0(_pairs(pairs)), "group 1": group1(pairs), "producer": producer}
     at = dict.fromkeys(parts, 0)
     done: dict[str, int] = {}
     moved = True
