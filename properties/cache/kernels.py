@@ -145,6 +145,7 @@ def fp8_cache_holding(rows: torch.Tensor, kv_format: str) -> tuple[torch.Tensor,
     properties' rows (the 1/4 grid within +-2) are e4m3 codes times a power of two, which every FP8 format holds
     exactly; rows a cache would not hold exactly are refused (ValueError naming kv), so that a kernel judged on the
     cache answers for the rows it holds."""
+    rows = rows.contiguous()  # a view's values are what the cache holds (the contract's rule 8)
     n = rows.shape[0]
     rows_per_block = min(64, n & -n) if n else 1
     fmt = cache_format(kv_format)

@@ -205,6 +205,23 @@ def test_an_fp8_cache_holding_the_examples_rows_passes_the_properties(kv_format:
 
 
 @pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584"])
+@pytest.mark.parametrize("layout", ["transposed", "sliced"])
+def test_an_fp8_cache_stores_rows_given_as_a_view(kv_format: str, layout: str) -> None:
+    """kv as a non-contiguous view (the ladder properties pass one): the cache holds its values, so the call gives
+    the contiguous rows' result, as the contract's rule 8 asks, not a refusal naming the store's own argument."""
+    from properties.strided import view_of
+
+    kv = (torch.arange(4 * BF16_DIMS).reshape(4, BF16_DIMS) % 17 - 8).float().div(4).bfloat16()
+    indices = torch.tensor([[0, 3, 1, -1]], dtype=torch.int32)
+    impl = _on_fp8_cache(kv_format)
+    args = dict(scale=0.125, dv=BF16_DIMS)
+    want = impl.fn(_q(), kv, indices, torch.zeros(2), **args)
+    got = impl.fn(_q(), view_of(kv, layout), indices, torch.zeros(2), **args)
+    assert not view_of(kv, layout).is_contiguous()
+    assert all(torch.equal(w, g) for w, g in zip(want, got, strict=True))
+
+
+@pytest.mark.parametrize("kv_format", ["v41_fp8_528", "v4_584"])
 def test_an_fp8_cache_refuses_rows_it_would_not_hold(kv_format: str) -> None:
     kv = torch.full((3, BF16_DIMS), 1 / 3).bfloat16()
     impl = _on_fp8_cache(kv_format)
