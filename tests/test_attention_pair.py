@@ -268,12 +268,34 @@ def test_an_unknown_probe_is_refused_and_every_probe_is_named() -> None:
 
 @pytest.mark.parametrize("pairs", range(7))
 def test_the_shipped_producers_finish_in_the_protocol_model(pairs: int) -> None:
-    """``pair_protocol``: the BF16 producer and the FP8 one (one half ahead) finish with both groups, on no pair
-    (the persistent form's last item), one, and several."""
+    """``pair_protocol``: the BF16 producer and the FP8 one (``PAIR_ORDER``) finish with both groups, on no pair
+    (the persistent form's last item), one, and several; so does the FP8 producer one half ahead in fill order."""
     from fast.cache import pair_protocol as p
 
     assert p.run(p.bf16_producer(pairs), pairs) == []
+    assert p.run(p.fp8_ordered(pairs), pairs) == []
     assert p.run(p.fp8_producer(pairs), pairs) == []
+
+
+def test_the_fp8_pair_order_copies_each_half_once_before_converting_it() -> None:
+    from fast.cache import pair_protocol as p
+
+    steps = [(verb, half, j + on) for j in (0, 1) for verb, half, on in p.PAIR_ORDER]  # pair 1's, in time order
+    pair1 = [step for step in steps if step[2] == 1]
+    assert sorted(pair1) == sorted((verb, h, 1) for verb in ("issue", "convert") for h in range(4))
+    assert all(pair1.index(("issue", h, 1)) < pair1.index(("convert", h, 1)) for h in range(4))
+
+
+def test_a_fp8_pair_order_that_copies_too_early_is_reported_stuck() -> None:
+    """The model tells a deadlocking order from the shipped one: with a-left of the next pair copied before a-right
+    is converted, the producer waits for group 0 to free a-left, which it does only after scoring both of a's
+    halves."""
+    from fast.cache import pair_protocol as p
+
+    steps = list(p.PAIR_ORDER)
+    steps.insert(3, steps.pop(steps.index(("issue", 0, 1))))
+    left = p.run(p.fp8_ordered(3, tuple(steps)), 3)
+    assert "producer: ('wait', 'empty0', 0)" in left and len(left) == 3, left
 
 
 @pytest.mark.parametrize(

@@ -128,32 +128,35 @@ def _produce_row_fp8(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0
                      RPB: gl.constexpr, DATA_STRIDE: gl.constexpr, SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr,
                      QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
                      WARPS: gl.constexpr):  # fmt: skip
-    """FP8 codes: each stage half is filled in ``_produce_row``'s order, its codes copied by ``cp.async`` into the
-    half itself (``_issue_half``), then converted there in place (``_convert_half``); half u + 1's copies are
-    issued before half u is converted, so one half's codes are in flight while another converts. One half ahead
-    and no more: the half two ahead may be one that a consumer frees only after scoring the half being converted
-    (``pair_protocol`` models the orders).
-    Half k of pair j: tile 2j + k % 2 (stage k % 2), side (k + 1) // 2 % 2 (0 left, 1 right)."""
+    """FP8 codes: each stage half's codes copied by ``cp.async`` into the half itself (``_issue_half``), then
+    converted there in place (``_convert_half``), in ``pair_protocol.PAIR_ORDER``: in pair j the three halves the
+    consumers free at the pair boundary (b-right, a-right, b-left) are copied as each is freed, then converted,
+    a-right first (group 0 waits for it to finish scoring a); then a-left of pair j + 1, which group 0 frees in the
+    middle of pair j. A copy waits for its half to be freed, so no copy comes before the conversion of a half
+    that its freeing needs (``pair_protocol.run`` checks the order for deadlock). Half (stage, side): tile 2j +
+    stage, columns ``side`` (0 left, 1 right)."""
     n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
     if n_pairs > 0:
         _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 0, N, K, block_bytes, scale_base,
                     (g0 & 1) ^ 1, 0, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
                     WARPS)  # fmt: skip
+        _convert_half(k_smem, codes, scales, ready, 0, 0, 0, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
     for j in range(n_pairs):
         free = ((g0 + j) & 1) ^ 1  # the first round passes at once
-        for k in gl.static_range(4):
-            if k < 3:
-                _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + (k + 1) % 2, N, K,
-                            block_bytes, scale_base, free, (k + 1) % 2, (k + 2) // 2 % 2, RPB, DATA_STRIDE,
-                            SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
-            elif j + 1 < n_pairs:
-                _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + 2, N, K, block_bytes,
-                            scale_base, free ^ 1, 0, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM,
-                            CHUNK, WARPS)  # fmt: skip
-            else:
-                async_copy.commit_group()  # an empty group: the wait below counts the same
-            _convert_half(k_smem, codes, scales, ready, k % 2, (k + 1) // 2 % 2, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
-                          WARPS)  # fmt: skip
+        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + 1, N, K, block_bytes, scale_base, free,
+                    1, 1, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
+        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j, N, K, block_bytes, scale_base, free,
+                    0, 1, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
+        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + 1, N, K, block_bytes, scale_base, free,
+                    1, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
+        _convert_half(k_smem, codes, scales, ready, 0, 1, 1, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
+        _convert_half(k_smem, codes, scales, ready, 1, 1, 1, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
+        _convert_half(k_smem, codes, scales, ready, 1, 0, 0, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
+        if j + 1 < n_pairs:
+            _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + 2, N, K, block_bytes, scale_base,
+                        free ^ 1, 0, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
+                        WARPS)  # fmt: skip
+            _convert_half(k_smem, codes, scales, ready, 0, 0, 0, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
 
 
 @gluon.constexpr_function
@@ -212,15 +215,15 @@ def _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, t, N, K, block
 
 
 @gluon.jit
-def _convert_half(k_smem, codes, scales, ready, stage: gl.constexpr, side: gl.constexpr, GROUP: gl.constexpr,
-                  QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
-                  WARPS: gl.constexpr):  # fmt: skip
-    """Once its copies have landed (one later group may still be in flight), convert the codes of ``stage``'s
-    ``side`` half in place: each chunk's codes times their groups' scales, as bf16 (powers of two: exact), into
-    its columns; where those columns hold codes (``code_slot``), every thread has read this chunk's codes first.
-    Then the half is ready."""
+def _convert_half(k_smem, codes, scales, ready, stage: gl.constexpr, side: gl.constexpr, LATER: gl.constexpr,
+                  GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr,
+                  CHUNK: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    """Once its copies have landed (``LATER`` groups issued after them may still be in flight), convert the codes
+    of ``stage``'s ``side`` half in place: each chunk's codes times their groups' scales, as bf16 (powers of two:
+    exact), into its columns; where those columns hold codes (``code_slot``), every thread has read this chunk's
+    codes first. Then the half is ready."""
     Q: gl.constexpr = half_chunks(side, QDIMS, DIM, CHUNK)
-    async_copy.wait_group(1)  # this thread's copies of the half have landed
+    async_copy.wait_group(LATER)  # this thread's copies of the half have landed
     BARRIER()  # and every producer thread's
     tile = k_smem.index(stage)
     for i in gl.static_range(Q):

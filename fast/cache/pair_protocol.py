@@ -8,7 +8,8 @@ barrier has completed more than ``round`` phases (the kernel's parity ``round & 
 partitions stay within a phase of each other, which these barriers enforce); copies land at once (their landing
 waits on nothing). ``run`` steps every partition that can move until none can. It checks orders of copies and
 conversions for a producer before they are written in Gluon, where a deadlock hangs the GPU: the BF16 producer
-and the FP8 one of ``_produce_row_fp8`` finish; docs/cache-kernels.md derives which other orders do. Halves are
+and the FP8 one of ``_produce_row_fp8`` (``fp8_ordered``) finish; docs/cache-kernels.md derives which other
+orders do. Halves are
 numbered as the kernel's barriers: 0 a-left, 1 a-right, 2 b-left, 3 b-right (stage 2s + side).
 """
 
@@ -60,9 +61,9 @@ def bf16_producer(pairs: int) -> list[Op]:
 
 
 def fp8_producer(pairs: int, ahead: tuple[int, int, int, int] = (1, 1, 1, 1)) -> list[Op]:
-    """FP8 codes copied into the half and converted there: before converting the half at place k of a pair's
-    ``FILL_ORDER``, the copies of every half up to ``ahead[k]`` places on are issued (``_produce_row_fp8``: one
-    everywhere)."""
+    """FP8 codes copied into the half and converted there, in ``FILL_ORDER``: before converting the half at place k
+    of a pair's ``FILL_ORDER``, the copies of every half up to ``ahead[k]`` places on are issued (the orders whose
+    rule docs/cache-kernels.md derives)."""
     if len(ahead) != 4 or any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in ahead):
         raise ValueError(f"ahead: must be 4 non-negative ints, one a place of FILL_ORDER, got {ahead!r}")
     halves = [(h, j) for j in range(_pairs(pairs)) for h in FILL_ORDER]
@@ -73,6 +74,40 @@ def fp8_producer(pairs: int, ahead: tuple[int, int, int, int] = (1, 1, 1, 1)) ->
             ops += fill(*halves[issued])
             issued += 1
         ops += ready(h)
+    return ops
+
+
+Step = tuple[str, int, int]
+"""``("issue" | "convert", half, pairs on)``: copy a half's codes into it (once it is free), or convert them there
+(its ``ready``), of the pair ``pairs on`` from the one the step belongs to."""
+
+PAIR_ORDER: tuple[Step, ...] = (
+    ("issue", 3, 0),
+    ("issue", 1, 0),
+    ("issue", 2, 0),
+    ("convert", 1, 0),
+    ("convert", 3, 0),
+    ("convert", 2, 0),
+    ("issue", 0, 1),
+    ("convert", 0, 1),
+)
+"""``_produce_row_fp8``'s steps in pair j: the three halves the consumers free at the pair's boundary copied as
+soon as each is free (b-right, a-right, b-left), then converted, a-right first (group 0's next score waits for it);
+then a-left of pair j + 1, which group 0 frees in the middle of pair j, copied and converted before the producer
+waits for the next boundary. Pair 0's a-left comes first (``FIRST``)."""
+FIRST: tuple[Step, ...] = (("issue", 0, 0), ("convert", 0, 0))
+
+
+def fp8_ordered(pairs: int, steps: tuple[Step, ...] = PAIR_ORDER, first: tuple[Step, ...] = FIRST) -> list[Op]:
+    """FP8 codes copied into each half and converted there, in ``first`` and then ``steps`` a pair; a step of a
+    pair past the last is left out."""
+    ops: list[Op] = []
+    for j, each in [(0, first), *((j, steps) for j in range(_pairs(pairs)))]:
+        for verb, half, on in each:
+            if verb not in ("issue", "convert") or half not in range(4) or on not in (0, 1):
+                raise ValueError(f"steps: must be (issue or convert, half 0-3, 0 or 1 pairs on), got {verb, half, on}")
+            if j + on < pairs:
+                ops += fill(half, j + on) if verb == "issue" else ready(half)
     return ops
 
 
