@@ -53,6 +53,7 @@ from fast.cache.attention_ws import (
     WS_API,
     check_programs,
     chunk_layout,
+    convert_chunk,
     copy_rows,
     issue_chunk,
     issue_q,
@@ -62,12 +63,10 @@ from fast.cache.attention_ws import (
     kv_launch,
     normalize,
     persistent_items,
-    read_chunk,
     scale_bytes,
     scale_layout,
     sm_count,
     tile_rows,
-    write_chunk,
 )
 from fast.cache.attention_ws import (
     supports as ws_supports,
@@ -182,12 +181,6 @@ def code_slot(stage, side, i, QDIMS, DIM, CHUNK):
 
 
 @gluon.constexpr_function
-def last_of_two(i, Q):
-    """The last of the chunks ``i`` and ``i + 1`` that the half's ``Q`` chunks of codes have."""
-    return min(i + 1, Q - 1)
-
-
-@gluon.constexpr_function
 def holds_codes(side, i, QDIMS, DIM, CHUNK):
     """Whether the slots chunk ``i``'s bf16 takes (2i and 2i + 1 of the half's) hold codes when it is converted."""
     return 2 * i + 1 >= half_chunks(side, QDIMS, DIM, CHUNK)
@@ -233,28 +226,14 @@ def _convert_half(k_smem, codes, scales, ready, stage: gl.constexpr, side: gl.co
     async_copy.wait_group(LATER)  # this thread's copies of the half have landed
     BARRIER()  # and every producer thread's
     tile = k_smem.index(stage)
-    for i in gl.static_range(0, Q, 2):  # two chunks' codes read before either is written: their reads overlap
-        x0, s0 = _read_half_chunk(codes, scales, stage, side, i, QDIMS, GROUP, DIM, CHUNK, WARPS)
-        if i + 1 < Q:
-            x1, s1 = _read_half_chunk(codes, scales, stage, side, i + 1, QDIMS, GROUP, DIM, CHUNK, WARPS)
-        if holds_codes(side, last_of_two(i, Q), QDIMS, DIM, CHUNK):
-            BARRIER()
-        write_chunk(tile, x0, s0, tile_chunk(side, i, DIM, CHUNK), BLOCK_N, CHUNK)
-        if i + 1 < Q:
-            write_chunk(tile, x1, s1, tile_chunk(side, i + 1, DIM, CHUNK), BLOCK_N, CHUNK)
+    for i in gl.static_range(Q):
+        convert_chunk(tile, codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)),
+                      scales.index(stage).slice(tile_chunk(side, i, DIM, CHUNK) * (CHUNK // GROUP), CHUNK // GROUP,
+                                                dim=1), tile_chunk(side, i, DIM, CHUNK), BLOCK_N, CHUNK, GROUP, WARPS,
+                      holds_codes(side, i, QDIMS, DIM, CHUNK))  # fmt: skip
     fence_async_shared()
     BARRIER()
     mbarrier.arrive(ready.index(2 * stage + side), count=WARPS * 32)
-
-
-@gluon.jit
-def _read_half_chunk(codes, scales, stage: gl.constexpr, side: gl.constexpr, i: gl.constexpr, QDIMS: gl.constexpr,
-                     GROUP: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
-    """The codes and scale codes of chunk ``i`` of ``stage``'s ``side`` half (``code_slot``)."""
-    c: gl.constexpr = tile_chunk(side, i, DIM, CHUNK)
-    return read_chunk(codes.index(code_slot(stage, side, i, QDIMS, DIM, CHUNK)),
-                      scales.index(stage).slice(c * (CHUNK // GROUP), CHUNK // GROUP, dim=1), CHUNK, GROUP,
-                      WARPS)  # fmt: skip
 
 
 @gluon.jit

@@ -211,22 +211,11 @@ def convert_chunk(tile, codes, scales, c: gl.constexpr, BLOCK_N: gl.constexpr, C
     """Columns ``c * CHUNK`` on of ``tile``: the codes ``codes`` ([lanes, CHUNK // GROUP groups, GROUP] in shared
     memory) times their groups' scales (``scales``, [lanes, CHUNK // GROUP]), as bf16 (powers of two: exact);
     ``READ_FIRST``: every producer thread reads its codes and scales before any stores (the columns hold codes)."""
-    x, s = read_chunk(codes, scales, CHUNK, GROUP, PRODUCER_WARPS)
+    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
+    x = codes.load(code_l)
+    s = scales.load(gl.SliceLayout(2, code_l))
     if READ_FIRST:
         BARRIER()
-    write_chunk(tile, x, s, c, BLOCK_N, CHUNK)
-
-
-@gluon.jit
-def read_chunk(codes, scales, CHUNK: gl.constexpr, GROUP: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
-    """A chunk's codes and scale codes from shared memory, as ``convert_chunk`` reads them."""
-    code_l: gl.constexpr = chunk_layout(CHUNK, GROUP, PRODUCER_WARPS)
-    return codes.load(code_l), scales.load(gl.SliceLayout(2, code_l))
-
-
-@gluon.jit
-def write_chunk(tile, x, s, c: gl.constexpr, BLOCK_N: gl.constexpr, CHUNK: gl.constexpr):
-    """Codes ``x`` times the scales of codes ``s`` (``read_chunk``'s), as bf16, into columns ``c * CHUNK`` on."""
     group_scale = ue8m0_scale(s)
     x = x.to(gl.float8e4nv, bitcast=True).to(gl.float32) * group_scale[:, :, None]
     tile.slice(c * CHUNK, CHUNK, dim=1).store(gl.reshape(x.to(gl.bfloat16), [BLOCK_N, CHUNK]))
