@@ -65,27 +65,12 @@ def test_bad_names_are_refused() -> None:
         timing.program_time("bf16", [2, 0], timing.H100_B64_H64)
 
 
-# Medians of one H100 (us), V4 at b 64, h 64 (one item of 16 pairs a program) and b 128, h 64 (two):
-# results/sweeps/probes_edf24fb_h100.md (first order; BF16 of results/sweeps/probes_a59f5a9_h100.md at b 128)
-# and results/sweeps/probes_0cbe0d7_h100.md (boundary order, BF16 at b 64).
-FITTED = [
-    ("bf16", 0, 113.6), ("bf16", 1, 75.6), ("bf16", 2, 109.1),
-    ("fp8 first order", 0, 166.5), ("fp8 first order", 2, 111.7),
-    ("fp8 boundary order", 0, 152.7), ("fp8 boundary order", 1, 75.0), ("fp8 boundary order", 2, 123.1),
-]  # fmt: skip
-TWO_ITEMS = [
-    ("bf16", 0, 213.9), ("bf16", 1, 142.1), ("bf16", 2, 206.1),
-    ("fp8 first order", 0, 314.7), ("fp8 first order", 1, 141.6), ("fp8 first order", 2, 207.9),
-    ("fp8 boundary order", 0, 288.3), ("fp8 boundary order", 1, 140.5), ("fp8 boundary order", 2, 227.6),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("row", "probe", "measured"), FITTED)
+@pytest.mark.parametrize(("row", "probe", "measured"), timing.H100_ONE_ITEM)
 def test_the_h100_costs_reproduce_the_probes_they_were_fitted_to(row: str, probe: int, measured: float) -> None:
     assert timing.program_time(row, [16], timing.H100_B64_H64, probe) == pytest.approx(measured, rel=0.04)
 
 
-@pytest.mark.parametrize(("row", "probe", "measured"), TWO_ITEMS)
+@pytest.mark.parametrize(("row", "probe", "measured"), timing.H100_TWO_ITEMS)
 def test_the_h100_costs_overestimate_two_item_programs_by_at_most_a_ninth(
     row: str, probe: int, measured: float
 ) -> None:

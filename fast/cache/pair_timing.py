@@ -126,6 +126,22 @@ def program_time(row: str, items: list[int], costs: Costs, probe: int = 0) -> fl
 
 
 KB = 1024
+H100_ONE_ITEM = [
+    ("bf16", 0, 113.6), ("bf16", 1, 75.6), ("bf16", 2, 109.1),
+    ("fp8 first order", 0, 166.5), ("fp8 first order", 2, 111.7),
+    ("fp8 boundary order", 0, 152.7), ("fp8 boundary order", 1, 75.0), ("fp8 boundary order", 2, 123.1),
+]  # fmt: skip
+"""Medians of one H100 (us) at b 64, h 64, V4 (one item of 16 pairs a program), (row, probe, us):
+``results/sweeps/probes_edf24fb_h100.md`` (the first order) and ``probes_0cbe0d7_h100.md`` (the boundary order
+and BF16 rows)."""
+H100_TWO_ITEMS = [
+    ("bf16", 0, 213.9), ("bf16", 1, 142.1), ("bf16", 2, 206.1),
+    ("fp8 first order", 0, 314.7), ("fp8 first order", 1, 141.6), ("fp8 first order", 2, 207.9),
+    ("fp8 boundary order", 0, 288.3), ("fp8 boundary order", 1, 140.5), ("fp8 boundary order", 2, 227.6),
+]  # fmt: skip
+"""The same at b 128, h 64 (two items a program): ``probes_a59f5a9_h100.md`` (BF16 rows),
+``probes_edf24fb_h100.md`` and ``probes_0cbe0d7_h100.md``."""
+
 H100_B64_H64 = Costs(
     mma={"score": 0.559, "pv": 0.559},
     work={"softmax": 0.373, "exp": 0.005, "rescale": 0.0, "convert_left": 0.937, "convert_right": 0.703},
@@ -135,10 +151,9 @@ H100_B64_H64 = Costs(
     issue=4.95e-5,
     pipe_share={"convert_left": 1.0, "convert_right": 1.0},
 )
-"""Costs fitted (least relative squares, Nelder-Mead) to eight timing-probe medians of one H100 at b 64, h 64, V4
-(one item a program; ``tests/test_pair_timing.py`` lists them and their files): a score half and a p v product
-0.56 us each on the tensor pipe; a V4 half's conversion 0.94 us (its right half 3/4 of that), holding the pipe
-for all of it (``pipe_share`` 1: fitted, not assumed; refitted with it at 0, the error is 5.3% RMS against
-1.5%); copies issued at 50 us a MB by the producer, landing 0.37 us after. The data leave the bandwidth free (no
-program here waits on its share of DRAM: the fit sets it past every copy's need). Two items a program (b 128,
-h 64) it overestimates all nine probes by 3-11%."""
+"""Costs fitted to ``H100_ONE_ITEM`` (least relative squares; ``python scripts/fit_pair_timing.py`` refits them):
+a score half and a p v product 0.56 us each on the tensor pipe; a V4 half's conversion 0.94 us (its right half 3/4
+of that), holding the pipe for all of it (``pipe_share`` 1: fitted, not assumed; refitted with it at 0, the error
+is 5.3% RMS against 1.5%); copies issued at 50 us a MB by the producer, landing 0.37 us after. The data leave the
+bandwidth free (no program here waits on its share of DRAM: the fit sets it past every copy's need). Two items a
+program (b 128, h 64, ``H100_TWO_ITEMS``) it overestimates all nine probes by 3-11%."""
