@@ -1,7 +1,10 @@
 """Fit ``fast.cache.pair_timing``'s costs to the H100 probes (``H100_ONE_ITEM``) and print them with each probe's
 model figure, then the two-item probes outside the fit (``H100_TWO_ITEMS``).
 
-    python scripts/fit_pair_timing.py [--iterations 1500]
+    python scripts/fit_pair_timing.py [--iterations 1500] [--joint]
+
+``--joint`` fits both sets at once, with a cost a program (``Costs.item``) free as well, and prints what the
+changes of docs/targets.md's table give under those costs.
 
 Least squares of the relative errors, by Nelder-Mead from ``H100_B64_H64`` itself moved by a fixed factor (so a
 change to the model shows in a fit that no longer returns to it). Written out here rather than imported: the
@@ -16,24 +19,42 @@ import math
 
 from fast.cache import pair_timing as timing
 
-NAMES = ("score", "softmax", "exp", "convert_left", "latency", "issue", "bandwidth", "share")
+NAMES = ("score", "softmax", "exp", "convert_left", "latency", "issue", "bandwidth", "share", "item")
 
 
 def costs_of(x: list[float]) -> timing.Costs:
     """Costs from the fitted values (a p v product costs what a score half does; a right half converts in 3/4 of
     a left one's time, its 3 chunks of 4)."""
-    score, softmax, exp, convert, latency, issue, bandwidth, share = (max(v, 0.0) for v in x)
+    score, softmax, exp, convert, latency, issue, bandwidth, share, *item = (max(v, 0.0) for v in x)
     base = timing.H100_B64_H64
     work = {"softmax": softmax, "exp": exp, "rescale": 0.0, "convert_left": convert, "convert_right": 0.75 * convert}
     held = {"convert_left": min(share, 1.0), "convert_right": min(share, 1.0)}
     return dataclasses.replace(base, mma={"score": score, "pv": score}, work=work, latency=latency, issue=issue,
-                               bandwidth=max(bandwidth, 1.0), pipe_share=held)  # fmt: skip
+                               bandwidth=max(bandwidth, 1.0), pipe_share=held, item=sum(item))  # fmt: skip
 
 
-def error(x: list[float], probes: list[tuple[str, int, float]], items: list[int]) -> float:
-    """The root mean square of the relative errors."""
+Sets = list[tuple[list[int], list[tuple[str, int, float]]]]
+SETS: Sets = [([16], timing.H100_ONE_ITEM), ([16, 16], timing.H100_TWO_ITEMS)]
+
+
+def error(x: list[float], sets: Sets) -> float:
+    """The root mean square of the relative errors over the probes of ``sets`` (items a program, probes)."""
     costs = costs_of(x)
-    return math.sqrt(sum((timing.program_time(r, items, costs, p) / m - 1) ** 2 for r, p, m in probes) / len(probes))
+    errors = [timing.program_time(r, items, costs, p) / m - 1 for items, probes in sets for r, p, m in probes]
+    return math.sqrt(sum(e * e for e in errors) / len(errors))
+
+
+def changes(costs: timing.Costs) -> dict[str, tuple[float, float]]:
+    """docs/targets.md's table: one program of 16 pairs, (BF16 rows, V4 FP8 in the boundary order), us."""
+    free = dataclasses.replace(costs, issue=0.0, latency=0.0, bandwidth=1e12)
+    unconverted = dataclasses.replace(costs, work={**costs.work, "convert_left": 0.0, "convert_right": 0.0})
+    cases = {"nothing": costs, "copies cost nothing": free, "conversions cost nothing": unconverted,
+             "conversions leave the tensor pipe free": dataclasses.replace(costs, pipe_share={}),
+             "codes issued twice as fast": dataclasses.replace(costs, issue=costs.issue / 2)}  # fmt: skip
+    return {
+        name: (timing.program_time("bf16", [16], c), timing.program_time("fp8 boundary order", [16], c))
+        for name, c in cases.items()
+    }
 
 
 def nelder_mead(f, x0: list[float], iterations: int) -> list[float]:  # type: ignore[no-untyped-def]
@@ -67,20 +88,25 @@ def nelder_mead(f, x0: list[float], iterations: int) -> list[float]:  # type: ig
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iterations", type=int, default=1500)
+    parser.add_argument("--joint", action="store_true", help="fit both sets, a cost a program free as well")
     args = parser.parse_args()
     c = timing.H100_B64_H64
     start = [c.mma["score"], c.work["softmax"], c.work["exp"], c.work["convert_left"], c.latency, c.issue,
              c.bandwidth, c.pipe_share["convert_left"]]  # fmt: skip
-    moved = [v * 1.2 for v in start]
-    x = nelder_mead(lambda v: error(v, timing.H100_ONE_ITEM, [16]), moved, args.iterations)
-    for name, v in zip(NAMES, x, strict=True):
+    moved = [v * 1.2 for v in start] + ([5.0] if args.joint else [])
+    fit_on = SETS if args.joint else SETS[:1]
+    x = nelder_mead(lambda v: error(v, fit_on), moved, args.iterations)
+    for name, v in zip(NAMES, x, strict=False):
         print(f"{name:12s} {v:.4g}")
     fitted = costs_of(x)
-    for items, probes in (([16], timing.H100_ONE_ITEM), ([16, 16], timing.H100_TWO_ITEMS)):
-        print(f"\n{len(items)} item(s) a program: rms relative error {error(x, probes, items):.3f}")
+    for items, probes in SETS:
+        print(f"\n{len(items)} item(s) a program: rms relative error {error(x, [(items, probes)]):.3f}")
         for row, probe, measured in probes:
             model = timing.program_time(row, items, fitted, probe)
             print(f"  {row:20s} probe {probe}: measured {measured:6.1f} us, model {model:6.1f}")
+    print("\none program of 16 pairs: BF16 rows, V4 FP8 in the boundary order (us)")
+    for name, (bf16, fp8) in changes(fitted).items():
+        print(f"  {name:40s} {bf16:6.1f} {fp8:6.1f}")
 
 
 if __name__ == "__main__":
