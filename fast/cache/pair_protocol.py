@@ -1,15 +1,17 @@
 """The paired kernel's barrier protocol as plain sequences, and whether a producer order finishes or deadlocks.
 
     run(producer: list[Op], pairs: int) -> list[str]    (empty: every partition finished; else each one's stuck op)
+    run_parts(persistent(items, row)) -> list[str]       (the same for a persistent program walking items)
 
-A model of ``fast.cache.attention_pair`` for one (row, head block) item, written from the kernel's code: each
+A model of ``fast.cache.attention_pair`` for one (row, head block) item or a persistent program's items, written
+from the kernel's code: each
 partition is a list of ``("wait", barrier, round)`` and ``("arrive", barrier)`` operations; a wait passes once its
 barrier has completed more than ``round`` phases (the kernel's parity ``round & 1`` reads the same while the
 partitions stay within a phase of each other, which these barriers enforce); copies land at once (their landing
 waits on nothing). ``run`` steps every partition that can move until none can. It checks orders of copies and
 conversions for a producer before they are written in Gluon, where a deadlock hangs the GPU: the BF16 producer
 and the FP8 one of ``_produce_row_fp8`` (``fp8_ordered``) finish; docs/cache-kernels.md derives which other
-orders do. Halves are
+orders do. The steps that only take time are passed at once here; ``pair_timing`` times them. Halves are
 numbered as the kernel's barriers: 0 a-left, 1 a-right, 2 b-left, 3 b-right (stage 2s + side).
 """
 

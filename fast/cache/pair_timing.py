@@ -1,4 +1,4 @@
-"""How long one item of the paired kernel takes, from what each of its steps costs: a discrete-event model of
+"""How long a program of the paired kernel takes, from what each of its steps costs: a discrete-event model of
 ``fast.cache.pair_protocol``'s sequences, to compare producer orders and designs before they are written in Gluon.
 
     simulate(parts: dict[str, list[Op]], costs: Costs) -> float        (us, when the last partition ends)
@@ -9,14 +9,15 @@ The model, each point a simplification:
 1. Each partition runs its operations in order; ``("work", what)`` takes ``costs.work[what]`` us.
 2. The two consumer groups share one tensor pipe: an ``("mma", what, handle)`` starts once its group has issued it
    and the pipe is free, and holds the pipe ``costs.mma[what]`` us; the group goes on at once, and
-   ``("mma_wait", handle)`` waits for its end.
+   ``("mma_wait", handle)`` waits for its end. A work step named in ``costs.pipe_share`` holds the pipe for that
+   share of its length as well (its shared-memory traffic delaying the MMAs), without waiting for it.
 3. Copies share one channel to memory, the SM's share of the bandwidth: a ``("copy", tag, kind)`` of
    ``costs.bytes[kind]`` bytes starts once issued and the channel is free, holds it ``bytes / costs.bandwidth``
    us and lands ``costs.latency`` us after; issuing takes the producer ``costs.issue`` us a byte.
 4. A barrier's k-th phase completes at its k-th arrival (each barrier has one arriving partition); a wait passes
    at the later of its partition's time and that completion.
-5. Nothing else is shared: CUDA-core work of different partitions overlaps fully, and an item's q load and
-   epilogue add ``costs.item`` us.
+5. Nothing else is shared: CUDA-core work of different partitions overlaps fully; what a program spends outside
+   these steps (its launch, its epilogue) is ``costs.item`` us, once.
 
 Events are taken in time order (the partition that can move with the earliest clock moves first), so the tensor
 pipe and the memory channel serve their requests in the order they are made. ``H100_B64_H64`` holds costs
