@@ -56,6 +56,14 @@ def test_a_deadlocked_order_is_named_not_timed() -> None:
     assert all(s in str(err.value) for s in stuck)
 
 
+@pytest.mark.parametrize(
+    ("ops", "what"), [([("mma_wait", "s")], "an MMA"), ([("landed", "0:0")], "copies"), ([("fly",)], "no known kind")]
+)
+def test_an_order_that_waits_for_what_it_never_issued_is_refused(ops: list[protocol.Op], what: str) -> None:
+    with pytest.raises(ValueError, match=f"^parts: producer .*{what}"):
+        timing.simulate({"producer": ops}, timing.H100_B64_H64)
+
+
 def test_bad_names_are_refused() -> None:
     with pytest.raises(ValueError, match=r"^probe: must be one of \[0, 1, 2\]"):
         timing.program_time("bf16", [1], timing.H100_B64_H64, probe=3)

@@ -27,6 +27,7 @@ fitted to the timing probes of one H100 (docs/targets.md, section 2, says how we
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from fast.cache import pair_protocol as protocol
 from fast.cache.pair_protocol import Op
@@ -75,16 +76,16 @@ def simulate(parts: dict[str, list[Op]], costs: Costs) -> float:
             pipe = max(t, pipe) + costs.mma[op[1]]
             mma_end[name, str(op[2])] = pipe
         elif kind == "mma_wait":
-            t = max(t, mma_end[name, op[1]])
+            t = max(t, _issued(mma_end, (name, op[1]), name, "an MMA"))
         elif kind == "copy":
             size = costs.bytes[str(op[2])]
             t += size * costs.issue
             channel = max(t, channel) + size / costs.bandwidth
             landed[op[1]] = channel + costs.latency
         elif kind == "arrive_landed":
-            phases.setdefault(op[1], []).append(landed[str(op[2])])
+            phases.setdefault(op[1], []).append(_issued(landed, str(op[2]), name, "copies"))
         elif kind == "landed":
-            t = max(t, landed[op[1]])
+            t = max(t, _issued(landed, op[1], name, "copies"))
         else:
             raise ValueError(f"parts: {name} has an operation of no known kind: {op!r}")
         clock[name] = t
@@ -93,6 +94,13 @@ def simulate(parts: dict[str, list[Op]], costs: Costs) -> float:
     if stuck:
         raise ValueError(f"parts: deadlocked ({'; '.join(stuck)})")
     return max(clock.values(), default=0.0) + costs.item
+
+
+def _issued(ends: dict[Any, float], key: Any, name: str, what: str) -> float:
+    """When the step ``key`` names ends; a ValueError if ``name`` waits for one not issued before it."""
+    if key not in ends:
+        raise ValueError(f"parts: {name} waits for {what} it has not issued: {key!r}")
+    return ends[key]
 
 
 def _ready(op: Op, phases: dict[str, list[float]]) -> bool:
