@@ -277,17 +277,14 @@ def test_the_shipped_producers_finish_in_the_protocol_model(pairs: int) -> None:
     assert p.run(p.fp8_producer(pairs), pairs) == []
 
 
-@pytest.mark.parametrize("row", ["bf16", "first", "boundary"])
+@pytest.mark.parametrize("row", ["bf16", "fp8 first order", "fp8 boundary order"])
 def test_a_persistent_program_finishes_its_items_in_the_protocol_model(row: str) -> None:
     """Items of 1, 2, 1 and 4 pairs walked by one program (pairs and q counted across items): every producer
     finishes with both groups; with group 0 never freeing q, the producer waits for it at the second item."""
     from fast.cache import pair_protocol as p
+    from fast.cache.pair_timing import ROWS
 
-    make = {
-        "bf16": p.bf16_producer,
-        "first": lambda n, g0: p.fp8_producer(n, g0=g0),
-        "boundary": lambda n, g0: p.fp8_ordered(n, g0=g0),
-    }[row]
+    make = ROWS[row]
     for drain in (False, True):
         assert p.run_parts(p.persistent([1, 2, 1, 4], make, drain=drain)) == []
     parts = p.persistent([1, 2], make)

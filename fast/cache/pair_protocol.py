@@ -171,9 +171,10 @@ def fp8_ordered(
 def signals_only(producer: list[Op]) -> list[Op]:
     """``producer`` under timing probe 1: it waits for each half to be free and signals it ready, copying
     nothing but an item's q."""
+    q_tags = {op[1] for op in producer if op[0] == "copy" and op[2] == "q"}
     kept: list[Op] = []
     for op in producer:
-        if op[0] in ("copy", "arrive_landed") and str(op[-1]).startswith("q"):
+        if (op[0] == "copy" and op[1] in q_tags) or (op[0] == "arrive_landed" and op[2] in q_tags):
             kept.append(op)
         elif op[0] == "arrive_landed":
             kept.append(("arrive", op[1]))
