@@ -4,6 +4,8 @@ the H100 costs against the probes they were fitted to and two-item programs they
 from __future__ import annotations
 
 import dataclasses
+import re
+from typing import Any
 
 import pytest
 
@@ -62,6 +64,20 @@ def test_a_deadlocked_order_is_named_not_timed() -> None:
 def test_an_order_that_waits_for_what_it_never_issued_is_refused(ops: list[protocol.Op], what: str) -> None:
     with pytest.raises(ValueError, match=f"^parts: producer .*{what}"):
         timing.simulate({"producer": ops}, timing.H100_B64_H64)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (dict(latency=-1.0), "latency"),
+        (dict(work={"convert_left": float("nan")}), "work['convert_left']"),
+        (dict(bandwidth=0.0), "bandwidth"),
+        (dict(pipe_share={"convert_left": 1.5}), "pipe_share['convert_left']"),
+    ],
+)
+def test_costs_out_of_their_range_are_refused_by_name(change: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValueError, match=f"^costs: {re.escape(named)} must be"):
+        dataclasses.replace(timing.H100_B64_H64, **change)
 
 
 def test_bad_names_are_refused() -> None:

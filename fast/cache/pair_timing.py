@@ -27,6 +27,7 @@ fitted to the timing probes of one H100 (docs/targets.md, section 2, says how we
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from fast.cache import pair_protocol as protocol
@@ -45,6 +46,19 @@ class Costs:
     issue: float = 0.0
     item: float = 0.0
     pipe_share: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        named = {**{f"mma[{k!r}]": v for k, v in self.mma.items()}, **{f"work[{k!r}]": v for k, v in self.work.items()},
+                 **{f"bytes[{k!r}]": v for k, v in self.bytes.items()}, "latency": self.latency, "issue": self.issue,
+                 "item": self.item}  # fmt: skip
+        for name, value in named.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise ValueError(f"costs: {name} must be a finite number at least 0, got {value!r}")
+        if isinstance(self.bandwidth, bool) or not isinstance(self.bandwidth, int | float) or not self.bandwidth > 0:
+            raise ValueError(f"costs: bandwidth must be a number over 0, got {self.bandwidth!r}")
+        for what, share in self.pipe_share.items():
+            if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+                raise ValueError(f"costs: pipe_share[{what!r}] must be a number in [0, 1], got {share!r}")
 
 
 def simulate(parts: dict[str, list[Op]], costs: Costs) -> float:
