@@ -286,7 +286,10 @@ def test_a_persistent_program_finishes_its_items_in_the_protocol_model(row: str)
 
     make = ROWS[row]
     for drain in (False, True):
-        assert p.run_parts(p.persistent([1, 2, 1, 4], make, drain=drain)) == []
+        parts = p.persistent([1, 2, 1, 4], make, drain=drain)
+        assert p.run_parts(parts) == []
+        rounds = [op[2] for op in parts["group 1"] if op[:2] == ("wait", "ready3")]
+        assert rounds == list(range(8))  # the pairs counted across items: each phase waited for once, in order
     parts = p.persistent([1, 2], make)
     parts = {name: [op for op in ops if op[:2] != ("arrive", "q_empty0")] for name, ops in parts.items()}
     assert "producer: ('wait', 'q_empty0', 0)" in p.run_parts(parts)
