@@ -389,7 +389,6 @@ def _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_re
     p_l: gl.constexpr = _P_L
     row_l: gl.constexpr = gl.SliceLayout(1, s_l)
     n_pairs, m_i, l_i, acc, s = _start(ready, empty, K, g0, 0, BLOCK_H, BLOCK_N, DIM, PROBE)
-    valid = _lanes_valid(idx_ptr, m, 0, N, K, BLOCK_N, s_l)  # each tile's lanes loaded while its score runs
     if PERSISTENT:
         if PROBE == 2:
             _publish(q_empty)
@@ -405,6 +404,7 @@ def _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_re
     for j in range(n_pairs):
         phase = (g0 + j) & 1
         z = j // n_pairs  # 0, not known to be so: the descriptors are made in the loop, not kept in registers
+        valid = _lanes_valid(idx_ptr, m, 2 * j, N, K, BLOCK_N, s_l)
         s = gl.where(valid[None, :], s * scale, float("-inf"))
         m0 = gl.maximum(m_i, gl.max(s, axis=1))
         m_smem.store(m0)
@@ -435,7 +435,6 @@ def _group0_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_re
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(pv,))
             _publish(empty.index(2))  # b's left half
             s_next = _score_half(q_smem.index(z), k_smem.index(z), ready.index(1), phase ^ 1, 1, s_next, True, DIM)
-            valid = _lanes_valid(idx_ptr, m, 2 * j + 2, N, K, BLOCK_N, s_l)
             s = warpgroup_mma_wait(num_outstanding=0, deps=(s_next,))
             if PERSISTENT:
                 if j + 2 == n_pairs:  # this group's last score of the item
@@ -481,11 +480,11 @@ def _group1_row(q_smem, k_smem, p_smem, m_smem, l_smem, ready, empty, sync, q_re
         z = j // n_pairs  # 0 (as in _group0)
         s = _score_half(q_smem.index(z), k_smem.index(z + 1), ready.index(3), phase, 1, s, False, DIM)
         s = _score_half(q_smem.index(z), k_smem.index(z + 1), ready.index(2), phase, 0, s, True, DIM)
-        valid = _lanes_valid(idx_ptr, m, 2 * j + 1, N, K, BLOCK_N, s_l)  # loaded while the score runs
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         if PERSISTENT:
             if j + 1 == n_pairs:  # this group's last score of the item
                 _publish(q_empty)
+        valid = _lanes_valid(idx_ptr, m, 2 * j + 1, N, K, BLOCK_N, s_l)
         s = gl.where(valid[None, :], s * scale, float("-inf"))
         mbarrier.wait(sync.index(0), phase)  # group 0's m0
         m1 = gl.maximum(m_smem.load(row_l), gl.max(s, axis=1))
