@@ -827,17 +827,21 @@ def test_bad_attention_input_is_refused(what: str, change: Any, error: type, mes
 
 def test_default_attention_configs_fit_sm90_shared_memory() -> None:
     """The compiler accepts a kernel that needs more shared memory than sm_90 has; only its launch fails. Lower
-    the default configurations at the benchmark's shapes here (Triton ships ptxas) and require that they fit."""
+    the default configurations at the benchmark's shapes here (Triton ships ptxas), the Gluon kernels the default
+    path runs on sm_90 among them, and require that each compiles under this Triton and fits."""
     import os
     import subprocess
     import sys
+
+    from fast.cache import compile_check
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
     run = subprocess.run([sys.executable, "-m", "fast.cache.compile_check", "--defaults"], capture_output=True,
                          text=True, env=env, timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("smem") == 6, run.stdout
+    assert run.stdout.count("smem") == len(compile_check.default_cases()) == 6 + 3, run.stdout
+    assert "paired warp groups (Gluon), bf16 kv" in run.stdout and "warp specialized (Gluon), v4_584" in run.stdout
 
 
 def test_default_config_refuses_an_unknown_precision_or_format() -> None:

@@ -83,6 +83,8 @@ WARPS = 4
 PRODUCER_REGS = 56
 CONSUMER_REGS = 224
 """Registers a thread of the producer and of consumer group 1 (group 0, the default partition, gets the rest)."""
+_PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+"""Whether this Triton names a shared-memory view of another type ``reinterpret`` (3.9) or ``_reinterpret`` (3.6)."""
 _S_L = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]))
 """A group's scores, [64 heads, 64 lanes], as its ``wgmma`` leaves them."""
 _O_L = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, DIM // 2, 16]))
@@ -530,8 +532,12 @@ def _sparse_attention_pair_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse
     k_smem = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_N, DIM], smem_l)
     # FP8: the stages as slots of one chunk of codes (``_issue_half``), a half's columns 64 at a time being one
     # 128-byte swizzle row, [BLOCK_N rows] contiguous; two tiles' scales
-    codes = k_smem._reinterpret(gl.uint8, [2 * 2 * (DIM // CHUNK), BLOCK_N, CHUNK // GROUP, GROUP],
-                                gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))  # fmt: skip
+    code_shape: gl.constexpr = [2 * 2 * (DIM // CHUNK), BLOCK_N, CHUNK // GROUP, GROUP]
+    code_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
+    if _PUBLIC_REINTERPRET:
+        codes = k_smem.reinterpret(gl.uint8, code_shape, code_l)
+    else:
+        codes = k_smem._reinterpret(gl.uint8, code_shape, code_l)
     if FP8_KV:
         scales = gl.allocate_shared_memory(gl.uint8, [2, BLOCK_N, scale_bytes(QDIMS, GROUP)],
                                            gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))  # fmt: skip

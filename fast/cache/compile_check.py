@@ -116,32 +116,10 @@ def _attention_cases() -> list[Case]:
         out.append((f"attention prefetch {cfg.prefetch}, {label}", attention._sparse_attention_kernel, ATTENTION_ARGS,
                     constants, cfg.num_warps, cfg.num_stages))  # fmt: skip
     from fast.cache import attention_ws as ws
-    from fast.cache.formats import FORMATS
-
-    def gluon_args(conv: str | None) -> dict[str, str]:
-        """Both Gluon attention kernels' runtime arguments, on KV in ``conv`` (None: BF16 rows)."""
-        return dict(q_ptr="*bf16", kv_ptr="*u8" if conv else "*bf16", idx_ptr="*i32", sink_ptr="*fp32",
-                    out_ptr="*fp32", lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32",
-                    block_bytes="i32", scale_base="i32")  # fmt: skip
 
     for conv in ("v41_fp8_528", "v4_584", None):
-        ws_args = gluon_args(conv)
-        for tile in (ws.DEFAULT_TILES[conv], *ws.sweep_tiles(conv)):
-            ws_constants = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK) | ws.tile_constants(
-                tile, True, False
-            )
-            label = ws.label(tile, conv is not None)
-            out.append((f"attention warp specialized (Gluon), {conv or 'bf16'} kv, bf16 p, {label}",
-                        ws._sparse_attention_ws_kernel, ws_args, ws_constants, ws.CONSUMER_WARPS, 1))  # fmt: skip
-    from fast.cache import attention_pair as pair
-
-    for conv in (None, "v41_fp8_528", "v4_584"):
-        pair_args = gluon_args(conv)
-        kv = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK)
-        for persistent in (False, True):
-            out.append((f"attention paired warp groups (Gluon), {conv or 'bf16'} kv, bf16 p"
-                        f"{', persistent' if persistent else ''}", pair._sparse_attention_pair_kernel, pair_args,
-                        pair.constants(True, False, 0, persistent, kv), pair.WARPS, 1))  # fmt: skip
+        out += [_ws_case(conv, tile) for tile in (ws.DEFAULT_TILES[conv], *ws.sweep_tiles(conv))]
+    out += [_pair_case(conv, persistent) for conv in (None, "v41_fp8_528", "v4_584") for persistent in (False, True)]
     small = base | dict(BLOCK_H=16, BLOCK_N=16, D=32, DV=24, BLOCK_D=32, BLOCK_DV=32)
     for name, extra in (
         ("f64 (the contract's form)", dict(MODE=0, ACC=tl.float64, LIBDEVICE=True)),
@@ -171,19 +149,58 @@ def _attention_cases() -> list[Case]:
     return out
 
 
+def _gluon_args(conv: str | None) -> dict[str, str]:
+    """Both Gluon attention kernels' runtime arguments, on KV in ``conv`` (None: BF16 rows)."""
+    return dict(q_ptr="*bf16", kv_ptr="*u8" if conv else "*bf16", idx_ptr="*i32", sink_ptr="*fp32", out_ptr="*fp32",
+                lse_ptr="*fp32", M="i32", H="i32", N="i64", K="i32", scale="fp32", block_bytes="i32",
+                scale_base="i32")  # fmt: skip
+
+
+def _ws_case(conv: str | None, tile: Any) -> Case:
+    """The warp-specialized kernel in ``tile`` on KV in ``conv``, with a sink."""
+    from fast.cache import attention_ws as ws
+    from fast.cache.formats import FORMATS
+
+    constants = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK) | ws.tile_constants(tile, True, False)
+    return (f"attention warp specialized (Gluon), {conv or 'bf16'} kv, bf16 p, {ws.label(tile, conv is not None)}",
+            ws._sparse_attention_ws_kernel, _gluon_args(conv), constants, ws.CONSUMER_WARPS, 1)  # fmt: skip
+
+
+def _pair_case(conv: str | None, persistent: bool) -> Case:
+    """The paired-warp-group kernel on KV in ``conv``, one program an item or ``persistent``, with a sink."""
+    from fast.cache import attention_pair as pair
+    from fast.cache import attention_ws as ws
+    from fast.cache.formats import FORMATS
+
+    kv = ws.kv_constants(FORMATS[conv] if conv else None, ROWS_PER_BLOCK)
+    return (f"attention paired warp groups (Gluon), {conv or 'bf16'} kv, bf16 p{', persistent' if persistent else ''}",
+            pair._sparse_attention_pair_kernel, _gluon_args(conv), pair.constants(True, False, 0, persistent, kv),
+            pair.WARPS, 1)  # fmt: skip
+
+
+def sm90_default_cases() -> list[Case]:
+    """The kernels the default path runs on sm_90 (``fast.cache.dispatch``) at the benchmark's shapes: the
+    persistent paired kernel on BF16 rows, the warp-specialized kernel in its default tile on each FP8 cache."""
+    from fast.cache import attention_pair as pair
+    from fast.cache import attention_ws as ws
+
+    return [_pair_case(None, pair.Pair.persistent)] + [
+        _ws_case(conv, ws.DEFAULT_TILES[conv]) for conv in ("v4_584", "v41_fp8_528")
+    ]
+
+
 SM90_SHARED_BYTES = 232448
 """The most shared memory one program may take on sm_90 (227 KiB)."""
 
 
-def check_default_configs() -> bool:
-    """Compile ``attention.default_config`` at the benchmark's shapes (64 heads, D = 512) for BF16 KV and each
-    FP8 cache format at both probability precisions and print its registers, stack and shared memory; False if
-    one fails to compile or needs more shared memory than sm_90 has (the compiler accepts such a kernel; only its
-    launch on the GPU fails). Spills are reported, not failed on."""
+def default_cases() -> list[Case]:
+    """The attention's default configurations at the benchmark's shapes (64 heads, D = 512):
+    ``attention.default_config`` for BF16 KV and each FP8 cache format at both probability precisions, then the
+    kernels the default path runs on sm_90 (``sm90_default_cases``)."""
     from fast.cache import attention
     from fast.cache.checks import ATTENTION_KV_FORMATS
 
-    ok = True
+    cases: list[Case] = []
     for conv in (None, *ATTENTION_KV_FORMATS):
         for precision in ("bf16", "f32"):
             cfg = attention.default_config(64, 512, conv, precision)
@@ -191,19 +208,27 @@ def check_default_configs() -> bool:
             constexprs = _attention_base() | _kv(conv) | dict(MODE=mode, LIBDEVICE=mode == 1, BLOCK_H=cfg.block_h,
                                                               BLOCK_N=cfg.block_n)  # fmt: skip
             kind = "bf16" if conv is None else "fp8" if conv == "v4_584" else f"fp8 {conv}"
-            name = f"default config, {kind} kv, {precision} p: {cfg}"
-            try:
-                r = compile_for_sm90(attention._sparse_attention_kernel, ATTENTION_ARGS, constexprs,
-                                     num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-                                     divisible=DIVISIBLE)  # fmt: skip
-            except Exception as err:
-                print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
-                ok = False
-                continue
-            fits = r.shared <= SM90_SHARED_BYTES
-            ok &= fits
-            print(f"{name}: regs {r.registers}, stack {r.stack} B, smem {r.shared} B"
-                  f"{'' if fits else f' EXCEEDS the sm_90 limit {SM90_SHARED_BYTES} B'}")  # fmt: skip
+            cases.append((f"default config, {kind} kv, {precision} p: {cfg}", attention._sparse_attention_kernel,
+                          ATTENTION_ARGS, constexprs, cfg.num_warps, cfg.num_stages))  # fmt: skip
+    return cases + sm90_default_cases()
+
+
+def check_default_configs() -> bool:
+    """Compile ``default_cases`` and print each one's registers, stack and shared memory; False if one fails to
+    compile or needs more shared memory than sm_90 has (the compiler accepts such a kernel; only its launch on the
+    GPU fails). Spills are reported, not failed on."""
+    ok = True
+    for name, fn, sig, constexprs, warps, stages in default_cases():
+        try:
+            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, num_stages=stages, divisible=DIVISIBLE)
+        except Exception as err:
+            print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
+            ok = False
+            continue
+        fits = r.shared <= SM90_SHARED_BYTES
+        ok &= fits
+        print(f"{name}: regs {r.registers}, stack {r.stack} B, smem {r.shared} B"
+              f"{'' if fits else f' EXCEEDS the sm_90 limit {SM90_SHARED_BYTES} B'}")  # fmt: skip
     return ok
 
 
