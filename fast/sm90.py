@@ -101,6 +101,19 @@ def compile_for_sm90(
     )
 
 
+def compile_case(
+    case: tuple[str, Any, dict[str, str], dict[str, Any], int, int | None], divisible: frozenset[str] = frozenset()
+) -> Compiled | None:
+    """Lower one case ``(name, kernel, argument types, constexprs, warps, stages)``; None, with a line saying why,
+    if it fails to compile."""
+    name, fn, sig, constexprs, warps, stages = case
+    try:
+        return compile_for_sm90(fn, sig, constexprs, num_warps=warps, num_stages=stages, divisible=divisible)
+    except Exception as err:
+        print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
+        return None
+
+
 def lower_cases(
     cases: Sequence[tuple[str, Any, dict[str, str], dict[str, Any], int, int | None]],
     *,
@@ -113,13 +126,12 @@ def lower_cases(
     and print a line of its resources; with ``ptx_dir``, write its PTX there. True when every case compiled
     and none spilled more than ``max_stack`` bytes (or its stack could not be read)."""
     ok = True
-    for name, fn, sig, constexprs, warps, stages in cases:
+    for case in cases:
+        name, warps = case[0], case[4]
         if only not in name:
             continue
-        try:
-            r = compile_for_sm90(fn, sig, constexprs, num_warps=warps, num_stages=stages, divisible=divisible)
-        except Exception as err:
-            print(f"{name}: FAILED to compile: {type(err).__name__}: {str(err)[:400]}")
+        r = compile_case(case, divisible)
+        if r is None:
             ok = False
             continue
         if ptx_dir is not None:
