@@ -279,10 +279,8 @@ def _prefetch_tile(kv_ptr, idx_ptr, m, t, N, K, block_bytes, scale_base, RPB: gl
     lines = (ROW_BYTES + LINE - 1) // LINE + 1
     mask = ok[:, None] & (point < lines)[None, :]
     if FP8_KV:
-        block = row // RPB
-        r = row - block * RPB
-        data = kv_ptr + (block * block_bytes + r * DATA_STRIDE)[:, None] + at[None, :]
-        scales = kv_ptr + block * block_bytes + scale_base + r * SCALE_STRIDE
+        data = kv_ptr + _cache_offset(row, block_bytes, RPB, DATA_STRIDE)[:, None] + at[None, :]
+        scales = kv_ptr + _cache_offset(row, block_bytes, RPB, SCALE_STRIDE) + scale_base
         gl.inline_asm_elementwise(_PREFETCH_ASM, "=r,l,r", [scales, ok.to(gl.int32)], dtype=gl.int32, is_pure=False,
                                   pack=1)  # fmt: skip
     else:
@@ -312,10 +310,8 @@ def _produce_staged(k_smem, ready, empty, kv_ptr, idx_ptr, m, g0, N, K, block_by
         idx = gl.load(idx_ptr + m * K + lane, mask=lane < K, other=-1)
         valid = (idx >= 0) & (idx < N)
         row = gl.where(valid, idx, 0).to(gl.int64)
-        block = row // RPB
-        r = row - block * RPB
-        data_b = block * block_bytes + r * DATA_STRIDE
-        scale_b = block * block_bytes + scale_base + r * SCALE_STRIDE
+        data_b = _cache_offset(row, block_bytes, RPB, DATA_STRIDE)
+        scale_b = _cache_offset(row, block_bytes, RPB, SCALE_STRIDE) + scale_base
         x0, s0 = _load_chunk(kv_ptr, data_b, scale_b, valid, 0, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
         x1, s1 = _load_chunk(kv_ptr, data_b, scale_b, valid, 1, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
         x2, s2 = _load_chunk(kv_ptr, data_b, scale_b, valid, 2, CHUNK, GROUP, QDIMS, PRODUCER_WARPS)
