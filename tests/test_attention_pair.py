@@ -304,6 +304,31 @@ def test_the_fp8_pair_order_copies_each_half_once_before_converting_it() -> None
     assert all(pair1.index(("issue", h, 1)) < pair1.index(("convert", h, 1)) for h in range(4))
 
 
+@pytest.mark.parametrize("pairs", [1, 2, 5])
+def test_the_kernels_fp8_steps_wait_for_each_halfs_copies_and_no_later_ones(pairs: int) -> None:
+    """``attention_pair._produce_row_fp8`` walks ``pair_protocol``'s steps; each conversion's ``later`` is the
+    count of commit groups ``cp.async.wait_group`` may leave in flight. Replayed over a row of ``pairs`` pairs
+    (each pair's steps of the pair past the last left out), the half a conversion reads is among the groups that
+    have landed, and is the newest of them: no wait is stronger than it needs."""
+    from fast.cache import attention_pair as ap
+
+    groups: list[tuple[int, int]] = []  # (half, pair) of each committed group, oldest first
+    for first, j in [(True, 0), *((False, j) for j in range(pairs))]:
+        for k in range(ap.fp8_step_count(first)):
+            half = 2 * ap.fp8_step(first, k, "stage") + ap.fp8_step(first, k, "side")
+            pair = j + ap.fp8_step(first, k, "on")
+            if pair >= pairs:
+                continue
+            if ap.fp8_step(first, k, "issue"):
+                groups.append((half, pair))
+                continue
+            later = ap.fp8_step(first, k, "later")
+            landed = groups[: len(groups) - later]
+            assert (half, pair) in landed, (first, k, later)
+            assert (half, pair) == groups[len(groups) - later - 1], (first, k, later)  # the last it needs
+    assert len(groups) == 4 * pairs
+
+
 def test_a_fp8_pair_order_that_copies_too_early_is_reported_stuck() -> None:
     """The model tells a deadlocking order from the shipped one: with a-left of the next pair copied before a-right
     is converted, the producer waits for group 0 to free a-left, which it does only after scoring both of a's

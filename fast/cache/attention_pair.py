@@ -48,6 +48,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from fast.cache import pair_protocol as protocol
 from fast.cache.attention_ws import (
     BARRIER,
     WS_API,
@@ -131,34 +132,73 @@ def _produce_row_fp8(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0
                      QDIMS: gl.constexpr, BLOCK_N: gl.constexpr, DIM: gl.constexpr, CHUNK: gl.constexpr,
                      WARPS: gl.constexpr):  # fmt: skip
     """FP8 codes: each stage half's codes copied by ``cp.async`` into the half itself (``_issue_half``), then
-    converted there in place (``_convert_half``), in ``pair_protocol.PAIR_ORDER``: in pair j the three halves the
-    consumers free at the pair boundary (b-right, a-right, b-left) are copied as each is freed, then converted,
-    a-right first (group 0 waits for it to finish scoring a); then a-left of pair j + 1, which group 0 frees in the
-    middle of pair j. A copy waits for its half to be freed, so no copy comes before the conversion of a half
-    that its freeing needs (``pair_protocol.run`` checks the order for deadlock). Half (stage, side): tile 2j +
-    stage, columns ``side`` (0 left, 1 right)."""
+    converted there in place (``_convert_half``), in the steps of ``pair_protocol``: ``FIRST`` (pair 0's a-left),
+    then ``PAIR_ORDER`` a pair (the three halves the consumers free at the pair boundary copied as each is freed,
+    then converted, a-right first; then a-left of the next pair, which group 0 frees in the middle of this one).
+    ``pair_protocol.run`` checks that order for deadlock; the kernel takes its steps from there."""
     n_pairs = (K + 2 * BLOCK_N - 1) // (2 * BLOCK_N)
     if n_pairs > 0:
-        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 0, N, K, block_bytes, scale_base,
-                    (g0 & 1) ^ 1, 0, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
-                    WARPS)  # fmt: skip
-        _convert_half(k_smem, codes, scales, ready, 0, 0, 0, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
+        _fp8_steps(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, 0, n_pairs, N, K, block_bytes,
+                   scale_base, True, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
+                   WARPS)  # fmt: skip
     for j in range(n_pairs):
-        free = ((g0 + j) & 1) ^ 1  # the first round passes at once
-        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + 1, N, K, block_bytes, scale_base, free,
-                    1, 1, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
-        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j, N, K, block_bytes, scale_base, free,
-                    0, 1, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
-        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + 1, N, K, block_bytes, scale_base, free,
-                    1, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
-        _convert_half(k_smem, codes, scales, ready, 0, 1, 1, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
-        _convert_half(k_smem, codes, scales, ready, 1, 1, 1, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
-        _convert_half(k_smem, codes, scales, ready, 1, 0, 0, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
-        if j + 1 < n_pairs:
-            _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * j + 2, N, K, block_bytes, scale_base,
-                        free ^ 1, 0, 0, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
-                        WARPS)  # fmt: skip
-            _convert_half(k_smem, codes, scales, ready, 0, 0, 0, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)
+        _fp8_steps(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, j, n_pairs, N, K, block_bytes,
+                   scale_base, False, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK,
+                   WARPS)  # fmt: skip
+
+
+@gluon.constexpr_function
+def fp8_step_count(first):
+    """The count of ``pair_protocol``'s FP8 producer steps, ``FIRST`` or ``PAIR_ORDER``."""
+    return len(protocol.FIRST if first else protocol.PAIR_ORDER)
+
+
+@gluon.constexpr_function
+def fp8_step(first, k, field):
+    """Field ``field`` of step ``k`` of ``pair_protocol.FIRST`` or ``PAIR_ORDER``: ``issue`` (a copy, else a
+    conversion), ``stage``, ``side`` and ``on`` (pairs on) of its half, and for a conversion ``later``, the copies
+    issued after its half's among the steps before it (``cp.async.wait_group``'s count: they may still be in
+    flight)."""
+    steps = protocol.FIRST if first else protocol.PAIR_ORDER
+    verb, half, on = steps[k]
+    issued = [(h, o) for v, h, o in steps[:k] if v == "issue"]
+    later = len(issued) - 1 - issued.index((half, on)) if verb == "convert" else 0
+    return {"issue": verb == "issue", "stage": half // 2, "side": half % 2, "on": on, "later": later}[field]
+
+
+@gluon.jit
+def _fp8_steps(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, j, n_pairs, N, K, block_bytes,
+               scale_base, FIRST: gl.constexpr, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+               SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_N: gl.constexpr,
+               DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    """Pair ``j``'s steps (``FIRST``: ``pair_protocol.FIRST``, else ``PAIR_ORDER``); a step of the pair past the
+    last is left out."""
+    for k in gl.static_range(fp8_step_count(FIRST)):
+        if fp8_step(FIRST, k, "on") == 0:
+            _fp8_step(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, j, N, K, block_bytes, scale_base,
+                      FIRST, k, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
+        elif j + 1 < n_pairs:
+            _fp8_step(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, j, N, K, block_bytes, scale_base,
+                      FIRST, k, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS, BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
+
+
+@gluon.jit
+def _fp8_step(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0, j, N, K, block_bytes, scale_base,
+              FIRST: gl.constexpr, k: gl.constexpr, RPB: gl.constexpr, DATA_STRIDE: gl.constexpr,
+              SCALE_STRIDE: gl.constexpr, GROUP: gl.constexpr, QDIMS: gl.constexpr, BLOCK_N: gl.constexpr,
+              DIM: gl.constexpr, CHUNK: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    """Step ``k`` of pair ``j``: half (stage, side) of pair i = j + on is tile 2i + stage, columns ``side`` (0
+    left, 1 right), freed for the (g0 + i)-th time."""
+    ON: gl.constexpr = fp8_step(FIRST, k, "on")
+    STAGE: gl.constexpr = fp8_step(FIRST, k, "stage")
+    SIDE: gl.constexpr = fp8_step(FIRST, k, "side")
+    if fp8_step(FIRST, k, "issue"):
+        _issue_half(k_smem, codes, scales, empty, kv_ptr, idx_ptr, m, 2 * (j + ON) + STAGE, N, K, block_bytes,
+                    scale_base, ((g0 + j + ON) & 1) ^ 1, STAGE, SIDE, RPB, DATA_STRIDE, SCALE_STRIDE, GROUP, QDIMS,
+                    BLOCK_N, DIM, CHUNK, WARPS)  # fmt: skip
+    else:
+        _convert_half(k_smem, codes, scales, ready, STAGE, SIDE, fp8_step(FIRST, k, "later"), GROUP, QDIMS, BLOCK_N,
+                      DIM, CHUNK, WARPS)  # fmt: skip
 
 
 @gluon.constexpr_function

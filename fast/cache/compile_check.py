@@ -185,7 +185,7 @@ def sm90_default_cases() -> list[Case]:
     from fast.cache import attention_ws as ws
 
     return [_pair_case(None, pair.Pair.persistent)] + [
-        _ws_case(conv, ws.DEFAULT_TILES[conv]) for conv in ("v4_584", "v41_fp8_528")
+        _ws_case(conv, tile) for conv, tile in ws.DEFAULT_TILES.items() if conv is not None
     ]
 
 

@@ -146,10 +146,11 @@ PAIR_ORDER: tuple[Step, ...] = (
     ("issue", 0, 1),
     ("convert", 0, 1),
 )
-"""``_produce_row_fp8``'s steps in pair j: the three halves the consumers free at the pair boundary copied as
-soon as each is free (b-right, a-right, b-left), then converted, a-right first (group 0's next score waits for it);
-then a-left of pair j + 1, which group 0 frees in the middle of pair j, copied and converted before the producer
-waits for the next boundary. Pair 0's a-left comes first (``FIRST``)."""
+"""``attention_pair._produce_row_fp8``'s steps in pair j (the kernel takes them from here): the three halves the
+consumers free at the pair boundary copied as soon as each is free (b-right, a-right, b-left), then converted,
+a-right first (group 0's next score waits for it); then a-left of pair j + 1, which group 0 frees in the middle of
+pair j, copied and converted before the producer waits for the next boundary. Pair 0's a-left comes first
+(``FIRST``)."""
 FIRST: tuple[Step, ...] = (("issue", 0, 0), ("convert", 0, 0))
 
 
