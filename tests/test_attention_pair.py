@@ -329,6 +329,15 @@ def test_the_kernels_fp8_steps_wait_for_each_halfs_copies_and_no_later_ones(pair
     assert len(groups) == 4 * pairs
 
 
+def test_a_fp8_step_refuses_an_unknown_field_or_step() -> None:
+    from fast.cache import attention_pair as ap
+
+    with pytest.raises(ValueError, match=r"^field: must be one of"):
+        ap.fp8_step(False, 0, "tile")
+    with pytest.raises(ValueError, match=r"^k: must be a step of the 8 there are, got 8"):
+        ap.fp8_step(False, ap.fp8_step_count(False), "on")
+
+
 def test_a_fp8_pair_order_that_copies_too_early_is_reported_stuck() -> None:
     """The model tells a deadlocking order from the shipped one: with a-left of the next pair copied before a-right
     is converted, the producer waits for group 0 to free a-left, which it does only after scoring both of a's

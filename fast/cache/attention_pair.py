@@ -147,6 +147,10 @@ def _produce_row_fp8(k_smem, codes, scales, ready, empty, kv_ptr, idx_ptr, m, g0
                    WARPS)  # fmt: skip
 
 
+FP8_STEP_FIELDS = ("issue", "stage", "side", "on", "later")
+"""What ``fp8_step`` tells of a step."""
+
+
 @gluon.constexpr_function
 def fp8_step_count(first):
     """The count of ``pair_protocol``'s FP8 producer steps, ``FIRST`` or ``PAIR_ORDER``."""
@@ -160,6 +164,10 @@ def fp8_step(first, k, field):
     issued after its half's among the steps before it (``cp.async.wait_group``'s count: they may still be in
     flight)."""
     steps = protocol.FIRST if first else protocol.PAIR_ORDER
+    if field not in FP8_STEP_FIELDS:
+        raise ValueError(f"field: must be one of {FP8_STEP_FIELDS}, got {field!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(steps):
+        raise ValueError(f"k: must be a step of the {len(steps)} there are, got {k!r}")
     verb, half, on = steps[k]
     issued = [(h, o) for v, h, o in steps[:k] if v == "issue"]
     later = len(issued) - 1 - issued.index((half, on)) if verb == "convert" else 0
